@@ -1,0 +1,286 @@
+"""Algorithmic tasks of Gopalani et al., sampled online from an explicit seeded generator.
+
+Every task produces int64 token sequences ``[prompt | outputs]`` (layouts as in the paper's code) and
+knows:
+- ``prompt_len``: tokens given before the outputs; the model predicts output j at position
+  ``prompt_len - 1 + j`` (the *output-predicting* positions, ``out_positions``);
+- ``omega(seqs)``: the optimal attention set Ω as a bool mask (B, T, T) over query x key positions of
+  the model input (length ``seq_len - 1``), used by the Attention Progress Measure;
+- ``cosine_pairs``: the (row, col) pairs of output-predicting positions averaged in the paper's
+  representation-collapse metric (its per-task exclusions).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+def _check_int(name, value, low, high=None):
+    if not isinstance(value, int) or isinstance(value, bool) or value < low or (high is not None and value > high):
+        allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"task parameter {name!r} must be an integer {allowed}, got {value!r}")
+
+
+def _lower_pairs(rows, cols=None):
+    """All (a, b) with b < a, a in rows and b in cols (cols defaults to rows)."""
+    cols = rows if cols is None else cols
+    return [(a, b) for a in rows for b in cols if b < a]
+
+
+@dataclass
+class Task:
+    name: str
+    n: int
+    prompt_len: int
+    gen_len: int
+    vocab_size: int
+    cosine_pairs: list = field(repr=False, default_factory=list)
+
+    @property
+    def seq_len(self) -> int:
+        return self.prompt_len + self.gen_len
+
+    @property
+    def block_size(self) -> int:
+        return self.seq_len - 1
+
+    @property
+    def out_positions(self) -> slice:
+        """Model-input positions whose next-token prediction is an output token."""
+        return slice(self.prompt_len - 1, self.seq_len - 1)
+
+    def sample(self, batch: int, generator: torch.Generator, device=None) -> torch.Tensor:
+        _check_int("batch", batch, 1)
+        device = generator.device if device is None else torch.device(device)
+        return self._sample(batch, generator, device)
+
+    def _randint(self, low, high, shape, generator, device):
+        return torch.randint(low, high, shape, generator=generator, device=device)
+
+    def omega(self, seqs: torch.Tensor) -> torch.Tensor:
+        """Optimal attention set Ω as a bool mask (B, T, T), T = seq_len - 1 (query, key)."""
+        B, T = seqs.shape[0], self.block_size
+        mask = torch.zeros(T, T, dtype=torch.bool, device=seqs.device)
+        for q, keys in self._omega_rows():
+            mask[q, keys] = True
+        return mask.expand(B, T, T)
+
+    def _omega_rows(self):
+        raise NotImplementedError
+
+
+class MovingWindowSum(Task):
+    """MWS: y_i = (x_{i-k+1} + ... + x_i) mod p; the first k-1 outputs copy the inputs."""
+
+    def __init__(self, n=16, p=17, k=2):
+        _check_int("n", n, 2, 64)
+        _check_int("p", p, 2)
+        _check_int("k", k, 1, n)
+        if p < n:
+            raise ValueError(f"task parameter 'p' must be >= n ({n}) so the inputs 1..n are valid tokens, got {p}")
+        self.p, self.k = p, k
+        super().__init__("mws", n, n + 1, n, p + 1, _lower_pairs(range(1, n)))
+
+    def _sample(self, batch, g, device):
+        x = self._randint(1, self.n + 1, (batch, self.n), g, device)
+        y = x.clone()
+        csum = torch.cumsum(x, dim=1)
+        y[:, self.k - 1:] = csum[:, self.k - 1:] - torch.nn.functional.pad(csum, (1, 0))[:, : self.n - self.k + 1]
+        sep = torch.full((batch, 1), self.p, dtype=torch.long, device=device)
+        return torch.cat([x, sep, y % self.p], dim=1)
+
+    def _omega_rows(self):
+        o = self.prompt_len - 1
+        for j in range(self.n):  # query o+j predicts y_{j+1}, which reads x_{j-k+2} .. x_{j+1}
+            yield o + j, list(range(max(0, j - self.k + 1), j + 1))
+
+
+class PrefixSum(Task):
+    """y_i = (x_1 + ... + x_i) mod p."""
+
+    def __init__(self, n=16, p=17):
+        _check_int("n", n, 2, 64)
+        _check_int("p", p, n)
+        self.p = p
+        super().__init__("prefix_sum", n, n + 1, n, p + 1, _lower_pairs(range(1, n)))
+
+    def _sample(self, batch, g, device):
+        x = self._randint(1, self.n + 1, (batch, self.n), g, device)
+        sep = torch.full((batch, 1), self.p, dtype=torch.long, device=device)
+        return torch.cat([x, sep, torch.cumsum(x, 1) % self.p], dim=1)
+
+    def _omega_rows(self):
+        o = self.prompt_len - 1
+        yield o, [0]
+        for i in range(1, self.n):  # y_{i+1} = y_i + x_{i+1}: the previous output (itself) and x_{i+1}
+            yield o + i, [i, o + i]
+
+
+class Repeat(Task):
+    """Repeat_k: the outputs are k blocks of n/k tokens, block b equal to (x_1 + b) mod p."""
+
+    def __init__(self, n=16, k=1):
+        _check_int("n", n, 2, 64)
+        _check_int("k", k, 1, n)
+        if n % k:
+            raise ValueError(f"task parameter 'k' must divide n ({n}), got {k}")
+        self.k, self.p = k, n + 1
+        m = n // k
+        pairs = _lower_pairs(range(1, n)) if k == 1 else [
+            pr for b in range(k) for pr in _lower_pairs(range(b * m + 1, (b + 1) * m))]
+        super().__init__("repeat", n, n + 1, n, n + 2, pairs)
+
+    def _sample(self, batch, g, device):
+        x = self._randint(1, self.n + 1, (batch, self.n), g, device)
+        offs = torch.arange(self.k, device=device).repeat_interleave(self.n // self.k)
+        sep = torch.full((batch, 1), self.p, dtype=torch.long, device=device)
+        return torch.cat([x, sep, (x[:, :1] + offs) % self.p], dim=1)
+
+    def _omega_rows(self):
+        for j in range(self.n):
+            yield self.prompt_len - 1 + j, [0]
+
+
+class Copy(Task):
+    """y = x (or reversed x with ``reverse=True``); SEP = 0."""
+
+    def __init__(self, n=16, reverse=False):
+        _check_int("n", n, 2, 64)
+        self.reverse = reverse
+        super().__init__("reverse" if reverse else "copy", n, n + 1, n, n + 1, _lower_pairs(range(n)))
+
+    def _sample(self, batch, g, device):
+        x = self._randint(1, self.n + 1, (batch, self.n), g, device)
+        sep = torch.zeros((batch, 1), dtype=torch.long, device=device)
+        return torch.cat([x, sep, x.flip(1) if self.reverse else x], dim=1)
+
+    def _omega_rows(self):
+        for j in range(self.n):
+            yield self.prompt_len - 1 + j, [self.n - 1 - j if self.reverse else j]
+
+
+class Histogram(Task):
+    """y_i = number of occurrences of x_i in the input; x_i uniform on 1..alphabet; SEP = 0."""
+
+    def __init__(self, n=16, alphabet=12):
+        _check_int("n", n, 2, 64)
+        _check_int("alphabet", alphabet, 2)
+        self.alphabet = alphabet
+        super().__init__("histogram", n, n + 1, n, max(alphabet, n) + 1, _lower_pairs(range(n)))
+
+    def _sample(self, batch, g, device):
+        x = self._randint(1, self.alphabet + 1, (batch, self.n), g, device)
+        counts = (x.unsqueeze(2) == x.unsqueeze(1)).sum(-1)
+        sep = torch.zeros((batch, 1), dtype=torch.long, device=device)
+        return torch.cat([x, sep, counts], dim=1)
+
+    def _omega_rows(self):  # first layer: each output position looks at its own input token
+        for j in range(self.n):
+            yield self.prompt_len - 1 + j, [j]
+
+
+class Permutation(Task):
+    """[x (values lo..hi), 0, π+1, 0, y] with y_j = x_{π(j)}; Ω (second layer) is the source x_{π(j)}."""
+
+    def __init__(self, n=16, low=17, high=32):
+        _check_int("n", n, 2, 64)
+        _check_int("low", low, n + 1)
+        _check_int("high", high, low)
+        self.low, self.high = low, high
+        super().__init__("permutation", n, 2 * n + 2, n, max(high, n) + 1, _lower_pairs(range(n)))
+
+    def _sample(self, batch, g, device):
+        x = self._randint(self.low, self.high + 1, (batch, self.n), g, device)
+        perm = torch.argsort(torch.rand(batch, self.n, generator=g, device=device), dim=1)
+        zero = torch.zeros((batch, 1), dtype=torch.long, device=device)
+        return torch.cat([x, zero, perm + 1, zero, torch.gather(x, 1, perm)], dim=1)
+
+    def omega(self, seqs):
+        B, T, o = seqs.shape[0], self.block_size, self.prompt_len - 1
+        mask = torch.zeros(B, T, T, dtype=torch.bool, device=seqs.device)
+        src = seqs[:, self.n + 1: 2 * self.n + 1] - 1  # π(j), 0-based
+        rows = torch.arange(o, o + self.n, device=seqs.device).expand(B, -1)
+        mask[torch.arange(B, device=seqs.device)[:, None], rows, src] = True
+        return mask
+
+
+class Addition(Task):
+    """a + b for n-digit numbers: ``a + b = s`` with digits 0-9, '+' = 10, '=' = 11; s reversed."""
+
+    def __init__(self, n=4, reverse=True):
+        _check_int("n", n, 1, 9)
+        self.reverse = reverse
+        super().__init__("addition", n, 2 * n + 2, n + 1, 12, _lower_pairs(range(n)))
+
+    def _digits(self, v, width):
+        powers = 10 ** torch.arange(width - 1, -1, -1, device=v.device)
+        return (v[:, None] // powers) % 10
+
+    def _sample(self, batch, g, device):
+        a = self._randint(1, 10 ** self.n, (batch,), g, device)
+        b = self._randint(1, 10 ** self.n, (batch,), g, device)
+        s = self._digits(a + b, self.n + 1)
+        if self.reverse:
+            s = s.flip(1)
+        plus = torch.full((batch, 1), 10, dtype=torch.long, device=device)
+        eq = torch.full((batch, 1), 11, dtype=torch.long, device=device)
+        return torch.cat([self._digits(a, self.n), plus, self._digits(b, self.n), eq, s], dim=1)
+
+    def _omega_rows(self):
+        n, o = self.n, self.prompt_len - 1
+        yield o, [n - 1, 2 * n]
+        for j in range(1, n):
+            yield o + j, [n - j - 1, n - j, 2 * n - j, 2 * n - j + 1]
+        yield o + n, [0, n + 1]
+
+
+class ConcatMWS(Task):
+    """Concatenated MWS ('123_disjoint_454'): 4 copies (k=1), 5 pair sums (k=2), 4 triple sums (k=3)."""
+
+    SEGMENTS = ((1, range(0, 4)), (2, range(5, 10)), (3, range(12, 16)))  # (k, 0-based last input of each window)
+
+    def __init__(self, p=17):
+        _check_int("p", p, 16)
+        self.p = p
+        pairs, start = [], 0
+        for _, ends in self.SEGMENTS:
+            pairs += _lower_pairs(range(start, start + len(ends)))
+            start += len(ends)
+        super().__init__("concat_mws", 16, 17, 13, p + 1, pairs)
+
+    def _windows(self):
+        return [list(range(e - k + 1, e + 1)) for k, ends in self.SEGMENTS for e in ends]
+
+    def _sample(self, batch, g, device):
+        x = self._randint(1, 17, (batch, 16), g, device)
+        y = torch.stack([x[:, w].sum(1) for w in self._windows()], dim=1) % self.p
+        sep = torch.full((batch, 1), self.p, dtype=torch.long, device=device)
+        return torch.cat([x, sep, y], dim=1)
+
+    def _omega_rows(self):
+        for j, w in enumerate(self._windows()):
+            yield self.prompt_len - 1 + j, w
+
+
+TASKS = {
+    "mws": MovingWindowSum,
+    "prefix_sum": PrefixSum,
+    "repeat": Repeat,
+    "copy": Copy,
+    "reverse": lambda **kw: Copy(reverse=True, **kw),
+    "histogram": Histogram,
+    "permutation": Permutation,
+    "addition": Addition,
+    "concat_mws": ConcatMWS,
+}
+
+
+def make_task(name: str, **kwargs) -> Task:
+    """Build a task by name; unknown names or parameters raise a ValueError listing what is allowed."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; allowed: {sorted(TASKS)}")
+    try:
+        return TASKS[name](**kwargs)
+    except TypeError as err:
+        raise ValueError(f"bad parameters {sorted(kwargs)} for task {name!r}: {err}") from None

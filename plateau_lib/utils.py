@@ -1,0 +1,76 @@
+"""Small shared helpers: device choice, seeding, CPU threads, atomic file writes."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """'auto' picks cuda, then mps, then cpu; anything else must be one of DEVICES (optionally 'cuda:N')."""
+    if not isinstance(device, str) or device.split(":")[0] not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES} (or 'cuda:N'), got {device!r}")
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was requested but CUDA is not available; use 'auto' or 'cpu'")
+    return torch.device(device)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (all devices)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def cpu_threads(n: int | None = None) -> int:
+    """Use n intra-op threads (default: $OMP_NUM_THREADS or 1); two busy threads thrash on 2 cores."""
+    n = int(os.environ.get("OMP_NUM_THREADS", 1)) if n is None else n
+    torch.set_num_threads(max(1, n))
+    return torch.get_num_threads()
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike):
+    """Yield a temporary path next to ``path``; on success it is renamed onto ``path`` (file or folder)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent)) / path.name
+    try:
+        yield tmp
+        if path.is_dir() and not path.is_symlink():
+            import shutil
+            old = path.with_name(f".{path.name}.old-{os.getpid()}")
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    finally:
+        import shutil
+        shutil.rmtree(tmp.parent, ignore_errors=True)
+
+
+def write_json(path, obj) -> None:
+    """Write JSON atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, default=str))
+
+
+def torch_save(obj, path) -> None:
+    """torch.save atomically (load it back with ``torch.load(path, weights_only=True)``)."""
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
