@@ -51,7 +51,7 @@ def cached_train(cfg: TrainConfig, use_cache: bool = True, init_state=None, extr
     hit = find("train", key) if use_cache else None
     if hit is not None:
         result = TrainResult.load(hit)
-        result.meta["cache"] = str(hit.relative_to(ROOT))
+        result.meta["cache"] = str(hit.relative_to(ROOT)) if hit.is_relative_to(ROOT) else str(hit)
         return result
     partial = LOCAL / f"train-{key}.partial"
     partial.mkdir(parents=True, exist_ok=True)
