@@ -2,6 +2,7 @@
 """Execute notebooks/*.ipynb with papermill into book/figures/ (the executed copies the book renders).
 
 Usage: run_notebooks.py [--jobs 2] [--only NAME ...] [--params-json '{"steps": 20}']
+                        [--notebook-params-json '{"mws_plateau": {"steps": 20}}']
 Environment: PRESET=cpu|paper (default: paper if CUDA is available, else cpu); FRESH=1 passes use_cache=False.
 """
 from __future__ import annotations
@@ -36,6 +37,14 @@ def ordered_names(only: list[str] | None) -> list[str]:
             sys.exit(f"error: no notebook named {', '.join(missing)} in {NOTEBOOKS}")
         names = [n for n in names if n in only]
     return names
+
+
+def missing_toc_notebooks() -> list[str]:
+    """Chapters book/figures/NAME in _toc.yml with no notebooks/NAME.ipynb (the build would fail on them)."""
+    import yaml
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text()) if (ROOT / "_toc.yml").exists() else {}
+    files = [c["file"] for c in toc.get("chapters", []) if "file" in c]
+    return [f for f in files if f.startswith("book/figures/") and not (NOTEBOOKS / f"{Path(f).name}.ipynb").exists()]
 
 
 def choose_preset() -> str:
@@ -87,25 +96,37 @@ def write_timings(results: list[tuple[str, bool, float, str]], preset: str) -> N
     os.replace(tmp, path)
 
 
+def json_object(option: str, text: str) -> dict:
+    """Parse an option's JSON object or exit with a clear message."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        sys.exit(f"error: {option} is not valid JSON: {err}")
+    if not isinstance(value, dict):
+        sys.exit(f"error: {option} must be a JSON object")
+    return value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=2, help="notebooks run at once (default 2, one per core)")
     parser.add_argument("--only", action="append", metavar="NAME", help="run only this notebook (repeatable)")
     parser.add_argument("--params-json", default="{}", help="extra parameters for every notebook, as JSON")
+    parser.add_argument("--notebook-params-json", default="{}",
+                        help="per-notebook parameters {name: {...}}, applied after --params-json")
     args = parser.parse_args()
 
-    try:
-        extra = json.loads(args.params_json)
-    except json.JSONDecodeError as err:
-        sys.exit(f"error: --params-json is not valid JSON: {err}")
-    if not isinstance(extra, dict):
-        sys.exit("error: --params-json must be a JSON object")
+    extra = json_object("--params-json", args.params_json)
+    per_notebook = json_object("--notebook-params-json", args.notebook_params_json)
     preset = choose_preset()
     parameters = {"preset": preset}
     if os.environ.get("FRESH", "") not in ("", "0"):
         parameters["use_cache"] = False
     parameters.update(extra)
 
+    missing = missing_toc_notebooks()
+    if missing:
+        sys.exit("error: _toc.yml lists pages with no notebook in notebooks/: " + ", ".join(missing))
     names = ordered_names(args.only)
     if not names:
         sys.exit(f"error: no notebooks found in {NOTEBOOKS}")
@@ -114,11 +135,11 @@ def main() -> int:
 
     results = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for result in pool.map(lambda n: run_one(n, parameters), parallel):
+        for result in pool.map(lambda n: run_one(n, {**parameters, **per_notebook.get(n, {})}), parallel):
             results.append(result)
             print(f"  {'ok    ' if result[1] else 'FAILED'} {result[0]:<24} {result[2]:7.1f} s", flush=True)
     if LAST in names and all(ok for _, ok, _, _ in results):
-        results.append(run_one(LAST, parameters))
+        results.append(run_one(LAST, {**parameters, **per_notebook.get(LAST, {})}))
         print(f"  {'ok    ' if results[-1][1] else 'FAILED'} {LAST:<24} {results[-1][2]:7.1f} s", flush=True)
     write_timings(results, preset)
 
