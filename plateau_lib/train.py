@@ -192,7 +192,7 @@ def _resume_state(run_dir, cfg):
     path = Path(run_dir) / "resume.pt" if run_dir else None
     if path is None or not path.exists():
         return None
-    state = torch.load(path, weights_only=False)  # our own file: holds tables and generator states
+    state = torch.load(path, weights_only=True)
     return state if state["config"] == cfg.to_dict() else None
 
 
