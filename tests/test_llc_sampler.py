@@ -1,0 +1,290 @@
+"""The SGLD sampler and estimator: bad input, batched == single chain, seeding, divergence, MALA."""
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from plateau_lib.llc import LLCWarning, default_nbeta, estimate_llc, mala_acceptance_prob
+from plateau_lib.llc.estimator import summarize
+from plateau_lib.llc.golden import (PolynomialModel, RegularModel, least_squares_fit, mse_loss, polynomial_data,
+                                    regular_data)
+from plateau_lib.llc.sampler import make_generator
+from plateau_lib.model import GPT, GPTConfig
+
+torch.set_num_threads(1)
+
+
+def tiny_gpt(seed=0):
+    torch.manual_seed(seed)
+    return GPT(GPTConfig(vocab_size=7, block_size=6, n_layer=1, n_head=2, d_model=8))
+
+
+def lm_loss(model, batch):
+    x, y = batch
+    return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+
+
+def lm_data(n=64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    s = torch.randint(0, 7, (n, 7), generator=g)
+    return s[:, :-1], s[:, 1:]
+
+
+REG = regular_data(3, 1, n=200, seed=0)
+KW = dict(epsilon=1e-3, gamma=10.0, num_chains=2, num_draws=5, seed=0, device="cpu")
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+@pytest.mark.parametrize("kwargs,word", [
+    (dict(epsilon=0.0), "epsilon"), (dict(epsilon=-1e-3), "epsilon"), (dict(epsilon=float("nan")), "epsilon"),
+    (dict(lr=0.0), "epsilon"), (dict(nbeta=0.0), "nbeta"), (dict(nbeta=-2.0), "nbeta"),
+    (dict(gamma=-1.0), "gamma"), (dict(localization=-1.0), "gamma"), (dict(num_chains=0), "num_chains"),
+    (dict(num_chains=1.5), "num_chains"), (dict(num_draws=0), "num_draws"),
+    (dict(num_burnin_steps=5), "num_burnin_steps"), (dict(num_burnin_steps=9), "num_burnin_steps"),
+    (dict(num_steps_bw_draws=0), "num_steps_bw_draws"), (dict(weight_decay=-1.0), "weight_decay"),
+    (dict(batch_size=0), "batch_size"), (dict(seed=-1), "seed"), (dict(chain_ids=[]), "chain_ids"),
+    (dict(epsilon=1e-3, lr=1e-3), "epsilon or lr"),
+])
+def test_bad_hyperparameters_raise_before_sampling(kwargs, word):
+    kw = {**KW, **kwargs}
+    with pytest.raises(ValueError, match=word):
+        estimate_llc(RegularModel(3), mse_loss, REG, **kw)
+
+
+def test_no_trainable_parameters():
+    model = RegularModel(3)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    with pytest.raises(ValueError, match="no trainable parameters"):
+        estimate_llc(model, mse_loss, REG, **KW)
+
+
+def test_loss_not_scalar():
+    with pytest.raises(ValueError, match="scalar"):
+        estimate_llc(RegularModel(3), lambda m, b: (m(b[0]) - b[1]) ** 2, REG, **KW)
+    with pytest.raises(ValueError, match="scalar"):
+        estimate_llc(RegularModel(3), lambda m, b: 1.0, REG, **KW)
+
+
+def test_bad_data():
+    with pytest.raises(ValueError, match="first dimension"):
+        estimate_llc(RegularModel(3), mse_loss, (REG[0], REG[1][:10]), **KW)
+    with pytest.raises(ValueError, match="data must be"):
+        estimate_llc(RegularModel(3), mse_loss, [1, 2, 3], **KW)
+
+
+def test_default_nbeta_is_devinterps():
+    assert default_nbeta(1000) == pytest.approx(144.7648, abs=1e-3)
+    assert default_nbeta(1024) == pytest.approx(147.7320, abs=1e-3)
+    assert default_nbeta(1) == 1.0
+    res = estimate_llc(RegularModel(3), mse_loss, REG, batch_size=32, warn=False, **KW)
+    assert res.hyperparams["nbeta"] == pytest.approx(32 / math.log(32))
+    res = estimate_llc(RegularModel(3), mse_loss, REG, warn=False, **KW)  # full batch: n / ln n
+    assert res.hyperparams["nbeta"] == pytest.approx(200 / math.log(200))
+
+
+# ------------------------------------------------------------------------------------------------ batched == single
+def reference_chain(model, loss_fn, data, chain, *, epsilon, nbeta, gamma, weight_decay, steps, seed, batch_size):
+    """A plain autograd loop over one chain with the same seeded streams (shared batches)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    w_star = torch.nn.utils.parameters_to_vector(params).detach().clone()
+    w = w_star.clone()
+    g_noise = make_generator(seed, chain, "noise", "cpu")
+    g_batch = make_generator(seed, -1, "batch", "cpu")
+    n = data[0].shape[0]
+    buffer = torch.empty(0, dtype=torch.long)
+    losses = []
+    for _ in range(steps):
+        if buffer.numel() < batch_size:
+            buffer = torch.cat([buffer, torch.randperm(n, generator=g_batch)])
+        idx, buffer = buffer[:batch_size], buffer[batch_size:]
+        torch.nn.utils.vector_to_parameters(w, params)
+        for p in params:
+            p.grad = None
+        loss = loss_fn(model, tuple(t[idx] for t in data))
+        loss.backward()
+        grad = torch.cat([p.grad.reshape(-1) for p in params])
+        losses.append(loss.item())
+        drift = nbeta * grad + gamma * (w - w_star) + weight_decay * w
+        noise = torch.empty_like(w).normal_(generator=g_noise)
+        w = w - 0.5 * epsilon * drift + math.sqrt(epsilon) * noise
+    torch.nn.utils.vector_to_parameters(w_star, params)
+    return np.array(losses)
+
+
+def test_batched_chains_equal_plain_single_chain_loop():
+    data = lm_data(64)
+    hp = dict(epsilon=3e-3, nbeta=20.0, gamma=50.0, weight_decay=0.01)
+    res = estimate_llc(tiny_gpt(), lm_loss, data, num_chains=3, num_draws=30, batch_size=16, seed=7,
+                       device="cpu", **hp)
+    for c in range(3):
+        ref = reference_chain(tiny_gpt(), lm_loss, data, c, steps=30, seed=7, batch_size=16, **hp)
+        np.testing.assert_allclose(res.loss_trace_all[c], ref, rtol=1e-4, atol=1e-5)
+    # chains differ from each other (noise is per chain)
+    assert not np.allclose(res.loss_trace_all[0], res.loss_trace_all[1])
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_chain_alone_equals_chain_in_batch(share):
+    data = lm_data(64)
+    kw = dict(epsilon=3e-3, nbeta=20.0, gamma=50.0, num_draws=25, batch_size=16, seed=3, device="cpu",
+              share_batches=share)
+    together = estimate_llc(tiny_gpt(), lm_loss, data, num_chains=4, **kw)
+    for c in (0, 2):
+        alone = estimate_llc(tiny_gpt(), lm_loss, data, chain_ids=[c], **kw)
+        np.testing.assert_allclose(alone.loss_trace_all[0], together.loss_trace_all[c], rtol=1e-5, atol=1e-6)
+        assert alone.llc_per_chain[0] == pytest.approx(together.llc_per_chain[c], rel=1e-4, abs=1e-4)
+
+
+# ------------------------------------------------------------------------------------------------ seeding
+def test_same_seed_same_numbers_and_different_seed_different():
+    data = lm_data(64)
+    kw = dict(epsilon=3e-3, gamma=50.0, num_chains=2, num_draws=10, batch_size=16, device="cpu")
+    a = estimate_llc(tiny_gpt(), lm_loss, data, seed=11, **kw)
+    b = estimate_llc(tiny_gpt(), lm_loss, data, seed=11, **kw)
+    c = estimate_llc(tiny_gpt(), lm_loss, data, seed=12, **kw)
+    assert (a.loss_trace_all == b.loss_trace_all).all()
+    assert not np.allclose(a.loss_trace_all, c.loss_trace_all)
+
+
+class Offset(nn.Module):
+    """Loss-free weights: the final weights minus w* are exactly the accumulated noise."""
+
+    def __init__(self, value):
+        super().__init__()
+        self.w = nn.Parameter(torch.full((5,), float(value)))
+
+    def forward(self, x):
+        return x.mean() + 0 * self.w.sum()
+
+
+def test_same_noise_and_batches_at_every_checkpoint():
+    """Two different 'checkpoints' with the same seed receive the same noise and the same batches."""
+    x = torch.arange(40.0).reshape(40, 1)
+    kw = dict(epsilon=1e-2, gamma=0.0, nbeta=1.0, num_chains=3, num_draws=20, batch_size=4, seed=5, device="cpu")
+    from plateau_lib.llc.sampler import make_batches, sgld_sample
+    loss = lambda m, b: m(b)  # noqa: E731 - loss = mean of the batch: the batch sequence is visible
+    outs = []
+    for value in (0.0, 3.0):
+        out = sgld_sample(Offset(value), loss, make_batches(x, 4, torch.device("cpu")), weight_decay=0.0,
+                          num_steps=20, chain_ids=[0, 1, 2], share_batches=True, mala=False,
+                          **{k: v for k, v in kw.items() if k in ("epsilon", "gamma", "nbeta", "seed")},
+                          device=torch.device("cpu"))
+        outs.append(out)
+    torch.testing.assert_close(outs[0]["final"] - 0.0, outs[1]["final"] - 3.0, rtol=0, atol=1e-5)
+    torch.testing.assert_close(outs[0]["loss"], outs[1]["loss"])  # same batches
+    # shared batches: every chain sees the same batch; unshared: they differ
+    assert (outs[0]["loss"][0] == outs[0]["loss"][1]).all()
+    shared = estimate_llc(Offset(0.0), loss, x, share_batches=True, **kw)
+    own = estimate_llc(Offset(0.0), loss, x, share_batches=False, **kw)
+    assert (shared.loss_trace_all[0] == shared.loss_trace_all[2]).all()
+    assert not (own.loss_trace_all[0] == own.loss_trace_all[2]).all()
+    # without replacement within an epoch: 10 batches of 4 cover the 40 examples once
+    assert np.isclose(own.loss_trace_all[0, :10].sum() * 4, x.sum().item())
+
+
+def test_callable_data_online():
+    gen_batches = []
+
+    def sample_batch(g):
+        s = torch.randint(0, 7, (16, 7), generator=g)
+        gen_batches.append(s)
+        return s[:, :-1], s[:, 1:]
+
+    res = estimate_llc(tiny_gpt(), lm_loss, sample_batch, epsilon=3e-3, gamma=50.0, num_chains=2, num_draws=10,
+                       seed=0, device="cpu", init_loss_batches=4)
+    assert res.hyperparams["nbeta"] == pytest.approx(16 / math.log(16))
+    assert np.isfinite(res.llc_mean) and res.loss_trace.shape == (2, 10)
+
+
+# ------------------------------------------------------------------------------------------------ estimator
+def test_estimator_formula_and_draw_selection():
+    data = lm_data(64)
+    res = estimate_llc(tiny_gpt(), lm_loss, data, epsilon=3e-3, gamma=50.0, nbeta=10.0, num_chains=3, num_draws=6,
+                       num_burnin_steps=4, num_steps_bw_draws=2, batch_size=16, seed=0, device="cpu")
+    assert res.loss_trace_all.shape == (3, 4 + 6 * 2)
+    np.testing.assert_array_equal(res.loss_trace, res.loss_trace_all[:, 4::2])
+    per_chain = 10.0 * (res.loss_trace.mean(1) - res.init_loss)
+    np.testing.assert_allclose(res.llc_per_chain, per_chain)
+    assert res.llc_mean == pytest.approx(per_chain.mean())
+    assert res.llc_std == pytest.approx(per_chain.std(ddof=1))
+    assert res.llc_se == pytest.approx(per_chain.std(ddof=1) / math.sqrt(3))
+    np.testing.assert_allclose(res.llc_running[:, -1], per_chain)
+    assert res.final_llc(2) == pytest.approx((10.0 * (res.loss_trace[:, -2:].mean(1) - res.init_loss)).mean())
+    table = res.table()
+    assert list(table.columns) == ["chain", "draw", "loss", "llc", "llc_running", "diverged"] and len(table) == 18
+    assert set(res.to_devinterp()) >= {"llc/mean", "llc/std", "loss/trace", "llc-chain/0"}
+    # init loss: full data at w*, under no_grad
+    with torch.no_grad():
+        assert res.init_loss == pytest.approx(lm_loss(tiny_gpt(), data).item(), rel=1e-5)
+    # with no burn-in, draw 0 is the loss at w* (on the first batch)
+    r0 = estimate_llc(tiny_gpt(), lm_loss, data, epsilon=3e-3, gamma=50.0, num_chains=2, num_draws=3, seed=0,
+                      device="cpu")
+    assert r0.loss_trace[0, 0] == pytest.approx(res.init_loss, rel=1e-5)  # full batch: first batch = all data
+
+
+def test_divergence_marked_excluded_and_warned():
+    loss = np.array([[1.0, 1.1, 1.2], [1.0, np.nan, np.nan], [1.0, 500.0, 2.0], [1.0, 1.3, 1.1]])
+    hyper = dict(nbeta=10.0, num_burnin_steps=0, num_steps_bw_draws=1, num_draws=3, num_params=4)
+    with pytest.warns(LLCWarning, match="2 of 4 chains diverged"):
+        res = summarize(loss, 1.0, hyper, [0, 1, 2, 3], 1.0)
+    np.testing.assert_array_equal(res.diverged, [False, True, True, False])
+    assert res.llc_mean == pytest.approx(np.mean([10 * 0.1, 10 * (0.4 / 3)]))
+    assert res.num_ok == 2 and "diverged" in res.warnings[0]
+
+
+def test_real_run_divergence():
+    """A step size far too large for a steep quartic: every chain blows up, no estimate, a warning."""
+    data = polynomial_data(200, seed=0)
+    with pytest.warns(LLCWarning, match="diverged"):
+        res = estimate_llc(PolynomialModel((2, 2), init=(0.5, 0.5)), mse_loss, data, epsilon=5.0, gamma=0.0,
+                           num_chains=3, num_draws=30, seed=0, device="cpu")
+    assert res.diverged.all() and math.isnan(res.llc_mean)
+
+
+def test_negative_llc_warns():
+    """Away from a minimum (an untrained regression), the chains descend: a negative estimate and a warning."""
+    data = regular_data(5, 1, n=500, seed=0)
+    torch.manual_seed(0)
+    with pytest.warns(LLCWarning, match="negative"):
+        res = estimate_llc(RegularModel(5), mse_loss, data, epsilon=1e-3, gamma=0.0, num_chains=2,
+                           num_draws=50, seed=0, device="cpu")
+    assert res.llc_mean < 0
+
+
+def test_model_not_modified():
+    model = tiny_gpt()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    estimate_llc(model, lm_loss, lm_data(32), epsilon=1e-2, gamma=1.0, num_chains=2, num_draws=5, seed=0,
+                 device="cpu")
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k])
+
+
+# ------------------------------------------------------------------------------------------------ MALA
+@pytest.mark.parametrize("args,expected", [
+    (([0, 0], [0, 0], 0, [1.5, 5.5], [1.5, 5.5], 16.25, 0.1), 0.6661436),
+    (([1, 1], [1, 1], 1, [1.5, 0.5], [1.5, 0.5], 1.25, 0.5), 0.9692332),
+    (([0, 0], [0, 0], 0, [10.5, 5.5], [10.5, 5.5], 70.25, 0.1), 0.17268492),
+    (([0, 0], [0, 0], 0, [10.5, 5.5], [10.5, 5.5], 70.25, 0.5), 0.00015359),
+])
+def test_mala_acceptance_formula(args, expected):
+    """devinterp's published values are float32 computations: exact (1e-6, or half the last published digit) in float32; float64 within 1e-4."""
+    as32 = [torch.tensor(a, dtype=torch.float32) if isinstance(a, list) else a for a in args]
+    assert float(mala_acceptance_prob(*as32)) == pytest.approx(expected, rel=1e-6, abs=5e-9)  # 0.00015359: 5 digits
+    assert float(mala_acceptance_prob(*args)) == pytest.approx(expected, rel=1e-4)
+
+
+def test_mala_in_a_run_tracks_step_size():
+    data = regular_data(3, 1, n=500, seed=0)
+    model = least_squares_fit(RegularModel(3), data)
+    small = estimate_llc(model, mse_loss, data, epsilon=1e-5, gamma=1.0, num_chains=2, num_draws=200, seed=0,
+                         device="cpu", mala=True)
+    large = estimate_llc(model, mse_loss, data, epsilon=3e-3, gamma=1.0, num_chains=2, num_draws=200, seed=0,
+                         device="cpu", mala=True)
+    assert small.mala_accept.shape == (2, 199)
+    assert small.mala_mean > 0.95 and large.mala_mean < small.mala_mean
+    assert np.isnan(estimate_llc(model, mse_loss, data, **KW).mala_mean)
