@@ -1,0 +1,106 @@
+"""LLC over training: at saved checkpoints, or online as a training callback (no checkpoints written).
+
+Both use one seed at every step, so every estimate sees the same SGLD noise and the same batches
+(Hoogland et al.'s trick: the LLC-over-time curve is then smooth, and its changes are the model's).
+"""
+from __future__ import annotations
+
+import copy
+import os
+from typing import Callable, Iterable, Mapping
+
+import pandas as pd
+import torch
+import torch.nn as nn
+from tqdm.auto import tqdm
+
+from .estimator import LLCResult, estimate_llc
+
+
+def _load_state(obj):
+    if isinstance(obj, (str, os.PathLike)):
+        obj = torch.load(obj, map_location="cpu", weights_only=True)
+    if isinstance(obj, nn.Module):
+        return obj.state_dict()
+    if isinstance(obj, Mapping) and "model" in obj and isinstance(obj["model"], Mapping):
+        return obj["model"]  # a training checkpoint {"model": state_dict, "optimizer": ...}
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"a checkpoint must be a state_dict, an nn.Module or a path to one, got {type(obj).__name__}")
+    return obj
+
+
+def llc_row(step: int, res: LLCResult) -> dict:
+    return {"step": step, "llc_mean": res.llc_mean, "llc_se": res.llc_se, "llc_std": res.llc_std,
+            "num_diverged": int(res.diverged.sum()), "init_loss": res.init_loss, "mala_mean": res.mala_mean,
+            "elapsed_s": res.elapsed_s}
+
+
+def llc_over_checkpoints(model: nn.Module, loss_fn: Callable, data, checkpoints, *, progress: bool = True,
+                         return_results: bool = False, **llc_kwargs):
+    """Estimate the LLC at each checkpoint with the same seed.
+
+    model: an instance of the architecture (its weights are not changed; a copy is loaded).
+    checkpoints: ``{step: state_dict | nn.Module | path}`` or a list of ``(step, ...)`` pairs; paths are
+        loaded with ``torch.load(weights_only=True)`` and may hold ``{"model": state_dict, ...}``.
+    llc_kwargs: passed to :func:`estimate_llc` (``seed`` included: the same at every checkpoint).
+    Returns a tidy DataFrame (one row per checkpoint: step, llc_mean, llc_se, llc_std, num_diverged,
+    init_loss, mala_mean, elapsed_s) and, with ``return_results``, also ``{step: LLCResult}``.
+    """
+    items = list(checkpoints.items() if isinstance(checkpoints, Mapping) else checkpoints)
+    if not items:
+        raise ValueError("checkpoints is empty")
+    work = copy.deepcopy(model)
+    rows, results = [], {}
+    for step, ckpt in tqdm(items, desc="LLC over checkpoints", disable=not progress):
+        work.load_state_dict(_load_state(ckpt))
+        res = estimate_llc(work, loss_fn, data, **llc_kwargs)
+        results[step] = res
+        rows.append(llc_row(step, res))
+    df = pd.DataFrame(rows)
+    return (df, results) if return_results else df
+
+
+class LLCCallback:
+    """Estimate the LLC online at chosen training steps, without writing checkpoints.
+
+    Call ``callback(step, model)`` from the training loop after each optimizer step (or pass it to a
+    trainer that does); at steps in ``steps`` it runs :func:`estimate_llc` on the live model (which is
+    left untouched) with the same seed every time. ``table()`` gives the tidy LLC-over-training table;
+    ``results`` maps step -> :class:`LLCResult`.
+
+    Example::
+
+        cb = LLCCallback(loss_fn, data, steps=[0, 100, 200], epsilon=1e-3, gamma=100, num_draws=100)
+        for step in range(201):
+            ...; opt.step()
+            cb(step, model)
+        cb.table()
+    """
+
+    def __init__(self, loss_fn: Callable, data, steps: Iterable[int], *, progress: bool = True, **llc_kwargs):
+        self.loss_fn, self.data, self.llc_kwargs = loss_fn, data, llc_kwargs
+        self.steps = sorted({int(s) for s in steps})
+        if not self.steps or self.steps[0] < 0:
+            raise ValueError(f"steps must be a non-empty collection of non-negative integers, got {steps!r}")
+        self._pending = set(self.steps)
+        self.results: dict[int, LLCResult] = {}
+        self._bar = tqdm(total=len(self.steps), desc="LLC (online)", disable=not progress)
+
+    def __call__(self, step: int, model: nn.Module) -> LLCResult | None:
+        if step not in self._pending:
+            return None
+        was_training = model.training
+        res = estimate_llc(model, self.loss_fn, self.data, **self.llc_kwargs)
+        model.train(was_training)
+        self._pending.discard(step)
+        self.results[step] = res
+        self._bar.update(1)
+        self._bar.set_postfix(step=step, llc=f"{res.llc_mean:.3g}")
+        if not self._pending:
+            self._bar.close()
+        return res
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame([llc_row(s, r) for s, r in sorted(self.results.items())],
+                            columns=["step", "llc_mean", "llc_se", "llc_std", "num_diverged", "init_loss",
+                                     "mala_mean", "elapsed_s"])
