@@ -4,7 +4,7 @@ The key is a hash of the config (plus any extra inputs, e.g. the reference run a
 came from) and ``RESULTS_VERSION``; bump the version whenever the computation behind a result
 changes. Lookups try committed results under ``results/`` first, then the local ``.cache/results``.
 New results are written atomically to ``.cache/results``; copy a compact, expensive one to
-``results/`` to commit it (its ``meta.json`` carries the provenance).
+``results/`` to commit it without ``final_state.pt`` (its ``meta.json`` carries the provenance).
 """
 from __future__ import annotations
 
@@ -45,10 +45,17 @@ def find(kind: str, key: str) -> Path | None:
     return None
 
 
-def cached_train(cfg: TrainConfig, use_cache: bool = True, init_state=None, extra=None, progress=True) -> TrainResult:
-    """``train(cfg)`` through the cache. An interrupted run resumes from its partial folder."""
+def cached_train(cfg: TrainConfig, use_cache: bool = True, init_state=None, extra=None, progress=True,
+                 need_state: bool = False) -> TrainResult:
+    """``train(cfg)`` through the cache. An interrupted run resumes from its partial folder.
+
+    need_state: the caller needs ``final_state`` (the trained weights); committed results carry only
+    tables and arrays, so such a hit is recomputed locally.
+    """
     key = cache_key(cfg.to_dict(), extra)
     hit = find("train", key) if use_cache else None
+    if hit is not None and need_state and not (hit / "final_state.pt").exists():
+        hit = LOCAL / f"train-{key}" if (LOCAL / f"train-{key}" / "final_state.pt").exists() else None
     if hit is not None:
         result = TrainResult.load(hit)
         result.meta["cache"] = str(hit.relative_to(ROOT)) if hit.is_relative_to(ROOT) else str(hit)
