@@ -11,9 +11,11 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import subprocess
 from pathlib import Path
 
+import pandas as pd
+
+from .report import git_commit
 from .train import TrainConfig, TrainResult, train
 from .utils import atomic_path
 
@@ -26,15 +28,6 @@ LOCAL = ROOT / ".cache" / "results"
 def cache_key(config: dict, extra=None) -> str:
     blob = json.dumps({"config": config, "extra": extra, "version": RESULTS_VERSION}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        return out.stdout.strip() or "uncommitted"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def find(kind: str, key: str) -> Path | None:
@@ -79,3 +72,17 @@ def provenance(meta: dict) -> str:
     cached = f", loaded from {meta['cache']}" if meta.get("cache") else ""
     return (f"computed on {meta.get('device', '?')} at commit {meta.get('commit', '?')} on {meta.get('date', '?')}, "
             f"wall time {meta.get('wall_time_s', float('nan')):.1f} s, torch {meta.get('torch', '?')}{cached}")
+
+
+def provenance_table(results: dict, label: str) -> pd.DataFrame:
+    """One row per run (``results`` maps a label such as a seed or condition to a TrainResult)."""
+    rows = [{label: key, "device": r.meta.get("device"), "wall time (s)": r.meta.get("wall_time_s"),
+             "source": f"loaded from {r.meta['cache']}" if r.meta.get("cache") else "computed in this run",
+             "commit": r.meta.get("commit"), "date": r.meta.get("date")}
+            for key, r in results.items()]
+    return pd.DataFrame(rows)
+
+
+def print_provenance(results: dict, label: str) -> None:
+    print("Provenance:")
+    print(provenance_table(results, label).to_string(index=False))

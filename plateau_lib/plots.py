@@ -96,3 +96,31 @@ def snapshot(attn: np.ndarray, cos: np.ndarray, step: int, query_rows=None):
     attention_map(attn, ax=a, title=f"attention, step {step}", rows=query_rows)
     cosine_heatmap(cos, ax=b, title=f"cosine of hidden states, step {step}")
     return fig
+
+
+def output_rows(cfg) -> slice:
+    """Query rows predicting y_2..y_n of ``cfg``'s task; the y_1 row (the partial solution) has
+    scores large enough to swamp the colours of an attention map."""
+    task = cfg.make_task()
+    return slice(task.out_positions.start + 1, task.out_positions.stop)
+
+
+def label_rows(ax, rows: slice, every: int = 2) -> None:
+    """Tick labels of a row-restricted attention map: the actual query positions."""
+    ax.set_yticks(np.arange(0, rows.stop - rows.start, every) + 0.5)
+    ax.set_yticklabels(list(range(rows.start, rows.stop, every)), rotation=0)
+
+
+def legend_aside(fig) -> None:
+    """Move the hue legend of ``training_curves`` out of the data, into the empty sixth panel."""
+    spare = [ax for ax in fig.axes if not ax.get_visible()]
+    for ax in fig.axes:
+        legend = ax.get_legend() if ax.get_visible() else None
+        if spare and legend is not None and legend.get_title().get_text():
+            handles, labels = ax.get_legend_handles_labels()
+            title = legend.get_title().get_text()
+            legend.remove()
+            spare[0].set_visible(True)
+            spare[0].axis("off")
+            spare[0].legend(handles, labels, title=title, loc="center", frameon=False)
+            return

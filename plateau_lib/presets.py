@@ -11,12 +11,14 @@ PRESETS = ("cpu", "paper")
 MWS_PAPER = TrainConfig(task="mws", task_kwargs={"n": 16, "p": 17, "k": 2}, d_model=256, lr=1e-4,
                         batch_size=256, steps=400, eval_every=10, eval_batch=256)
 
-# CPU miniature: width 64 instead of 256 (16x fewer parameters), lr 1e-3 instead of 1e-4 and batch
-# 128 instead of 256. It keeps the task, the architecture and the optimizer.
-MWS_CPU = MWS_PAPER.replace(d_model=64, lr=1e-3, batch_size=128)
+# CPU miniature: width 64 instead of 256 (16x fewer parameters), lr 1e-3 instead of 1e-4, batch 128
+# instead of 256, and 600 steps instead of 400 (at this width some seeds jump only after step 400).
+# It keeps the task, the architecture and the optimizer.
+MWS_CPU = MWS_PAPER.replace(d_model=64, lr=1e-3, batch_size=128, steps=600)
 
-WHAT_CPU_CHANGES = ("d_model 64 (paper 256), Adam lr 1e-3 (paper 1e-4), batch 128 (paper 256); same task "
-                    "(n=16, p=17, k=2), same 1-layer 1-head linear-attention model, same optimizer and step budget.")
+WHAT_CPU_CHANGES = ("d_model 64 (paper 256), Adam lr 1e-3 (paper 1e-4), batch 128 (paper 256), 600 steps "
+                    "(paper 400: at this width some seeds jump only after step 400); same task (n=16, p=17, k=2), "
+                    "same 1-layer 1-head linear-attention model, same optimizer.")
 
 
 def check_preset(preset: str) -> str:

@@ -72,11 +72,15 @@ def load_summaries() -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=COLUMNS)
 
 
-def provenance_line(meta: dict) -> str:
-    """One line saying where a number came from, e.g. 'preset cpu on cpu, seeds 0, 1, 12.3 s, ...'."""
-    seeds = meta.get("seeds", "?")
-    seeds = ", ".join(map(str, seeds)) if isinstance(seeds, (list, tuple)) else seeds
-    wall = meta.get("wall_time_s")
-    wall = f"{wall:.1f} s" if isinstance(wall, (int, float)) else "? s"
-    return (f"preset {meta.get('preset', '?')} on {meta.get('device', '?')}, seeds {seeds}, {wall}, "
-            f"{meta.get('date', '?')}, commit {meta.get('commit', '?')}")
+def mean_sd(values) -> str:
+    """'mean ± sd (n = k)' over the finite values; 'n/a (no run reached it)' if there are none."""
+    v = pd.Series(values, dtype=float).dropna()
+    if v.empty:
+        return "n/a (no run reached it)"
+    sd = f" ± {v.std(ddof=1):.3g}" if len(v) > 1 else ""
+    return f"{v.mean():.3g}{sd} (n = {len(v)})"
+
+
+def finite(x) -> float:
+    """A summary value as float (NaN for None)."""
+    return float("nan") if x is None or pd.isna(x) else float(x)

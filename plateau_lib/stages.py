@@ -29,6 +29,8 @@ def plateau_summary(metrics: pd.DataFrame, first_level: float = 0.9, jump_level:
     jump = first_crossing(steps, m["acc_rest"], jump_level)
     solved = first_crossing(steps, m["acc"], solved_level)
     before = m[m["step"] < jump] if jump is not None else m
+    if before.empty:  # solved at the first evaluation: no plateau to speak of
+        before = m.iloc[:1]
     return {
         "partial_step": partial,
         "jump_step": jump,

@@ -52,11 +52,10 @@ def test_local_summary_wins_over_committed(roots):
     assert list(table[table.preset == "paper"].source) == ["committed"]
 
 
-def test_provenance_line():
-    line = report.provenance_line({"preset": "cpu", "device": "cpu", "seeds": [0, 1], "wall_time_s": 3.21,
-                                   "date": "2025-01-01T00:00:00+00:00", "commit": "abc1234"})
-    assert line == "preset cpu on cpu, seeds 0, 1, 3.2 s, 2025-01-01T00:00:00+00:00, commit abc1234"
-    assert "?" in report.provenance_line({})
+def test_mean_sd_and_finite():
+    assert report.mean_sd([1.0, 3.0, None]) == "2 ± 1.41 (n = 2)"
+    assert report.mean_sd([None]) == "n/a (no run reached it)"
+    assert report.finite(None) != report.finite(None) and report.finite(2) == 2.0
 
 
 def test_git_commit_outside_a_repository(tmp_path):

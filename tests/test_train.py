@@ -88,3 +88,14 @@ def test_cpu_preset_shows_the_plateau_phenomenon():
     assert s["peak_cosine"] >= 0.8 and s["peak_rho"] >= 0.5 and s["final_acc"] >= 0.95
     assert s["apm_before_jump"] > s["apm_start"] + 0.1
     assert abs(res.metrics["rho_data"].iloc[0] - 0.058) < 0.03
+
+
+def test_plateau_summary_on_hand_built_curves():
+    m = pd.DataFrame({"step": [0, 10, 20, 30, 40], "acc_first": [0.1, 0.95, 1, 1, 1], "acc_rest": [0.05, 0.05, 0.06, 0.9, 1],
+                      "acc": [0.05, 0.1, 0.12, 0.9, 0.99], "cosine": [0.1, 0.9, 0.97, 0.2, 0.1],
+                      "rho": [0.1, 0.8, 0.6, 0.1, 0.06], "apm": [0.1, 0.2, 0.4, 0.7, 0.8]})
+    s = stages.plateau_summary(m)
+    assert (s["partial_step"], s["jump_step"], s["plateau_span"], s["solved_step"]) == (10, 30, 20, 40)
+    assert s["peak_cosine"] == 0.97 and s["peak_rho"] == 0.8 and s["apm_before_jump"] == 0.4
+    solved_at_once = m.assign(acc_rest=1.0, acc_first=1.0, acc=1.0)
+    assert stages.plateau_summary(solved_at_once)["jump_step"] == 0
