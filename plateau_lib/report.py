@@ -7,6 +7,7 @@ for the same figure and preset.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,7 +49,8 @@ def record_summary(figure: str, preset: str, device: str, seeds: list, wall_time
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "commit": git_commit(),
     }
-    path = LOCAL_SUMMARIES / f"{figure}-{preset}.json"
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", figure).strip("-").lower()
+    path = LOCAL_SUMMARIES / f"{slug}-{preset}.json"
     write_json(path, summary)
     return path
 
