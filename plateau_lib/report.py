@@ -49,7 +49,7 @@ def record_summary(figure: str, preset: str, device: str, seeds: list, wall_time
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "commit": git_commit(),
     }
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", figure).strip("-").lower()
+    slug = re.sub(r"[^A-Za-z0-9_]+", "-", figure).strip("-").lower()
     path = LOCAL_SUMMARIES / f"{slug}-{preset}.json"
     write_json(path, summary)
     return path
