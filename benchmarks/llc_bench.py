@@ -22,9 +22,13 @@ import argparse
 import math
 import os
 import platform
+import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere without installing
 
 from plateau_lib import metrics as M
 from plateau_lib.llc import estimate_llc
