@@ -13,11 +13,14 @@ from bs4 import BeautifulSoup
 
 REPO = Path(__file__).resolve().parent.parent
 # Tiny parameters per notebook (on top of preset="cpu", use_cache=False); notebooks not listed get {}.
+TINY_MWS = {"steps": 20, "eval_every": 10, "d_model": 16, "eval_batch": 32}
 SMOKE_PARAMS = {
-    "mws_plateau": {},
-    "mws_attention_bias": {},
-    "mws_optimal_init": {},
-    "llc_calibration": {},
+    "mws_plateau": {**TINY_MWS, "seeds": [0]},
+    "mws_attention_bias": {**TINY_MWS, "seeds": [0], "steps_small_c": 20, "cs": [0.5, 1, 10], "switch_steps": [10]},
+    "mws_optimal_init": {**TINY_MWS, "seeds": [1]},
+    "llc_calibration": {"num_chains": 2, "num_draws": 10, "sgld_batch": 32, "train_steps": 20, "d_model": 16,
+                        "golden_draws": 60, "golden_train_steps": 200, "epsilons": [0.001], "nbetas": [None],
+                        "gammas": [100.0]},
 }
 COPIED = ["_config.yml", "_toc.yml", "notebooks", "plateau_lib", "scripts", "package.json", "package-lock.json",
           "results"]
@@ -41,14 +44,12 @@ def copy_sources(dest: Path) -> None:
 
 
 def existing_chapters(root: Path) -> list[str]:
-    """Rewrite root/_toc.yml to the chapters whose notebooks exist; return their names."""
+    """The figure chapters of root/_toc.yml; each must have its notebook."""
     toc = yaml.safe_load((root / "_toc.yml").read_text())
-    chapters = [c for c in toc["chapters"]
-                if not c["file"].startswith("book/figures/")
-                or (root / "notebooks" / f"{Path(c['file']).name}.ipynb").exists()]
-    toc["chapters"] = chapters
-    (root / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
-    return [Path(c["file"]).name for c in chapters if c["file"].startswith("book/figures/")]
+    names = [Path(c["file"]).name for c in toc["chapters"] if c["file"].startswith("book/figures/")]
+    missing = [n for n in names if not (root / "notebooks" / f"{n}.ipynb").exists()]
+    assert not missing, f"_toc.yml lists chapters with no notebook: {missing}"
+    return names
 
 
 def run(cmd, cwd, **env):
