@@ -9,8 +9,10 @@ New results are written atomically to ``.cache/results``; copy a compact, expens
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -46,23 +48,24 @@ def cached_train(cfg: TrainConfig, use_cache: bool = True, init_state=None, extr
     tables and arrays, so such a hit is recomputed locally.
     """
     key = cache_key(cfg.to_dict(), extra)
-    hit = find("train", key) if use_cache else None
-    if hit is not None and need_state and not (hit / "final_state.pt").exists():
-        hit = LOCAL / f"train-{key}" if (LOCAL / f"train-{key}" / "final_state.pt").exists() else None
-    if hit is not None:
-        result = TrainResult.load(hit)
-        result.meta["cache"] = str(hit.relative_to(ROOT)) if hit.is_relative_to(ROOT) else str(hit)
-        return result
-    partial = LOCAL / f"train-{key}.partial"
-    partial.mkdir(parents=True, exist_ok=True)
-    result = train(cfg, init_state=init_state, run_dir=partial, progress=progress)
-    result.meta.update(commit=git_commit(), date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                       results_version=RESULTS_VERSION, key=key, extra=extra)
-    with atomic_path(LOCAL / f"train-{key}") as tmp:
-        result.save(tmp)
-    for f in partial.iterdir():
-        f.unlink()
-    partial.rmdir()
+    LOCAL.mkdir(parents=True, exist_ok=True)
+    with open(LOCAL / f"train-{key}.lock", "w") as lock:  # one process computes a key; others wait, then load
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        hit = find("train", key) if use_cache else None
+        if hit is not None and need_state and not (hit / "final_state.pt").exists():
+            hit = LOCAL / f"train-{key}" if (LOCAL / f"train-{key}" / "final_state.pt").exists() else None
+        if hit is not None:
+            result = TrainResult.load(hit)
+            result.meta["cache"] = str(hit.relative_to(ROOT)) if hit.is_relative_to(ROOT) else str(hit)
+            return result
+        partial = LOCAL / f"train-{key}.partial"
+        partial.mkdir(parents=True, exist_ok=True)
+        result = train(cfg, init_state=init_state, run_dir=partial, progress=progress)
+        result.meta.update(commit=git_commit(), date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                           results_version=RESULTS_VERSION, key=key, extra=extra)
+        with atomic_path(LOCAL / f"train-{key}") as tmp:
+            result.save(tmp)
+        shutil.rmtree(partial, ignore_errors=True)
     result.meta["cache"] = None
     return result
 

@@ -31,3 +31,23 @@ def mws_config(preset: str = "cpu", **overrides) -> TrainConfig:
     """The MWS training config for ``preset`` with ``overrides`` (None values are ignored)."""
     base = MWS_PAPER if check_preset(preset) == "paper" else MWS_CPU
     return base.replace(**{k: v for k, v in overrides.items() if v is not None})
+
+
+CONFIG_FIELDS = ["task_kwargs", "n_layer", "n_head", "d_model", "softmax", "optimizer", "lr", "steps", "batch_size",
+                 "eval_every", "eval_batch"]
+
+
+def config_table(cfg, paper=MWS_PAPER):
+    """The main fields of ``cfg`` next to the paper's config (a notebook's 'what this run changed')."""
+    import pandas as pd
+    ours, ref = cfg.to_dict(), paper.to_dict()
+    return pd.DataFrame({"this run": {k: str(ours[k]) for k in CONFIG_FIELDS},
+                         "paper": {k: str(ref[k]) for k in CONFIG_FIELDS}})
+
+
+def preset_note(preset: str) -> str:
+    """A markdown sentence saying what the preset is and whose numbers follow."""
+    if check_preset(preset) == "cpu":
+        return (f"**Preset `cpu`.** The `cpu` miniature changes: {WHAT_CPU_CHANGES} "
+                "Every number below is a `cpu` number, not the paper's.")
+    return "**Preset `paper`.** The paper's configuration (numbers below are this run's, measured with it)."

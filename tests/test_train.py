@@ -74,7 +74,8 @@ def test_cache_roundtrip_and_key(tmp_path, monkeypatch):
     again = cache.cached_train(cfg, progress=False)
     assert again.meta["cache"] is not None and first.meta["cache"] is None
     pd.testing.assert_frame_equal(first.metrics, again.metrics, check_exact=False, rtol=1e-12)
-    assert [p.name for p in (tmp_path / "local").iterdir()] == [f"train-{cache.cache_key(cfg.to_dict())}"]
+    key = cache.cache_key(cfg.to_dict())
+    assert sorted(p.name for p in (tmp_path / "local").iterdir()) == [f"train-{key}", f"train-{key}.lock"]
     assert cache.cache_key(cfg.to_dict()) != cache.cache_key(cfg.replace(seed=1).to_dict())
     assert cache.cache_key(cfg.to_dict()) != cache.cache_key(cfg.to_dict(), extra={"reference": "x"})
 
@@ -99,3 +100,16 @@ def test_plateau_summary_on_hand_built_curves():
     assert s["peak_cosine"] == 0.97 and s["peak_rho"] == 0.8 and s["apm_before_jump"] == 0.4
     solved_at_once = m.assign(acc_rest=1.0, acc_first=1.0, acc=1.0)
     assert stages.plateau_summary(solved_at_once)["jump_step"] == 0
+
+
+def test_concurrent_runs_of_one_config_share_the_cache(tmp_path, monkeypatch):
+    """Two notebooks asking for the same run at once: one computes, the other waits and loads it."""
+    from concurrent.futures import ThreadPoolExecutor
+    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    cfg = TrainConfig(**TINY)
+    with ThreadPoolExecutor(2) as pool:
+        a, b = pool.map(lambda _: cache.cached_train(cfg, progress=False), range(2))
+    assert [a.meta["cache"] is None, b.meta["cache"] is None].count(True) == 1
+    pd.testing.assert_frame_equal(a.metrics, b.metrics, check_exact=False, rtol=1e-12)
+    assert not list((tmp_path / "local").glob("*.partial"))

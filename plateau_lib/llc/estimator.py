@@ -162,7 +162,7 @@ def estimate_llc(model: nn.Module, loss_fn: Callable, data, *, epsilon: float | 
                  init_loss_batches: int | None = None, chain_ids: Sequence[int] | None = None,
                  device: str = "auto", mala: bool = False, max_loss_ratio: float = 10.0,
                  progress: bool = False, lr: float | None = None, localization: float | None = None,
-                 warn: bool = True) -> LLCResult:
+                 warn: bool = True, compile: bool = False) -> LLCResult:
     """Estimate the local learning coefficient of ``model`` at its current weights w* with SGLD.
 
     Parameters (devinterp v1 names in brackets)
@@ -209,6 +209,8 @@ def estimate_llc(model: nn.Module, loss_fn: Callable, data, *, epsilon: float | 
     lr, localization: devinterp spellings of ``epsilon`` and ``gamma`` (give one spelling, not both).
     warn: emit :class:`LLCWarning` for diverged chains and negative estimates (always recorded in
         ``result.warnings``).
+    compile: ``torch.compile`` the batched gradient step (one-off compilation, tens of seconds on a
+        CPU; see benchmarks/llc_bench.py for what it buys).
 
     Differences from devinterp v1: the std of ``llc/std`` is reported together with a standard error;
     diverged chains are excluded with a warning rather than stopping the run (v1 raises, v2 silently
@@ -299,7 +301,8 @@ def estimate_llc(model: nn.Module, loss_fn: Callable, data, *, epsilon: float | 
     t0 = time.perf_counter()
     out = sgld_sample(model_dev, loss_fn, batches, epsilon=float(epsilon), nbeta=nbeta, gamma=float(gamma),
                       weight_decay=float(weight_decay), num_steps=num_steps, chain_ids=chain_ids, seed=int(seed),
-                      share_batches=share_batches, device=dev, mala=mala, progress=bar)
+                      share_batches=share_batches, device=dev, mala=mala, progress=bar,
+                      compile=compile)
     elapsed = time.perf_counter() - t0
     if bar is not None:
         bar.close()

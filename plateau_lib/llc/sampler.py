@@ -222,13 +222,14 @@ def mala_acceptance_prob(prev_w, prev_grad, prev_U, cur_w, cur_grad, cur_U, epsi
 
 def sgld_sample(model: nn.Module, loss_fn: Callable, batches, *, epsilon: float, nbeta: float, gamma: float,
                 weight_decay: float, num_steps: int, chain_ids: Sequence[int], seed: int,
-                share_batches: bool, device, mala: bool = False, progress=None) -> dict:
+                share_batches: bool, device, mala: bool = False, progress=None, compile: bool = False) -> dict:
     """Run ``len(chain_ids)`` SGLD chains together for ``num_steps`` steps from the model's weights w*.
 
     ``batches`` comes from :func:`make_batches`. Returns CPU tensors: ``loss`` (C, num_steps), the
     minibatch loss at the pre-update point of every step, and ``mala`` (C, num_steps - 1) hypothetical
     MALA acceptance probabilities of each transition (or None), plus ``final`` (C, D) weights.
-    Inputs are validated by :func:`plateau_lib.llc.estimate_llc`.
+    Inputs are validated by :func:`plateau_lib.llc.estimate_llc`. ``compile`` wraps the batched
+    gradient step in ``torch.compile`` (a one-off compilation of tens of seconds per call on a CPU).
     """
     layout = ParamLayout.from_model(model, device)
     C = len(chain_ids)
@@ -241,6 +242,8 @@ def sgld_sample(model: nn.Module, loss_fn: Callable, batches, *, epsilon: float,
 
     shared = share_batches or batches.full
     step_fn = vmap(grad_and_value(chain_loss), in_dims=(0, None if shared else 0), randomness="different")
+    if compile:
+        step_fn = torch.compile(step_fn)
 
     noise_gens = [make_generator(seed, c, "noise", device) for c in chain_ids]
     batch_gens = [make_generator(seed, SHARED, "batch", device)] if shared else \
