@@ -236,12 +236,12 @@ def train(cfg: TrainConfig, init_state: dict | None = None, run_dir=None, save_e
 
     if start == 0:
         record(0)
+        if 0 in cfg.checkpoint_steps and run_dir:
+            torch_save(model.state_dict(), Path(run_dir) / "ckpt_000000.pt")
     t_start = time.perf_counter() - elapsed
     bar = tqdm(range(start, cfg.steps), desc=f"{cfg.task} seed {cfg.seed}", disable=not progress,
                initial=start, total=cfg.steps, leave=False)
     for step in bar:
-        if 0 in cfg.checkpoint_steps and step == 0 and run_dir:
-            torch_save(model.state_dict(), Path(run_dir) / "ckpt_000000.pt")
         factor = lr_factor(cfg, step)
         for o, lrs in zip(opts, base_lrs):
             for g, lr in zip(o.param_groups, lrs):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,7 +53,6 @@ def atomic_path(path: str | os.PathLike):
     try:
         yield tmp
         if path.is_dir() and not path.is_symlink():
-            import shutil
             old = path.with_name(f".{path.name}.old-{os.getpid()}")
             os.replace(path, old)
             os.replace(tmp, path)
@@ -60,7 +60,6 @@ def atomic_path(path: str | os.PathLike):
         else:
             os.replace(tmp, path)
     finally:
-        import shutil
         shutil.rmtree(tmp.parent, ignore_errors=True)
 
 

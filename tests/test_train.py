@@ -113,3 +113,11 @@ def test_concurrent_runs_of_one_config_share_the_cache(tmp_path, monkeypatch):
     assert [a.meta["cache"] is None, b.meta["cache"] is None].count(True) == 1
     pd.testing.assert_frame_equal(a.metrics, b.metrics, check_exact=False, rtol=1e-12)
     assert not list((tmp_path / "local").glob("*.partial"))
+
+
+def test_checkpoints_are_written_at_the_chosen_steps(tmp_path):
+    cfg = TrainConfig(**TINY, checkpoint_steps=(0, 8))
+    res = train(cfg, run_dir=tmp_path, progress=False)
+    assert sorted(p.name for p in tmp_path.glob("ckpt_*.pt")) == ["ckpt_000000.pt", "ckpt_000008.pt"]
+    first = torch.load(tmp_path / "ckpt_000000.pt", weights_only=True)
+    assert not torch.equal(first["lm_head.weight"], res.final_state["lm_head.weight"])
