@@ -1,4 +1,4 @@
-# make book | make test | make clean     (PRESET=paper|cpu, FRESH=1 are passed on to the notebooks)
+# make book | make test | make paper | make clean     (PRESET=paper|cpu, FRESH=1 are passed on to the notebooks)
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -9,13 +9,14 @@ export OMP_NUM_THREADS := 1
 export PRESET
 export FRESH
 
-.PHONY: venv vendor notebooks book test clean
+.PHONY: venv vendor notebooks book test paper clean
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -r requirements.txt
+	$(PY) -m pip install --no-deps --no-build-isolation -e .
 	touch $@
 
 vendor:
@@ -30,6 +31,11 @@ book: venv vendor notebooks
 
 test: venv
 	$(PY) -m pytest -q tests
+
+# The paper-preset runs the pages declare (plateau_lib/presets.py), on a GPU, into results/ to commit.
+# On a machine without this venv (e.g. a lent GPU with torch installed): python -m plateau_lib.paper
+paper: venv
+	$(PY) -m plateau_lib.paper
 
 clean:
 	rm -rf book/_build book/figures book/_vendor_js .pytest_cache

@@ -1,10 +1,15 @@
-"""Result cache: a run's tidy tables and small arrays on disk, keyed by its full config.
+"""Result cache: a run's tidy tables and small arrays on disk, keyed by its config.
 
-The key is a hash of the config (plus any extra inputs, e.g. the reference run an initialisation
-came from) and ``RESULTS_VERSION``; bump the version whenever the computation behind a result
-changes. Lookups try committed results under ``results/`` first, then the local ``.cache/results``.
-New results are written atomically to ``.cache/results``; copy a compact, expensive one to
-``results/`` to commit it without ``final_state.pt`` (its ``meta.json`` carries the provenance).
+The key hashes the config's ``key_dict()`` (only the fields that differ from a frozen table of neutral
+values, so adding a field whose default keeps the old behaviour leaves existing keys unchanged; the
+device is provenance, not part of the key), any extra inputs (e.g. the reference run an initialisation
+came from) and ``RESULTS_VERSION``; bump the version whenever the computation behind a result changes.
+
+The rule: with ``use_cache=True`` a run is loaded, committed results under ``results/`` first, then the
+local ``.cache/results``; with ``use_cache=False`` it is recomputed and the recomputed result is what
+the caller gets (and what the page shows). New results are written atomically to ``.cache/results``;
+``commit_result`` copies one to ``results/`` without ``final_state.pt`` (``meta.json`` carries the
+provenance).
 """
 from __future__ import annotations
 
@@ -27,8 +32,10 @@ COMMITTED = ROOT / "results"
 LOCAL = ROOT / ".cache" / "results"
 
 
-def cache_key(config: dict, extra=None) -> str:
-    blob = json.dumps({"config": config, "extra": extra, "version": RESULTS_VERSION}, sort_keys=True, default=str)
+def cache_key(cfg, extra=None) -> str:
+    """16 hex digits identifying the result of ``cfg`` (a config with ``key_dict()``) and ``extra``."""
+    blob = json.dumps({"config": cfg.key_dict(), "extra": extra, "version": RESULTS_VERSION}, sort_keys=True,
+                      default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -47,7 +54,7 @@ def cached_train(cfg: TrainConfig, use_cache: bool = True, init_state=None, extr
     need_state: the caller needs ``final_state`` (the trained weights); committed results carry only
     tables and arrays, so such a hit is recomputed locally.
     """
-    key = cache_key(cfg.to_dict(), extra)
+    key = cache_key(cfg, extra)
     LOCAL.mkdir(parents=True, exist_ok=True)
     with open(LOCAL / f"train-{key}.lock", "w") as lock:  # one process computes a key; others wait, then load
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -68,6 +75,27 @@ def cached_train(cfg: TrainConfig, use_cache: bool = True, init_state=None, extr
         shutil.rmtree(partial, ignore_errors=True)
     result.meta["cache"] = None
     return result
+
+
+def load_committed(cfg, extra=None) -> TrainResult | None:
+    """The committed result of ``cfg`` (e.g. a ``paper`` run shown beside a live ``cpu`` run), or None."""
+    path = COMMITTED / f"train-{cache_key(cfg, extra)}"
+    if not (path / "meta.json").exists():
+        return None
+    result = TrainResult.load(path)
+    result.meta["cache"] = str(path.relative_to(ROOT))
+    return result
+
+
+def commit_result(cfg, extra=None) -> Path:
+    """Copy the local result of ``cfg`` into ``results/`` (tables, arrays, meta; no weights) for committing."""
+    key = cache_key(cfg, extra)
+    src = LOCAL / f"train-{key}"
+    if not (src / "meta.json").exists():
+        raise ValueError(f"no local result for this config (key {key}); run cached_train(cfg) first")
+    with atomic_path(COMMITTED / f"train-{key}") as tmp:
+        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("final_state.pt", "*.pt"))
+    return COMMITTED / f"train-{key}"
 
 
 def provenance(meta: dict) -> str:

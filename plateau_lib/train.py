@@ -14,6 +14,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -58,6 +59,17 @@ class TrainConfig:
     copy_groups: tuple = ()          # parameter groups copied from ``init_state`` and frozen (Fig. 5)
     checkpoint_steps: tuple = ()
 
+    # The cache key hashes only the fields whose value differs from this frozen table (see ``key_dict``).
+    # It records the defaults the key scheme started from; it is never edited to follow a changed default,
+    # and a new field enters it with the value that keeps the old behaviour. ``device`` is provenance only.
+    KEY_NEUTRAL: ClassVar[dict] = {
+        "task": "mws", "task_kwargs": {}, "n_layer": 1, "n_head": 1, "d_model": 256, "softmax": False,
+        "optimizer": "adam", "lr": 1e-4, "momentum": 0.0, "weight_decay": 0.0, "muon_lr": 0.02,
+        "schedule": "constant", "warmup_steps": 0, "grad_clip": 0.0, "steps": 400, "batch_size": 256,
+        "eval_every": 10, "eval_batch": 256, "seed": 0, "attn_bias_c": 1.0, "attn_bias_from": 0,
+        "copy_groups": [], "checkpoint_steps": []}
+    PROVENANCE_FIELDS: ClassVar[tuple] = ("device",)
+
     def __post_init__(self):
         positive = ("n_layer", "n_head", "d_model", "steps", "batch_size", "eval_every", "eval_batch")
         for name in positive:
@@ -84,7 +96,9 @@ class TrainConfig:
             raise ValueError(f"checkpoint_steps must be integers in [0, steps={self.steps}], got {bad}")
         if self.d_model % self.n_head:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})")
-        self.make_task()  # validates task and task_kwargs
+        task = self.make_task()  # validates task and task_kwargs
+        if self.attn_bias_c != 1.0 and not task.omega_is_fixed:
+            raise ValueError(f"attn_bias_c needs a task with a fixed Ω; {self.task!r}'s Ω depends on the sequence")
         resolve_device(self.device) if self.device != "auto" else None
 
     def make_task(self):
@@ -99,6 +113,15 @@ class TrainConfig:
         d = dataclasses.asdict(self)
         d["copy_groups"], d["checkpoint_steps"] = list(self.copy_groups), list(self.checkpoint_steps)
         return d
+
+    def key_dict(self) -> dict:
+        """The fields that define the result: those differing from ``KEY_NEUTRAL``, without provenance."""
+        d = self.to_dict()
+        missing = sorted(set(d) - set(self.KEY_NEUTRAL) - set(self.PROVENANCE_FIELDS))
+        if missing:
+            raise ValueError(f"TrainConfig.KEY_NEUTRAL has no entry for {missing}: add the value that keeps "
+                             "the old behaviour, so existing cache keys stay valid")
+        return {k: v for k, v in d.items() if k not in self.PROVENANCE_FIELDS and v != self.KEY_NEUTRAL[k]}
 
     def replace(self, **changes) -> "TrainConfig":
         """A copy with ``changes``; unknown field names raise a ValueError listing the allowed ones."""

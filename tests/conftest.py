@@ -1,12 +1,15 @@
+"""Shared fixtures: one thread for torch, a seeded generator, and a smoke build of the whole book."""
+import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
 
@@ -14,3 +17,75 @@ torch.set_num_threads(1)
 @pytest.fixture
 def gen():
     return torch.Generator().manual_seed(1234)
+
+
+REPO = Path(__file__).resolve().parent.parent
+# Tiny parameters per notebook (on top of preset="cpu", use_cache=False); notebooks not listed get {}.
+TINY_MWS = {"steps": 20, "eval_every": 10, "d_model": 16, "eval_batch": 32}
+SMOKE_PARAMS = {
+    "mws_plateau": {**TINY_MWS, "seeds": [0]},
+    "mws_attention_bias": {**TINY_MWS, "seeds": [0], "steps_small_c": 20, "cs": [0.5, 1, 10], "switch_steps": [10]},
+    "mws_optimal_init": {**TINY_MWS, "seeds": [1]},
+    "llc_calibration": {"num_chains": 2, "num_draws": 10, "sgld_batch": 32, "train_steps": 20, "d_model": 16,
+                        "golden_draws": 60, "golden_train_steps": 200, "epsilons": [0.001], "nbetas": [None],
+                        "gammas": [100.0]},
+}
+COPIED = ["_config.yml", "_toc.yml", "pyproject.toml", "notebooks", "plateau_lib", "scripts", "package.json",
+          "package-lock.json", "results", "book"]
+TIMEOUT_S = 1800
+
+
+def copy_sources(dest: Path) -> None:
+    """The book's sources (not builds, caches or venvs) copied to dest; node_modules linked to save time."""
+    ignore = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", "*.pyc", "_build", "_vendor_js")
+    for name in COPIED:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=ignore)
+        elif src.exists():
+            shutil.copy2(src, dest / name)
+    shutil.rmtree(dest / "book" / "figures", ignore_errors=True)  # executed notebooks: build outputs
+    if (REPO / "node_modules").is_dir():
+        (dest / "node_modules").symlink_to(REPO / "node_modules")
+
+
+def toc_files(root: Path) -> list[str]:
+    """Every chapter file of root/_toc.yml, part by part, in book order."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    return [c["file"] for part in toc["parts"] for c in part["chapters"]]
+
+
+def existing_chapters(root: Path) -> list[str]:
+    """The figure chapters of root/_toc.yml (in book order); each must have its notebook."""
+    names = [Path(f).name for f in toc_files(root) if f.startswith("book/figures/")]
+    missing = [n for n in names if not (root / "notebooks" / f"{n}.ipynb").exists()]
+    assert not missing, f"_toc.yml lists chapters with no notebook: {missing}"
+    return names
+
+
+def run(cmd, cwd, **env):
+    """Run a command with OMP_NUM_THREADS=1 and no PRESET/FRESH from the caller; return the result."""
+    environment = {k: v for k, v in os.environ.items() if k not in ("PRESET", "FRESH")}
+    environment.update(OMP_NUM_THREADS="1", **env)
+    return subprocess.run(cmd, cwd=cwd, env=environment, capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def check(result):
+    assert result.returncode == 0, f"{result.args} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory):
+    """(html folder, figure names) of a smoke build in a temporary copy of the repository."""
+    root = tmp_path_factory.mktemp("book_copy")
+    copy_sources(root)
+    names = existing_chapters(root)
+    assert names, "no notebook listed in _toc.yml exists in notebooks/"
+    check(run(["bash", "scripts/vendor_js.sh"], root))
+    check(run([sys.executable, "scripts/run_notebooks.py", "--params-json", json.dumps({"use_cache": False}),
+               "--notebook-params-json", json.dumps(SMOKE_PARAMS)], root, PRESET="cpu"))
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    check(run([str(jupyter_book), "build", ".", "--path-output", "book", "-W", "-n", "--keep-going"], root))
+    return root / "book" / "_build" / "html", names
+
+

@@ -1,0 +1,85 @@
+"""The cache rule: keys hash only non-neutral fields (the device is provenance), committed keys match their
+folders, a plain lookup prefers committed results, and use_cache=False shows what it recomputed."""
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from plateau_lib import cache
+from plateau_lib.train import TrainConfig
+
+TINY = dict(task_kwargs={"n": 4, "p": 5}, d_model=8, steps=4, batch_size=8, eval_every=2, eval_batch=8)
+
+
+def test_device_is_not_part_of_the_key():
+    cfg = TrainConfig(**TINY)
+    assert cache.cache_key(cfg) == cache.cache_key(cfg.replace(device="cpu"))
+    assert "device" not in cfg.key_dict()
+
+
+def test_key_hashes_only_fields_that_differ_from_the_neutral_table():
+    cfg = TrainConfig(**TINY)
+    assert set(cfg.key_dict()) == {"task_kwargs", "d_model", "steps", "batch_size", "eval_every", "eval_batch"}
+    assert TrainConfig().key_dict() == {}
+
+
+def test_a_new_field_with_its_neutral_default_keeps_old_keys():
+    @dataclass(frozen=True)
+    class NewConfig(TrainConfig):
+        dropout: float = 0.0
+        KEY_NEUTRAL = {**TrainConfig.KEY_NEUTRAL, "dropout": 0.0}
+
+    old, new = TrainConfig(**TINY), NewConfig(**TINY)
+    assert cache.cache_key(new) == cache.cache_key(old)
+    assert cache.cache_key(new.replace(dropout=0.1)) != cache.cache_key(old)
+
+
+def test_a_field_missing_from_the_neutral_table_is_refused():
+    @dataclass(frozen=True)
+    class Forgotten(TrainConfig):
+        dropout: float = 0.0
+
+    with pytest.raises(ValueError, match="KEY_NEUTRAL has no entry for \\['dropout'\\]"):
+        Forgotten(**TINY).key_dict()
+
+
+def test_committed_results_sit_under_their_keys():
+    for folder in sorted(cache.COMMITTED.glob("train-*")):
+        meta = json.loads((folder / "meta.json").read_text())
+        fields = {f.name for f in dataclasses.fields(TrainConfig)}
+        cfg = TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()
+                             if k in fields})
+        assert folder.name == f"train-{cache.cache_key(cfg, meta.get('extra'))}", folder
+        assert not list(folder.glob("*.pt")), f"{folder}: weights are not committed"
+
+
+@pytest.fixture
+def stores(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    monkeypatch.setattr(cache, "ROOT", tmp_path)
+    return tmp_path
+
+
+def test_plain_lookup_shows_committed_and_recompute_shows_what_it_computed(stores):
+    cfg = TrainConfig(**TINY)
+    first = cache.cached_train(cfg, progress=False)
+    path = cache.commit_result(cfg)
+    assert path == stores / "committed" / f"train-{cache.cache_key(cfg)}"
+    assert not (path / "final_state.pt").exists()
+    # mark the committed copy, so we can tell which one a lookup returns
+    (path / "meta.json").write_text(json.dumps({**json.loads((path / "meta.json").read_text()), "marker": 1}))
+    plain = cache.cached_train(cfg, progress=False)
+    assert plain.meta.get("marker") == 1 and plain.meta["cache"] == f"committed/train-{cache.cache_key(cfg)}"
+    fresh = cache.cached_train(cfg, use_cache=False, progress=False)
+    assert "marker" not in fresh.meta and fresh.meta["cache"] is None
+    assert fresh.metrics.equals(first.metrics)
+    assert cache.load_committed(cfg).meta.get("marker") == 1
+    assert cache.load_committed(cfg.replace(seed=5)) is None
+
+
+def test_commit_result_needs_a_local_result(stores):
+    with pytest.raises(ValueError, match="no local result"):
+        cache.commit_result(TrainConfig(**TINY))
