@@ -80,6 +80,9 @@ def bias_mask(task, c, batch=1, device=None, include_first=False):
     As in the paper, the partial-solution row (the query predicting y_1) is left alone unless
     ``include_first``; the mask is applied after the causal zero-fill.
     """
+    if not task.omega_is_fixed:
+        raise ValueError(f"attention bias needs a task whose Ω is the same for every sequence; {task.name!r}'s "
+                         "Ω depends on the sequence")
     seqs = torch.zeros(batch, task.seq_len, dtype=torch.long, device=device)
     omega = task.omega(seqs)[:1].clone()
     if not include_first:

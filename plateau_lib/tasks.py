@@ -58,6 +58,8 @@ class Task:
     def _randint(self, low, high, shape, generator, device):
         return torch.randint(low, high, shape, generator=generator, device=device)
 
+    omega_is_fixed = True  # False where Ω depends on the sequence (permutation): no fixed bias mask exists
+
     def omega(self, seqs: torch.Tensor) -> torch.Tensor:
         """Optimal attention set Ω as a bool mask (B, T, T), T = seq_len - 1 (query, key)."""
         B, T = seqs.shape[0], self.block_size
@@ -92,8 +94,8 @@ class MovingWindowSum(Task):
 
     def _omega_rows(self):
         o = self.prompt_len - 1
-        for j in range(self.n):  # query o+j predicts y_{j+1}, which reads x_{j-k+2} .. x_{j+1}
-            yield o + j, list(range(max(0, j - self.k + 1), j + 1))
+        for j in range(self.n):  # query o+j predicts y_{j+1}: a copy of x_{j+1} if j+1 < k, else x_{j-k+2} .. x_{j+1}
+            yield o + j, [j] if j < self.k - 1 else list(range(j - self.k + 1, j + 1))
 
 
 class PrefixSum(Task):
@@ -196,6 +198,8 @@ class Permutation(Task):
         zero = torch.zeros((batch, 1), dtype=torch.long, device=device)
         return torch.cat([x, zero, perm + 1, zero, torch.gather(x, 1, perm)], dim=1)
 
+    omega_is_fixed = False
+
     def omega(self, seqs):
         B, T, o = seqs.shape[0], self.block_size, self.prompt_len - 1
         mask = torch.zeros(B, T, T, dtype=torch.bool, device=seqs.device)
@@ -229,10 +233,11 @@ class Addition(Task):
 
     def _omega_rows(self):
         n, o = self.n, self.prompt_len - 1
-        yield o, [n - 1, 2 * n]
-        for j in range(1, n):
-            yield o + j, [n - j - 1, n - j, 2 * n - j, 2 * n - j + 1]
-        yield o + n, [0, n + 1]
+        by_power = [[n - 1, 2 * n]]  # the digit of 10^m reads a_m, b_m and the carry from a_{m-1}, b_{m-1}
+        by_power += [[n - m - 1, n - m, 2 * n - m, 2 * n - m + 1] for m in range(1, n)]
+        by_power += [[0, n + 1]]     # the final carry
+        for m, keys in enumerate(by_power):  # reversed: units first; otherwise the carry digit first
+            yield o + (m if self.reverse else n - m), keys
 
 
 class ConcatMWS(Task):

@@ -1,10 +1,12 @@
 """Each metric on hand-built inputs with known answers."""
 import math
 
+import pytest
 import torch
 
 from plateau_lib import metrics as M
 from plateau_lib.tasks import make_task
+from plateau_lib.train import TrainConfig
 
 MWS = make_task("mws")
 
@@ -76,3 +78,156 @@ def test_bias_mask_scales_omega_without_the_first_row():
     mask = M.bias_mask(MWS, 10.0)[0, 0]
     assert int((mask == 10.0).sum()) == 30 and mask[16, 0] == 1.0
     assert int((M.bias_mask(MWS, 10.0, include_first=True)[0, 0] == 10.0).sum()) == 31
+
+
+# --- evaluate() end to end on hand-built models --------------------------------------------------------------
+
+class MWSOracle(torch.nn.Module):
+    """Stands in for GPT in ``evaluate`` (same forward/generate signature) with hand-set outputs for MWS (k=2).
+
+    Logits: the inputs x_2..x_n are unpredictable, so positions 0..n-2 are uniform over 1..n; position n-1
+    predicts SEP; from the SEP on, ``mode="solve"`` predicts y_{j+1} exactly (y_1 = x_1, y_i = x_{i-1} + x_i
+    mod p, read from the model's own input), ``mode="repeat"`` predicts x_1 at SEP and then its own previous
+    token (the collapsed, repeating solution). Attention: ``w_omega`` on the hand-listed Ω of MWS (SEP -> x_1;
+    the query predicting y_i -> x_{i-1}, x_i), ``w_other`` on every other causal entry, times ``attn_bias``.
+    Hidden state ("final_ln"): the one-hot of the predicted token.
+    """
+
+    def __init__(self, task, mode="solve", w_omega=1.0, w_other=1.0):
+        super().__init__()
+        self.task, self.mode, self.w_omega, self.w_other = task, mode, w_omega, w_other
+
+    def next_token(self, idx):
+        n, p = self.task.n, self.task.p
+        x = idx[:, :n]
+        pred = torch.zeros_like(idx)
+        pred[:, n - 1] = p
+        if idx.shape[1] > n:
+            if self.mode == "solve":
+                y = x.clone()
+                y[:, 1:] = (x[:, :-1] + x[:, 1:]) % p
+                pred[:, n:] = y[:, : idx.shape[1] - n]
+            else:
+                pred[:, n] = x[:, 0]
+                pred[:, n + 1:] = idx[:, n + 1:]
+        return pred
+
+    def forward(self, idx, attn_bias=None, return_internals=False, caches=None):
+        B, T = idx.shape
+        n, V = self.task.n, self.task.vocab_size
+        pred = self.next_token(idx)
+        logits = torch.full((B, T, V), -30.0)
+        logits[:, n - 1:] = -30.0 + 60.0 * torch.nn.functional.one_hot(pred[:, n - 1:], V)
+        logits[:, : n - 1, 1: n + 1] = 0.0
+        if not return_internals:
+            return logits
+        att = torch.tril(torch.ones(T, T)) * self.w_other
+        att[n, 0] = self.w_omega
+        for i in range(1, n):
+            if n + i < T:
+                att[n + i, [i - 1, i]] = self.w_omega
+        att = att.expand(B, 1, T, T)
+        if attn_bias is not None:
+            att = att * attn_bias[..., :T, :T]
+        hidden = torch.nn.functional.one_hot(pred, V).float()
+        return logits, {"attn": [att], "final_ln": hidden, "embed": hidden}
+
+    @torch.no_grad()
+    def generate(self, prompt, n_new, attn_bias=None):
+        out = prompt
+        for _ in range(n_new):
+            out = torch.cat([out, self(out, attn_bias=attn_bias)[:, -1].argmax(-1, keepdim=True)], 1)
+        return out
+
+
+def _rho_by_hand(outputs):
+    """Mean over sequences of the share of equal adjacent output pairs."""
+    return sum(sum(a == b for a, b in zip(o, o[1:])) / (len(o) - 1) for o in outputs) / len(outputs)
+
+
+def _entropy_by_hand(outputs):
+    from collections import Counter
+    return sum(-sum(c / len(o) * math.log(c / len(o)) for c in Counter(o).values()) for o in outputs) / len(outputs)
+
+
+def test_evaluate_on_an_oracle_model():
+    seqs = MWS.sample(64, torch.Generator().manual_seed(3))
+    ys = seqs[:, 17:].tolist()
+    out = M.evaluate(MWSOracle(MWS), seqs, MWS)
+    for key in ("acc", "acc_tf", "acc_first", "acc_rest"):
+        assert out[key].item() == 1.0, key
+    assert out["acc_pos"].tolist() == [1.0] * 16 and out["acc_tf_pos"].tolist() == [1.0] * 16
+    assert out["loss_out"].item() < 1e-6
+    # 15 unpredictable inputs at ln 16 each, the SEP and the 16 outputs free: the MWS loss floor
+    assert math.isclose(out["loss"].item(), 15 * math.log(16) / 32, rel_tol=1e-5)
+    assert math.isclose(out["loss"].item(), M.MWS_LOSS_FLOOR, rel_tol=1e-5)
+    rho = _rho_by_hand(ys)
+    assert 0 < rho < 0.2
+    assert math.isclose(out["rho"].item(), rho, rel_tol=1e-6)
+    assert math.isclose(out["rho_data"].item(), rho, rel_tol=1e-6)
+    ent = _entropy_by_hand(ys)
+    assert math.isclose(out["entropy"].item(), ent, rel_tol=1e-5)
+    assert math.isclose(out["entropy_data"].item(), ent, rel_tol=1e-5)
+    # one-hot hidden states: cos(h_a, h_b) = [y_{a+1} == y_{b+1}]; the paper's mean runs over 1 <= b < a <= 15
+    pairs = [(a, b) for a in range(1, 16) for b in range(1, a)]
+    cos = sum(sum(y[a] == y[b] for y in ys) / len(ys) for a, b in pairs) / len(pairs)
+    assert len(pairs) == 105 and math.isclose(out["cosine"].item(), cos, rel_tol=1e-5)
+    # APM with equal weight everywhere: |Ω| = 31 of the 17 + 18 + ... + 32 = 392 causal entries in rows 16..31
+    assert math.isclose(out["apm"].item(), 31 / 392, rel_tol=1e-6)
+    assert out["attn"].shape == (32, 32) and torch.equal(out["attn"], torch.tril(torch.ones(32, 32)))
+
+
+def test_evaluate_apm_with_hand_set_attention():
+    seqs = MWS.sample(8, torch.Generator().manual_seed(4))
+    assert M.evaluate(MWSOracle(MWS, w_omega=-3.0, w_other=0.0), seqs, MWS)["apm"].item() == 1.0
+    w = 4.0  # Ω at weight 4 against 392 - 31 = 361 entries at weight 1
+    assert math.isclose(M.evaluate(MWSOracle(MWS, w_omega=w), seqs, MWS)["apm"].item(), 31 * w / (31 * w + 361),
+                        rel_tol=1e-6)
+    # evaluate passes attn_bias to the forward pass: the 30 Ω entries outside the SEP row are scaled by c
+    c = 10.0
+    out = M.evaluate(MWSOracle(MWS), seqs, MWS, attn_bias=M.bias_mask(MWS, c))
+    assert math.isclose(out["apm"].item(), (1 + 30 * c) / (1 + 30 * c + 361), rel_tol=1e-6)
+    assert out["acc"].item() == 1.0
+
+
+def test_evaluate_separates_greedy_from_teacher_forced():
+    """A model that outputs x_1 and then repeats its previous token: greedy repeats x_1 forever, while under
+    teacher forcing it copies the true previous output."""
+    seqs = MWS.sample(64, torch.Generator().manual_seed(5))
+    rows = seqs.tolist()
+    out = M.evaluate(MWSOracle(MWS, mode="repeat"), seqs, MWS)
+    greedy_pos = [sum(r[17 + j] == r[0] for r in rows) / 64 for j in range(16)]
+    tf_pos = [1.0] + [sum(r[17 + j] == r[16 + j] for r in rows) / 64 for j in range(1, 16)]
+    assert greedy_pos[0] == 1.0 and torch.allclose(out["acc_pos"], torch.tensor(greedy_pos))
+    assert torch.allclose(out["acc_tf_pos"], torch.tensor(tf_pos))
+    assert out["acc_first"].item() == 1.0
+    assert math.isclose(out["acc_rest"].item(), sum(greedy_pos[1:]) / 15, rel_tol=1e-6)
+    assert math.isclose(out["acc_tf"].item(), sum(tf_pos) / 16, rel_tol=1e-6)
+    assert out["rho"].item() == 1.0 and out["entropy"].item() == 0.0
+    rho_data = _rho_by_hand([r[17:] for r in rows])
+    assert math.isclose(out["rho_data"].item(), rho_data, rel_tol=1e-6)
+    assert math.isclose(sum(tf_pos[1:]) / 15, rho_data, rel_tol=1e-6)  # copying the previous output scores ρ
+    # hidden states come from the teacher-forced pass: the query predicting y_{a+1} (a >= 1) holds onehot(y_a)
+    pairs = [(a, b) for a in range(1, 16) for b in range(1, a)]
+    cos = sum(sum(r[16 + a] == r[16 + b] for r in rows) / 64 for a, b in pairs) / len(pairs)
+    assert math.isclose(out["cosine"].item(), cos, rel_tol=1e-5)
+
+
+def test_bias_mask_is_c_on_omega_without_the_first_row_for_every_fixed_omega_task():
+    for name, kwargs in [("mws", {"k": 3}), ("prefix_sum", {}), ("repeat", {"k": 2}), ("copy", {}), ("reverse", {}),
+                         ("histogram", {}), ("addition", {}), ("concat_mws", {})]:
+        task = make_task(name, **kwargs)
+        omega = task.omega(task.sample(1, torch.Generator().manual_seed(0)))[0]
+        assert torch.equal(M.bias_mask(task, 2.5, include_first=True)[0, 0], torch.where(omega, 2.5, 1.0)), name
+        omega = omega.clone()
+        omega[task.out_positions.start] = False  # the query predicting y_1 (partial solution) stays unbiased
+        mask = M.bias_mask(task, 2.5)
+        assert mask.shape == (1, 1, task.block_size, task.block_size), name
+        assert torch.equal(mask[0, 0], torch.where(omega, 2.5, 1.0)), name
+
+
+def test_bias_mask_refuses_a_sequence_dependent_omega():
+    with pytest.raises(ValueError, match="depends on the sequence"):
+        M.bias_mask(make_task("permutation", n=3, low=4, high=6), 2.0)
+    with pytest.raises(ValueError, match="attn_bias_c needs a task with a fixed"):
+        TrainConfig(task="permutation", attn_bias_c=2.0)

@@ -85,3 +85,31 @@ def test_bad_model_config_raises():
         GPTConfig(vocab_size=18, block_size=32, d_model=0)
     with pytest.raises(ValueError, match="divisible"):
         GPTConfig(vocab_size=18, block_size=32, d_model=10, n_head=3)
+
+
+def test_paper_model_parameter_count_at_the_real_block_size():
+    """The paper config as train() builds it: MWS n=16 gives 33-token sequences, so the model sees T = 32.
+
+    (The reference code allocates block_size = 2n + 1 = 33 position rows but only ever feeds 32 tokens;
+    its 807,936 includes that never-used row of 256, see the test above.)
+    """
+    from plateau_lib.train import TrainConfig
+    cfg = TrainConfig().model_config()
+    V, T, d = 18, 32, 256                       # vocab (0..16 outputs, SEP 17), input length, width
+    assert (cfg.vocab_size, cfg.block_size, cfg.d_model, cfg.n_layer, cfg.n_head) == (V, T, d, 1, 1)
+    counts = {
+        "wte": V * d,                           # token embedding 18 x 256 = 4,608
+        "wpe": T * d,                           # positions 32 x 256 = 8,192
+        "ln": 3 * 2 * d,                        # ln_1, ln_2, ln_f: weight + bias = 1,536
+        "attn": 4 * (d * d + d),                # Q, K, V, c_proj, each with bias = 263,168
+        "mlp": (d * 4 * d + 4 * d) + (4 * d * d + d),  # c_fc 256->1024 and c_proj 1024->256, biases = 525,568
+        "head": d * V,                          # lm_head, no bias (untied from wte) = 4,608
+    }
+    model = GPT(cfg)
+    by_group = {"wte": 0, "wpe": 0, "ln": 0, "attn": 0, "mlp": 0, "head": 0}
+    for name, p in model.named_parameters():
+        group = next(g for g in ("wte", "wpe", "ln", "attn", "mlp") if g in name) if "lm_head" not in name else "head"
+        by_group[group] += p.numel()
+    assert by_group == counts
+    assert sum(counts.values()) == 807_680 == sum(p.numel() for p in model.parameters())
+    assert 807_936 - 807_680 == 1 * d           # exactly the reference's unused 33rd position row

@@ -82,3 +82,109 @@ def test_sampling_is_seeded():
 def test_bad_task_parameters_raise(name, kwargs, word):
     with pytest.raises(ValueError, match=word):
         make_task(name, **kwargs)
+
+
+# --- Ω, task by task, against hand-derived small instances -------------------------------------------------
+# Layout reminder: the model sees seqs[:, :-1]; the query at position q predicts the token at q + 1. With
+# o = prompt_len - 1 the query o + j predicts output y_{j+1}. Ω lists, for each such query, the key positions
+# whose tokens determine that output (read off each task's definition, not off tasks.py).
+
+def _id(name, kwargs):
+    return "-".join([name] + [f"{k}{v}" for k, v in sorted(kwargs.items())])
+
+
+def omega_dict(task, seqs, b=0):
+    """{query: [keys]} for the rows of Ω that are not empty, in sequence b."""
+    om = task.omega(seqs)
+    assert om.dtype == torch.bool and om.shape == (seqs.shape[0], task.block_size, task.block_size)
+    return {q: om[b, q].nonzero().flatten().tolist() for q in range(task.block_size) if om[b, q].any()}
+
+
+OMEGA_BY_HAND = [
+    # MWS n=4, k=2: [x1 x2 x3 x4 SEP y1 y2 y3 y4]; y1 = x1, y_i = x_{i-1} + x_i.
+    ("mws", {"n": 4, "k": 2}, {4: [0], 5: [0, 1], 6: [1, 2], 7: [2, 3]}),
+    # MWS n=4, k=1: y_i = x_i.
+    ("mws", {"n": 4, "k": 1}, {4: [0], 5: [1], 6: [2], 7: [3]}),
+    # Prefix sum n=4: y1 = x1; y_{i+1} = y_i + x_{i+1}, and y_i is the query token itself (position 4 + i).
+    ("prefix_sum", {"n": 4}, {4: [0], 5: [1, 5], 6: [2, 6], 7: [3, 7]}),
+    # Repeat_k: every output block is x1 (+ a constant), so every output query reads x1 only.
+    ("repeat", {"n": 4, "k": 1}, {4: [0], 5: [0], 6: [0], 7: [0]}),
+    ("repeat", {"n": 4, "k": 2}, {4: [0], 5: [0], 6: [0], 7: [0]}),
+    # Copy: y_j = x_j. Reverse: y_j = x_{n+1-j}.
+    ("copy", {"n": 4}, {4: [0], 5: [1], 6: [2], 7: [3]}),
+    ("reverse", {"n": 4}, {4: [3], 5: [2], 6: [1], 7: [0]}),
+    # Histogram (layer-1 Ω): the query predicting y_j = count(x_j) looks at its own input x_j.
+    ("histogram", {"n": 4}, {4: [0], 5: [1], 6: [2], 7: [3]}),
+    # Addition n=2, reversed sum: [a1 a0 + b1 b0 = s0 s1 s2] at positions 0..8. s_j reads digit j of a and b
+    # (if any) and digit j-1 (its carry source, if any): s0 <- a0 (1), b0 (4); s1 <- a1, a0, b1, b0;
+    # s2 (the carry out) <- a1 (0), b1 (3).
+    ("addition", {"n": 2}, {5: [1, 4], 6: [0, 1, 3, 4], 7: [0, 3]}),
+    # Addition n=1: [a0 + b0 = s0 s1]: both sum digits read a0 (0) and b0 (2).
+    ("addition", {"n": 1}, {3: [0, 2], 4: [0, 2]}),
+    # Concatenated MWS '123_disjoint_454' (16 inputs, SEP at 16, queries 16..28): y1..y4 = x1..x4;
+    # y5..y9 = x_j + x_{j+1} (j = 5..9); y10..y13 = x_{j+1} + x_{j+2} + x_{j+3} (j = 10..13).
+    ("concat_mws", {}, {16: [0], 17: [1], 18: [2], 19: [3],
+                        20: [4, 5], 21: [5, 6], 22: [6, 7], 23: [7, 8], 24: [8, 9],
+                        25: [10, 11, 12], 26: [11, 12, 13], 27: [12, 13, 14], 28: [13, 14, 15]}),
+]
+
+
+def test_omega_tests_cover_every_task():
+    from plateau_lib.tasks import TASKS
+    covered = {name for name, _, _ in OMEGA_BY_HAND} | {"permutation"}
+    assert covered == set(TASKS), "a task without a hand-derived Ω test"
+
+
+@pytest.mark.parametrize("name,kwargs,expect", OMEGA_BY_HAND, ids=[_id(n, kw) for n, kw, _ in OMEGA_BY_HAND])
+def test_omega_matches_hand_derivation(name, kwargs, expect, gen):
+    task = make_task(name, **kwargs)
+    seqs = task.sample(3, gen)
+    for b in range(3):  # a fixed Ω: the same in every sequence
+        assert omega_dict(task, seqs, b) == expect
+
+
+def test_permutation_omega_follows_each_sequence_by_hand():
+    task = make_task("permutation", n=3, low=4, high=6)
+    # [x1 x2 x3 | 0 | π+1 | 0 | y] with y_j = x_{π(j)}; the queries 7, 8, 9 predict y1, y2, y3.
+    seqs = torch.tensor([[4, 5, 6, 0, 3, 1, 2, 0, 6, 4, 5],     # π = (2, 0, 1): y = (x3, x1, x2)
+                         [4, 4, 5, 0, 1, 2, 3, 0, 4, 4, 5]])    # identity
+    assert task.prompt_len == 8 and task.block_size == 10
+    assert omega_dict(task, seqs, 0) == {7: [2], 8: [0], 9: [1]}
+    assert omega_dict(task, seqs, 1) == {7: [0], 8: [1], 9: [2]}
+
+
+# For these tasks the predicted token is the sum of the tokens at its Ω keys (mod p; copies are sums of one).
+SUM_RULE = [("mws", {"n": 6, "k": 1}, 17), ("mws", {"n": 6, "k": 2}, 17), ("prefix_sum", {"n": 6}, 17),
+            ("repeat", {"n": 6, "k": 1}, 7), ("copy", {"n": 6}, 100), ("reverse", {"n": 6}, 100),
+            ("permutation", {"n": 6}, 100), ("concat_mws", {}, 17)]
+
+
+@pytest.mark.parametrize("name,kwargs,mod", SUM_RULE, ids=[_id(n, kw) for n, kw, _ in SUM_RULE])
+def test_omega_keys_determine_the_prediction(name, kwargs, mod, gen):
+    task = make_task(name, **kwargs)
+    seqs = task.sample(32, gen)
+    om = task.omega(seqs)
+    assert int(om.sum()) > 0 and not om[:, : task.prompt_len - 1].any()  # only output-predicting queries
+    assert not torch.triu(om, diagonal=1).any()                          # and only causal keys
+    for b, row in enumerate(seqs.tolist()):
+        for q, keys in omega_dict(task, seqs, b).items():
+            assert row[q + 1] == sum(row[k] for k in keys) % mod, (b, q, keys)
+
+
+@pytest.mark.parametrize("name", ["histogram", "addition"])
+def test_omega_is_causal_for_the_other_tasks(name, gen):
+    task = make_task(name)
+    om = task.omega(task.sample(4, gen))
+    assert not torch.triu(om, diagonal=1).any() and not om[:, : task.prompt_len - 1].any()
+
+
+def test_mws_omega_of_the_copied_outputs_for_k3(gen):
+    task = make_task("mws", n=5, k=3)
+    # [x1..x5 SEP y1..y5]: y1 = x1, y2 = x2 (copies), y3 = x1+x2+x3, y4 = x2+x3+x4, y5 = x3+x4+x5.
+    assert omega_dict(task, task.sample(2, gen)) == {5: [0], 6: [1], 7: [0, 1, 2], 8: [1, 2, 3], 9: [2, 3, 4]}
+
+
+def test_addition_omega_without_reversal(gen):
+    task = make_task("addition", n=2, reverse=False)
+    # [a1 a0 + b1 b0 = s2 s1 s0]: the query '=' (5) predicts the carry digit s2, 6 predicts s1, 7 predicts s0.
+    assert omega_dict(task, task.sample(2, gen)) == {5: [0, 3], 6: [0, 1, 3, 4], 7: [1, 4]}

@@ -1,6 +1,7 @@
 """The training loop: config validation before compute, resume, freezing, schedules, the phenomenon."""
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -74,10 +75,10 @@ def test_cache_roundtrip_and_key(tmp_path, monkeypatch):
     again = cache.cached_train(cfg, progress=False)
     assert again.meta["cache"] is not None and first.meta["cache"] is None
     pd.testing.assert_frame_equal(first.metrics, again.metrics, check_exact=False, rtol=1e-12)
-    key = cache.cache_key(cfg.to_dict())
+    key = cache.cache_key(cfg)
     assert sorted(p.name for p in (tmp_path / "local").iterdir()) == [f"train-{key}", f"train-{key}.lock"]
-    assert cache.cache_key(cfg.to_dict()) != cache.cache_key(cfg.replace(seed=1).to_dict())
-    assert cache.cache_key(cfg.to_dict()) != cache.cache_key(cfg.to_dict(), extra={"reference": "x"})
+    assert cache.cache_key(cfg) != cache.cache_key(cfg.replace(seed=1))
+    assert cache.cache_key(cfg) != cache.cache_key(cfg, extra={"reference": "x"})
 
 
 def test_cpu_preset_shows_the_plateau_phenomenon():
@@ -121,3 +122,127 @@ def test_checkpoints_are_written_at_the_chosen_steps(tmp_path):
     assert sorted(p.name for p in tmp_path.glob("ckpt_*.pt")) == ["ckpt_000000.pt", "ckpt_000008.pt"]
     first = torch.load(tmp_path / "ckpt_000000.pt", weights_only=True)
     assert not torch.equal(first["lm_head.weight"], res.final_state["lm_head.weight"])
+
+
+# --- attn_bias_from (Fig. 43): the bias switches on at a training step --------------------------------------
+# Definition: the update with 0-based index `step` (taken on the batch sampled at that step) uses the bias iff
+# step >= attn_bias_from, and the evaluation after `s` updates uses it iff s >= attn_bias_from.
+
+SWITCH = dict(d_model=16, steps=10, eval_every=2, batch_size=16, eval_batch=16, device="cpu")
+
+
+def _train_with_states(cfg):
+    """train(cfg) and the state dict after every update (keyed by the number of updates done)."""
+    states = {}
+
+    def keep(done, model):
+        states[done] = {k: v.clone() for k, v in model.state_dict().items()}
+
+    return train(cfg, progress=False, callbacks=[keep]), states
+
+
+@pytest.mark.parametrize("t", [5, 6])  # between two evaluations, and on one
+def test_attn_bias_from_switches_on_at_step_t(t):
+    from plateau_lib import metrics as M
+    plain, plain_states = _train_with_states(TrainConfig(**SWITCH))
+    switched, switched_states = _train_with_states(TrainConfig(**SWITCH, attn_bias_c=10.0, attn_bias_from=t))
+    # updates 0..t-1 are unbiased: the parameters agree bitwise after t updates, and differ after t + 1
+    for done in range(1, t + 1):
+        for name, value in plain_states[done].items():
+            assert torch.equal(value, switched_states[done][name]), (done, name)
+    q = "blocks.0.attn.Q.weight"
+    assert not torch.equal(plain_states[t + 1][q], switched_states[t + 1][q])
+    # evaluations at steps < t are the unbiased run's, bitwise
+    early = plain.metrics["step"] < t
+    assert early.sum() == len(range(0, t, 2))
+    pd.testing.assert_frame_equal(plain.metrics[early], switched.metrics[early], check_exact=True)
+    early_pos = plain.positions["step"] < t
+    pd.testing.assert_frame_equal(plain.positions[early_pos], switched.positions[early_pos], check_exact=True)
+    n_early = int(early.sum())
+    assert np.array_equal(plain.arrays["attn"][:n_early], switched.arrays["attn"][:n_early])
+    # from step t on, the evaluations see the bias: every later loss differs
+    late = ~early
+    assert (plain.metrics.loss[late] != switched.metrics.loss[late]).all()
+    assert (plain.metrics.apm[late] != switched.metrics.apm[late]).all()
+    if t % 2 == 0:  # an evaluation right at the switch: same parameters, so the scores differ by the mask alone
+        mask = M.bias_mask(TrainConfig(**SWITCH).make_task(), 10.0)[0, 0].numpy()
+        assert mask[16, 0] == 1.0 and (mask == 10.0).sum() == 30
+        np.testing.assert_allclose(switched.arrays["attn"][n_early], plain.arrays["attn"][n_early] * mask,
+                                   rtol=1e-5, atol=1e-8)
+
+
+def _reference_loop(cfg, bias_from):
+    """The training loop written out from its definition (constant lr, Adam, one batch per step)."""
+    from plateau_lib import metrics as M
+    from plateau_lib.train import build_model
+    task = cfg.make_task()
+    model = build_model(cfg, torch.device("cpu"))
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    mask = M.bias_mask(task, cfg.attn_bias_c)
+    for step in range(cfg.steps):
+        seqs = task.sample(cfg.batch_size, gen)
+        loss = M.loss_all(model(seqs[:, :-1], attn_bias=mask if step >= bias_from else None), seqs)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model.state_dict()
+
+
+@pytest.mark.parametrize("t", [0, 4])
+def test_attn_bias_from_matches_a_hand_written_loop(t):
+    """from=0 is a run biased from the very first update; from=t biases updates t, t+1, ... only."""
+    cfg = TrainConfig(**{**SWITCH, "steps": 8}, attn_bias_c=10.0, attn_bias_from=t)
+    final = train(cfg, progress=False).final_state
+    same = _reference_loop(cfg, t)
+    for name, value in final.items():
+        torch.testing.assert_close(value, same[name], rtol=1e-6, atol=1e-7, msg=name)
+    for wrong in (t - 1, t + 1):  # a switch one step early or late is detected
+        if wrong >= 0:
+            other = _reference_loop(cfg, wrong)
+            q = "blocks.0.attn.Q.weight"
+            assert not torch.allclose(final[q], other[q], rtol=1e-6, atol=1e-7)
+
+
+def test_attn_bias_from_zero_biases_the_first_evaluation():
+    plain = train(TrainConfig(**{**SWITCH, "steps": 2}), progress=False)
+    biased = train(TrainConfig(**{**SWITCH, "steps": 2}, attn_bias_c=10.0), progress=False)
+    assert TrainConfig(attn_bias_c=10.0).attn_bias_from == 0
+    from plateau_lib import metrics as M
+    mask = M.bias_mask(TrainConfig(**SWITCH).make_task(), 10.0)[0, 0].numpy()
+    np.testing.assert_allclose(biased.arrays["attn"][0], plain.arrays["attn"][0] * mask, rtol=1e-5, atol=1e-8)
+    assert not np.array_equal(biased.arrays["attn"][0], plain.arrays["attn"][0])
+
+
+# --- SGD and Muon actually train ------------------------------------------------------------------------------
+
+LEARN = dict(task_kwargs={"n": 4}, d_model=16, steps=40, eval_every=40, batch_size=32, eval_batch=64, device="cpu")
+
+
+def _changed(cfg, res):
+    from plateau_lib.train import build_model
+    init = build_model(cfg, torch.device("cpu")).state_dict()
+    return {name for name, value in res.final_state.items() if not torch.equal(value, init[name])}
+
+
+def test_sgd_lowers_the_loss():
+    cfg = TrainConfig(**LEARN, optimizer="sgd", lr=0.5)
+    res = train(cfg, progress=False)
+    first, last = res.metrics["loss"].iloc[0], res.metrics["loss"].iloc[-1]
+    assert abs(first - math.log(18)) < 0.1 and last < first - 0.5, (first, last)
+    assert _changed(cfg, res) == set(res.final_state)  # every parameter moved
+
+
+def test_muon_lowers_the_loss():
+    cfg = TrainConfig(**LEARN, optimizer="muon", lr=1e-2)
+    res = train(cfg, progress=False)
+    first, last = res.metrics["loss"].iloc[0], res.metrics["loss"].iloc[-1]
+    assert last < first - 0.5, (first, last)
+    assert _changed(cfg, res) == set(res.final_state)
+    # Muon's own share: the 2-D block matrices alone (Adam's lr ~ 0 on the rest) still lower the loss ...
+    muon_only = TrainConfig(**LEARN, optimizer="muon", lr=1e-9, muon_lr=0.05)
+    res = train(muon_only, progress=False)
+    assert res.metrics["loss"].iloc[-1] < first - 0.1
+    # ... and with muon_lr ~ 0 as well nothing learns
+    frozen = train(muon_only.replace(muon_lr=1e-9), progress=False)
+    assert abs(frozen.metrics["loss"].iloc[-1] - first) < 1e-3
