@@ -4,6 +4,11 @@
 Usage: run_notebooks.py [--jobs 2] [--only NAME ...] [--params-json '{"steps": 20}']
                         [--notebook-params-json '{"mws_plateau": {"steps": 20}}']
 Environment: PRESET=cpu|paper (default: paper if CUDA is available, else cpu); FRESH=1 passes use_cache=False.
+
+A full build runs the figure chapters of _toc.yml in book order (reproducibility last: it summarises the
+others); notebooks not in the TOC run only with --only. Every notebook's parameters are checked against its
+parameters cell (plateau_lib.run.check_parameters) before any runs. The notebooks run with
+PLATEAU_BOOK_BUILD=1, TQDM_DISABLE=1 and PLATEAU_SUMMARIES=book/figures/_summaries (emptied by a full build).
 """
 from __future__ import annotations
 
@@ -17,34 +22,87 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from plateau_lib.run import check_parameters
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = ROOT / "book" / "figures"
 HTML = ROOT / "book" / "_build" / "html"
+SUMMARIES = EXECUTED / "_summaries"
+TOC = ROOT / "_toc.yml"
 PRESETS = ("cpu", "paper")
-ORDER = ["mws_plateau", "mws_attention_bias", "mws_optimal_init", "llc_calibration"]
 LAST = "reproducibility"  # summarises the others, so it runs alone after them
 
 
-def ordered_names(only: list[str] | None) -> list[str]:
-    """Notebook names: ORDER first, then the rest sorted, LAST at the end; restricted to `only`."""
-    found = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
-    names = [n for n in ORDER if n in found] + [n for n in found if n not in ORDER and n != LAST]
-    names += [LAST] if LAST in found else []
-    if only:
-        missing = sorted(set(only) - set(found))
-        if missing:
-            sys.exit(f"error: no notebook named {', '.join(missing)} in {NOTEBOOKS}")
-        names = [n for n in names if n in only]
-    return names
+def toc_files() -> list[str] | None:
+    """Every file of _toc.yml in book order (parts -> chapters -> sections, depth first); None without one."""
+    import yaml
+    if not TOC.exists():
+        return None
+    toc = yaml.safe_load(TOC.read_text()) or {}
+
+    def walk(entries) -> list[str]:
+        files = []
+        for entry in entries or []:
+            if "file" in entry:
+                files.append(entry["file"])
+            files += walk(entry.get("sections"))
+        return files
+
+    parts = toc.get("parts") or [toc]  # a TOC without parts lists its chapters at the top level
+    return [f for part in parts for f in walk(part.get("chapters"))]
+
+
+def toc_figures() -> list[str] | None:
+    """Names of the executed-notebook chapters (book/figures/NAME) of _toc.yml, in book order."""
+    files = toc_files()
+    if files is None:
+        return None
+    return [Path(f).name for f in files if f.startswith("book/figures/")]
 
 
 def missing_toc_notebooks() -> list[str]:
     """Chapters book/figures/NAME in _toc.yml with no notebooks/NAME.ipynb (the build would fail on them)."""
-    import yaml
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text()) if (ROOT / "_toc.yml").exists() else {}
-    files = [c["file"] for c in toc.get("chapters", []) if "file" in c]
-    return [f for f in files if f.startswith("book/figures/") and not (NOTEBOOKS / f"{Path(f).name}.ipynb").exists()]
+    return [f"book/figures/{n}" for n in toc_figures() or [] if not (NOTEBOOKS / f"{n}.ipynb").exists()]
+
+
+def ordered_names(only: list[str] | None) -> list[str]:
+    """Notebook names in book order (the TOC's figure chapters), LAST at the end.
+
+    A full build runs only the notebooks in _toc.yml (and says which it leaves out); with `only`, any
+    notebook named runs (TOC ones in book order, then the others sorted). Without a _toc.yml, every notebook.
+    """
+    found = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
+    toc = toc_figures()
+    if toc is None:
+        print(f"note: no {TOC.name}: running every notebook in {NOTEBOOKS.name}/", flush=True)
+        in_book = found
+    else:
+        in_book = [n for n in dict.fromkeys(toc) if n in found]
+    if only:
+        missing = sorted(set(only) - set(found))
+        if missing:
+            sys.exit(f"error: no notebook named {', '.join(missing)} in {NOTEBOOKS}")
+        names = [n for n in in_book if n in only] + [n for n in found if n in only and n not in in_book]
+    else:
+        left_out = [n for n in found if n not in in_book]
+        if left_out:
+            print(f"note: not in {TOC.name}, so not run: " + ", ".join(f"notebooks/{n}.ipynb" for n in left_out),
+                  flush=True)
+        names = in_book
+    return [n for n in names if n != LAST] + ([LAST] if LAST in names else [])
+
+
+def check_all(names: list[str], parameters_of) -> None:
+    """Every notebook's final parameters against its parameters cell, before any runs; exit on unknown ones."""
+    problems = []
+    for name in names:
+        try:
+            check_parameters(NOTEBOOKS / f"{name}.ipynb", parameters_of(name), label=f"notebooks/{name}.ipynb")
+        except ValueError as err:
+            problems.append(str(err))
+    if problems:
+        sys.exit("error: " + "\nerror: ".join(problems))
 
 
 def choose_preset() -> str:
@@ -63,11 +121,11 @@ def run_one(name: str, parameters: dict) -> tuple[str, bool, float, str]:
     EXECUTED.mkdir(parents=True, exist_ok=True)
     tmp = EXECUTED / f".{name}.running.ipynb"
     log = EXECUTED / f"{name}.log"
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    cmd = [sys.executable, "-m", "papermill", str(NOTEBOOKS / f"{name}.ipynb"), str(tmp),
-           "-k", "python3", "--cwd", str(ROOT), "-y", json.dumps(parameters),
-           "--log-output", "--no-progress-bar"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PLATEAU_BOOK_BUILD="1",
+               TQDM_DISABLE="1", PLATEAU_SUMMARIES=str(SUMMARIES))
+    # plateau_lib.run: papermill (kernel python3, output logged, no progress bar), parameters checked again
+    cmd = [sys.executable, "-m", "plateau_lib.run", str(NOTEBOOKS / f"{name}.ipynb"), str(tmp),
+           "-y", json.dumps(parameters), "--cwd", str(ROOT)]
     start = time.perf_counter()
     with open(log, "w") as out:
         ok = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT).returncode == 0
@@ -128,18 +186,29 @@ def main() -> int:
     if missing:
         sys.exit("error: _toc.yml lists pages with no notebook in notebooks/: " + ", ".join(missing))
     names = ordered_names(args.only)
+    unknown = sorted(set(per_notebook) - {p.stem for p in NOTEBOOKS.glob("*.ipynb")})
+    if unknown:
+        sys.exit(f"error: --notebook-params-json names no notebook in {NOTEBOOKS.name}/: {', '.join(unknown)}")
     if not names:
-        sys.exit(f"error: no notebooks found in {NOTEBOOKS}")
+        sys.exit(f"error: no notebooks to run in {NOTEBOOKS}")
+
+    def parameters_of(name: str) -> dict:
+        return {**parameters, **per_notebook.get(name, {})}
+
+    check_all(names, parameters_of)
+    if not args.only:  # a full build: the Reproducibility page shows exactly this build's summaries
+        shutil.rmtree(SUMMARIES, ignore_errors=True)
+    SUMMARIES.mkdir(parents=True, exist_ok=True)
     parallel = [n for n in names if n != LAST]
     print(f"running {len(names)} notebook(s) with {parameters}, {args.jobs} at a time", flush=True)
 
     results = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for result in pool.map(lambda n: run_one(n, {**parameters, **per_notebook.get(n, {})}), parallel):
+        for result in pool.map(lambda n: run_one(n, parameters_of(n)), parallel):
             results.append(result)
             print(f"  {'ok    ' if result[1] else 'FAILED'} {result[0]:<24} {result[2]:7.1f} s", flush=True)
     if LAST in names and all(ok for _, ok, _, _ in results):
-        results.append(run_one(LAST, {**parameters, **per_notebook.get(LAST, {})}))
+        results.append(run_one(LAST, parameters_of(LAST)))
         print(f"  {'ok    ' if results[-1][1] else 'FAILED'} {LAST:<24} {results[-1][2]:7.1f} s", flush=True)
     write_timings(results, preset)
 
