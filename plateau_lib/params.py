@@ -52,3 +52,17 @@ def overrides_dict(value, reserved=()):
     if clash:
         raise ValueError(f"parameter 'overrides' may not set {clash}: this notebook sets them itself")
     return value
+
+
+def one_number(value, name, default, kind=float):
+    """None -> default; a single number > 0 (an int when ``kind`` is int; one-element lists accepted)."""
+    value = parsed(value, name)
+    if isinstance(value, (list, tuple)) and len(value) == 1:
+        value = value[0]
+    if value is None:
+        return kind(default)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= (0 if kind is int else 1e-300)
+    if not ok or (kind is int and not isinstance(value, int)):
+        what = "an integer >= 0" if kind is int else "a number > 0"
+        raise ValueError(f"parameter {name!r} must be {what}, got {value!r}")
+    return kind(value)

@@ -1,4 +1,9 @@
-"""Seaborn figures shared by the notebooks (labelled axes, units: steps, nats, fractions)."""
+"""Seaborn figures shared by the notebooks (labelled axes, units: steps, nats, fractions).
+
+Every figure is drawn for the book's text column: ``PAGE_WIDTH`` inches wide at 100 dpi, so that with the
+fonts of ``book.setup()`` (nothing under 9 pt) the smallest text is >= 9 px on screen. Multi-panel
+figures stack panels in rows of two instead of growing wider.
+"""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -6,7 +11,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-sns.set_theme(context="notebook", style="whitegrid")
+PAGE_WIDTH = 7.5  # inches: the text column of the built book at 100 dpi
 
 CURVES = (  # (column, panel title, y label)
     ("loss", "loss, all positions", "cross-entropy (nats)"),
@@ -22,15 +27,15 @@ def _long(metrics: pd.DataFrame, columns, hue):
     return metrics.melt(id_vars=keep, value_vars=list(columns), var_name="metric", value_name="value")
 
 
-def training_curves(metrics: pd.DataFrame, hue: str | None = None, curves=CURVES, height=3.0, title=None):
-    """One panel per metric against training step: mean over seeds with a 95% bootstrap band.
+def training_curves(metrics: pd.DataFrame, hue: str | None = None, curves=CURVES, height=2.5, title=None):
+    """One panel per metric against training step (two per row): mean over seeds with a 95% bootstrap band.
 
     The accuracy panel also shows y_1 (partial solution) and the other outputs; the ρ panel shows
-    the data's own ρ as a dashed line.
+    the data's own ρ as a dashed line. With ``hue``, its legend takes the spare panel.
     """
-    ncols = min(3, len(curves))
+    ncols = min(2, len(curves))
     nrows = -(-len(curves) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(height * 1.5 * ncols, height * nrows), constrained_layout=True)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH, height * nrows), constrained_layout=True)
     axes = np.atleast_1d(axes).ravel()
     for ax in axes[len(curves):]:
         ax.set_visible(False)
@@ -39,7 +44,7 @@ def training_curves(metrics: pd.DataFrame, hue: str | None = None, curves=CURVES
             data = _long(metrics, ["acc", "acc_first", "acc_rest"], None)
             data["metric"] = data["metric"].map({"acc": "all outputs", "acc_first": "y₁ only", "acc_rest": "y₂…yₙ"})
             sns.lineplot(data=data, x="step", y="value", hue="metric", errorbar=("ci", 95), ax=ax)
-            ax.legend(fontsize=7, title=None)
+            ax.legend(title=None)
         else:
             sns.lineplot(data=metrics, x="step", y=col, hue=hue, errorbar=("ci", 95), ax=ax,
                          palette="viridis" if hue else None, legend=(col == curves[-1][0]) if hue else False)
@@ -50,16 +55,46 @@ def training_curves(metrics: pd.DataFrame, hue: str | None = None, curves=CURVES
         leg = axes[len(curves) - 1].get_legend()
         if leg is not None:
             leg.set_title(hue)
+        legend_aside(fig)
     if title:
         fig.suptitle(title)
     return fig
+
+
+PER_RUN = (("acc_rest", "accuracy of y₂…yₙ", "fraction correct"),
+           ("rho", "repetition frequency ρ", "fraction of equal pairs"),
+           ("cosine", "representation collapse", "mean pairwise cosine"),
+           ("apm", "attention progress (APM)", "fraction of |scores| on Ω"))
+
+
+def per_run_curves(metrics: pd.DataFrame, hue: str = "seed", title=None):
+    """Each run on its own (no averaging, so each jump stays abrupt): 2 x 2 panels, one line per ``hue``."""
+    data = metrics.assign(**{hue: metrics[hue].astype(str)})
+    fig, axes = plt.subplots(2, 2, figsize=(PAGE_WIDTH, 5.0), constrained_layout=True)
+    for ax, (col, panel, label) in zip(axes.ravel(), PER_RUN):
+        sns.lineplot(data=data, x="step", y=col, hue=hue, ax=ax, legend=(col == "acc_rest"))
+        ax.set(xlabel="training step", ylabel=label, title=panel)
+        if col == "rho":
+            ax.axhline(metrics["rho_data"].mean(), ls="--", c="grey", lw=1)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def shade_span(fig, start, end) -> None:
+    """Shade the steps [start, end] (e.g. the mean plateau) on every visible data panel; skip NaN ends."""
+    if not (np.isfinite(start) and np.isfinite(end)):
+        return
+    for ax in fig.axes:
+        if ax.get_visible() and ax.get_label() != "<colorbar>" and ax.axison:
+            ax.axvspan(start, end, color="grey", alpha=0.12, lw=0)
 
 
 def position_heatmap(positions: pd.DataFrame, value: str = "acc", ax=None, max_ticks=12):
     """Per-position greedy accuracy (mean over seeds) as a heat-map: output position x training step."""
     table = positions.groupby(["position", "step"])[value].mean().unstack("step")
     if ax is None:
-        fig, ax = plt.subplots(figsize=(9, 3.2), constrained_layout=True)
+        fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 3.2), constrained_layout=True)
     stride = max(1, table.shape[1] // max_ticks)
     sns.heatmap(table, ax=ax, vmin=0, vmax=1, cmap="viridis", xticklabels=stride,
                 cbar_kws={"label": "accuracy (fraction)"})
@@ -90,11 +125,46 @@ def cosine_heatmap(cos: np.ndarray, ax=None, title=None):
     return ax.figure
 
 
-def snapshot(attn: np.ndarray, cos: np.ndarray, step: int, query_rows=None):
+def snapshot(attn: np.ndarray, cos: np.ndarray, step: int, query_rows=None, title=None):
     """Attention map and cosine matrix side by side at one training step (a widget frame)."""
-    fig, (a, b) = plt.subplots(1, 2, figsize=(8.4, 3.4), constrained_layout=True)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.3), constrained_layout=True)
     attention_map(attn, ax=a, title=f"attention, step {step}", rows=query_rows)
-    cosine_heatmap(cos, ax=b, title=f"cosine of hidden states, step {step}")
+    if query_rows is not None:
+        label_rows(a, query_rows)
+    cosine_heatmap(cos, ax=b, title=f"cosine, step {step}")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def run_overview(result, step: float, query_rows, second: str = "attn_end", title=None):
+    """One run at a glance (a widget frame): its accuracy/ρ/cosine/APM curves on top; below, the attention
+    map at the evaluation nearest ``step`` and either the final attention map (``second="attn_end"``) or
+    the cosine matrix at that step (``second="cos"``)."""
+    if second not in ("attn_end", "cos"):
+        raise ValueError(f"second must be 'attn_end' or 'cos', got {second!r}")
+    steps = result.arrays["step"]
+    i = int(np.abs(steps - step).argmin())
+    fig = plt.figure(figsize=(PAGE_WIDTH, 6.0), constrained_layout=True)
+    top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.15])
+    ax = top.subplots()
+    long = result.metrics.melt(id_vars="step", value_vars=["acc_rest", "rho", "cosine", "apm"], var_name="metric")
+    long["metric"] = long["metric"].map({"acc_rest": "accuracy y₂…yₙ", "rho": "ρ", "cosine": "cosine", "apm": "APM"})
+    sns.lineplot(data=long, x="step", y="value", hue="metric", ax=ax)
+    ax.axvline(steps[i], ls=":", c="grey")
+    ax.set(xlabel="training step", ylabel="value (fraction)", ylim=(-0.02, 1.02))
+    ax.legend(title=None, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    a, b = bottom.subplots(1, 2)
+    attention_map(result.arrays["attn"][i], ax=a, title=f"attention, step {int(steps[i])}", rows=query_rows)
+    label_rows(a, query_rows)
+    if second == "attn_end":
+        attention_map(result.arrays["attn"][-1], ax=b, title=f"attention, step {int(steps[-1])} (end)",
+                      rows=query_rows)
+        label_rows(b, query_rows)
+    else:
+        cosine_heatmap(result.arrays["cos"][i], ax=b, title=f"cosine, step {int(steps[i])}")
+    if title:
+        fig.suptitle(title)
     return fig
 
 

@@ -1,5 +1,10 @@
-"""Named presets: ``paper`` is the paper's config exactly; ``cpu`` is the smallest config that still
-shows the phenomenon on a 2-core laptop. Every field can be overridden."""
+"""Every configuration of the book: ``paper`` is the paper's config exactly; ``cpu`` is the smallest config
+that still shows the phenomenon on a 2-core laptop. Every field can be overridden.
+
+Each page builds its runs here (``seed_runs``, ``attention_bias_runs``, ``optimal_init_runs``,
+``llc_page``), and ``page_runs`` lists the runs the pages show by default: ``make paper`` produces the ``paper``-preset ones
+on a GPU.
+"""
 from __future__ import annotations
 
 from .train import TrainConfig
@@ -27,10 +32,109 @@ def check_preset(preset: str) -> str:
     return preset
 
 
-def mws_config(preset: str = "cpu", **overrides) -> TrainConfig:
-    """The MWS training config for ``preset`` with ``overrides`` (None values are ignored)."""
+def mws_config(preset: str = "cpu", overrides: dict | None = None, **fields) -> TrainConfig:
+    """The MWS training config for ``preset`` with ``fields`` (None values are ignored), then ``overrides``
+    (the notebooks' free-form dict of any other TrainConfig field)."""
     base = MWS_PAPER if check_preset(preset) == "paper" else MWS_CPU
-    return base.replace(**{k: v for k, v in overrides.items() if v is not None})
+    return base.replace(**{k: v for k, v in fields.items() if v is not None}).replace(**(overrides or {}))
+
+
+def _reserved(overrides, names):
+    clash = sorted(set(overrides or {}) & set(names))
+    if clash:
+        raise ValueError(f"parameter 'overrides' may not set {clash}: the page sets them itself")
+
+
+SEEDS = [0, 1, 2]
+
+
+def seed_runs(preset: str, seeds=None, overrides=None, **fields) -> dict:
+    """Fig. 2: ``{seed: config}``, seeds 0, 1, 2 by default."""
+    _reserved(overrides, ("seed",))
+    base = mws_config(preset, overrides, **fields)
+    return {s: base.replace(seed=s) for s in (SEEDS if seeds is None else seeds)}
+
+
+BIAS_CS = [0.2, 0.5, 1.0, 2.5, 10.0]
+SWITCH_STEPS = [25, 50, 75, 100]
+STEPS_SMALL_C = {"cpu": 600, "paper": 2000}  # the paper's runs with c < 1 need 2000 steps
+SWITCH_SEEDS = {"cpu": [0], "paper": SEEDS}  # the miniature: one seed per switch step, for the time budget
+
+
+def attention_bias_runs(preset: str, seeds=None, cs=None, steps_small_c=None, switch_c=10.0, switch_steps=None,
+                        overrides=None, switch_seeds=None, **fields) -> tuple[dict, dict]:
+    """Figs. 3-4 ``{(c, seed): config}`` (bias on from step 0; c < 1 runs ``steps_small_c`` steps) and
+    Fig. 43 ``{(switch step, seed): config}`` (``switch_c`` from that step, seeds ``switch_seeds``)."""
+    _reserved(overrides, ("seed", "attn_bias_c", "attn_bias_from"))
+    seeds = SEEDS if seeds is None else seeds
+    switch_seeds = SWITCH_SEEDS[check_preset(preset)] if switch_seeds is None else switch_seeds
+    base = mws_config(preset, overrides, **fields)
+    long = base.replace(steps=STEPS_SMALL_C[preset] if steps_small_c is None else steps_small_c)
+    switch_steps = SWITCH_STEPS if switch_steps is None else switch_steps
+    late = [t for t in switch_steps if t >= base.steps]
+    if late:
+        raise ValueError(f"parameter 'switch_steps' must be < steps ({base.steps}), got {late}")
+    bias = {(float(c), s): (long if c < 1 else base).replace(attn_bias_c=float(c), seed=s)
+            for c in (BIAS_CS if cs is None else cs) for s in seeds}
+    switch = {(t, s): base.replace(attn_bias_c=float(switch_c), attn_bias_from=t, seed=s)
+              for t in switch_steps for s in switch_seeds}
+    return bias, switch
+
+
+# Fig. 5: parameter groups copied from the trained reference and frozen (see model.param_groups).
+OPTIMAL_INIT_CONDITIONS = {"baseline": (), "KQ": ("kq", "embed"), "KQ+OV": ("kq", "ov", "embed"),
+                           "MLP": ("mlp", "head"), "embeddings": ("embed", "head")}
+
+
+def optimal_init_runs(preset: str, seeds=None, reference_seed: int = 0, conditions=None, overrides=None,
+                      **fields) -> tuple[TrainConfig, dict]:
+    """Fig. 5: the reference config and ``{(condition, seed): config}`` (seeds 1, 2, 3 by default, so the
+    parameters that are not copied start from a fresh initialisation)."""
+    _reserved(overrides, ("seed", "copy_groups"))
+    conditions = OPTIMAL_INIT_CONDITIONS if conditions is None else conditions
+    if not isinstance(conditions, dict) or not conditions or not all(
+            isinstance(g, (list, tuple)) and all(isinstance(x, str) for x in g) for g in conditions.values()):
+        raise ValueError(f"parameter 'conditions' must map names to lists of parameter groups, got {conditions!r}")
+    base = mws_config(preset, overrides, **fields)
+    runs = {(str(name), s): base.replace(seed=s, copy_groups=tuple(groups))  # validates the group names
+            for name, groups in conditions.items() for s in ([1, 2, 3] if seeds is None else seeds)}
+    return base.replace(seed=reference_seed), runs
+
+
+def page_runs(preset: str = "paper") -> dict:
+    """Every run the pages show by default for ``preset``, by page: ``{page: {label: config}}``. Fig. 5's
+    copied runs also need the reference's weights (the page's entry labelled "reference")."""
+    bias, switch = attention_bias_runs(preset)
+    reference, init = optimal_init_runs(preset)
+    return {"mws_plateau": seed_runs(preset),
+            "mws_attention_bias": {**{("c", *k): v for k, v in bias.items()},
+                                   **{("switch", *k): v for k, v in switch.items()}},
+            "mws_optimal_init": {"reference": reference, **init}}
+
+
+# The LLC calibration page (Hoogland et al., App. A.5 procedure): SGLD sizes, the sweep grid, golden runs.
+LLC_PAGE = {
+    "cpu": dict(num_chains=4, num_draws=80, sgld_batch=128, train_steps=300, d_model=32, golden_draws=1500,
+                golden_chains=32, golden_train_steps=5000, epsilons=[3e-4, 1e-3, 3e-3], nbetas=[None, 100.0],
+                gammas=[100.0], n_data=2048),
+    "paper": dict(num_chains=20, num_draws=200, sgld_batch=100, train_steps=400, d_model=256, golden_draws=5000,
+                  golden_chains=64, golden_train_steps=5000, epsilons=[1e-4, 3e-4, 1e-3, 3e-3],
+                  nbetas=[None, 100.0], gammas=[100.0, 300.0], n_data=16384),
+}
+
+
+def llc_page(preset: str, **fields) -> dict:
+    """The LLC page's settings for ``preset`` with ``fields`` (None values are ignored), validated."""
+    settings = dict(LLC_PAGE[check_preset(preset)])
+    settings.update({k: v for k, v in fields.items() if v is not None})
+    for name in ("num_chains", "num_draws", "sgld_batch", "train_steps", "d_model", "golden_draws",
+                 "golden_train_steps"):
+        if not isinstance(settings[name], int) or isinstance(settings[name], bool) or settings[name] < 1:
+            raise ValueError(f"parameter {name!r} must be a positive integer, got {settings[name]!r}")
+    for name in ("epsilons", "nbetas", "gammas"):
+        if not isinstance(settings[name], (list, tuple)) or not settings[name]:
+            raise ValueError(f"parameter {name!r} must be a non-empty list, got {settings[name]!r}")
+    return settings
 
 
 CONFIG_FIELDS = ["task_kwargs", "n_layer", "n_head", "d_model", "softmax", "optimizer", "lr", "steps", "batch_size",

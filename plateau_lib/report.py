@@ -1,12 +1,18 @@
-"""Run summaries: each figure notebook records paper-vs-ours numbers; the reproducibility page tabulates them.
+"""Run summaries: each figure page records its paper-vs-ours numbers with verdicts; the Reproducibility
+page tabulates them.
 
-Summaries written by a run go to ``.cache/summaries/<figure>-<preset>.json`` (not committed);
-reviewed ones are committed under ``results/summaries/``. A local summary wins over a committed one
-for the same figure and preset.
+A page records one summary per preset it shows (its live run, and committed ``paper`` runs beside it)
+into ``summaries_dir()``: ``$PLATEAU_SUMMARIES`` (the book build sets ``book/figures/_summaries`` and
+empties it first, so the Reproducibility page shows exactly what this build's pages show) or else
+``.cache/summaries``. The numbers come from the results the page itself showed, so the cache rule of
+``plateau_lib.cache`` holds here too: a plain build shows committed results, a recomputing build what
+it recomputed.
 """
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 import subprocess
 from datetime import datetime, timezone
@@ -14,12 +20,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from plateau_lib.utils import write_json
+from .utils import write_json
+from .verdicts import CLAIMS, claims_of
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-LOCAL_SUMMARIES = REPO_ROOT / ".cache" / "summaries"
-COMMITTED_SUMMARIES = REPO_ROOT / "results" / "summaries"
-COLUMNS = ["figure", "metric", "paper", "ours", "preset", "device", "seeds", "wall_time_s", "date", "commit", "source"]
+PRESET_COLUMNS = {"cpu": "cpu miniature", "paper": "paper preset"}
 
 
 def git_commit(root: Path | None = None) -> str:
@@ -37,41 +42,70 @@ def git_commit(root: Path | None = None) -> str:
         return "unknown"
 
 
-def record_summary(figure: str, preset: str, device: str, seeds: list, wall_time_s: float,
-                   rows: list[dict]) -> Path:
-    """Write one run's summary; each row is {"metric": str, "paper": float|str|None, "ours": float}."""
-    for row in rows:
-        if set(row) != {"metric", "paper", "ours"}:
-            raise ValueError(f"summary rows need exactly the keys metric, paper, ours; got {sorted(row)}")
-    summary = {
-        "figure": figure, "preset": preset, "device": str(device), "seeds": list(seeds),
-        "wall_time_s": float(wall_time_s), "rows": rows,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "commit": git_commit(),
-    }
-    slug = re.sub(r"[^A-Za-z0-9_]+", "-", figure).strip("-").lower()
-    path = LOCAL_SUMMARIES / f"{slug}-{preset}.json"
+def summaries_dir() -> Path:
+    """Where summaries are written and read: ``$PLATEAU_SUMMARIES`` or ``.cache/summaries``."""
+    return Path(os.environ.get("PLATEAU_SUMMARIES") or REPO_ROOT / ".cache" / "summaries")
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]+", "-", text).strip("-").lower()
+
+
+def summary_rows(figure: str, preset: str, values: dict) -> list[dict]:
+    """One row per claim of ``figure``: paper, ours (float or None), shown text, verdict and rule.
+
+    ``values`` maps each claim's metric to our number (None/NaN: never reached); unknown metrics raise.
+    """
+    claims = claims_of(figure)
+    unknown = sorted(set(values) - {c.metric for c in claims})
+    if unknown:
+        raise ValueError(f"no claim named {unknown} for {figure!r}; claims: {[c.metric for c in claims]}")
+    rows = []
+    for c in claims:
+        if c.metric not in values:
+            continue
+        ours = values[c.metric]
+        ours = None if ours is None or (isinstance(ours, float) and math.isnan(ours)) else float(ours)
+        rows.append({"metric": c.metric, "paper": c.paper, "ours": ours, "shown": c.show(ours),
+                     "verdict": c.judge(ours, preset), "rule": c.rule()})
+    return rows
+
+
+def record_summary(figure: str, preset: str, values: dict, page: str, provenance: dict) -> Path:
+    """Write the summary of ``figure`` for ``preset`` (``provenance``: device, seeds, wall time, source)."""
+    summary = {"figure": figure, "preset": preset, "page": page, "rows": summary_rows(figure, preset, values),
+               "provenance": provenance, "commit": git_commit(),
+               "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    path = summaries_dir() / f"{slug(figure)}-{preset}.json"
     write_json(path, summary)
     return path
 
 
-def _read(folder: Path, source: str) -> dict[tuple[str, str], dict]:
-    summaries = {}
-    for path in sorted(folder.glob("*.json")):
-        summary = json.loads(path.read_text())
-        summaries[(summary["figure"], summary["preset"])] = dict(summary, source=source)
-    return summaries
+def load_summaries() -> list[dict]:
+    """Every summary in ``summaries_dir()``."""
+    folder = summaries_dir()
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
 
-def load_summaries() -> pd.DataFrame:
-    """One row per (figure, preset, metric), committed summaries overridden by local ones."""
-    summaries = _read(COMMITTED_SUMMARIES, "committed") | _read(LOCAL_SUMMARIES, "this machine")
-    records = [
-        {**{k: s[k] for k in COLUMNS if k in s}, "seeds": ", ".join(map(str, s["seeds"])),
-         "metric": row["metric"], "paper": row["paper"], "ours": row["ours"]}
-        for s in summaries.values() for row in s["rows"]
-    ]
-    return pd.DataFrame.from_records(records, columns=COLUMNS)
+def reproducibility_table(summaries: list[dict] | None = None) -> pd.DataFrame:
+    """One wide table in book order: figure | metric | paper | cpu (verdict) | paper preset (verdict) | source.
+
+    A claim no page recorded for a preset reads "not run in this build".
+    """
+    summaries = load_summaries() if summaries is None else summaries
+    found = {(s["figure"], s["preset"], r["metric"]): (r, s) for s in summaries for r in s["rows"]}
+    pages = {s["figure"]: s["page"] for s in summaries}
+    rows = []
+    for claim in CLAIMS:
+        if claim.figure not in pages:
+            continue
+        row = {"figure": claim.figure, "metric": claim.metric, "paper": claim.paper}
+        for preset, column in PRESET_COLUMNS.items():
+            hit = found.get((claim.figure, preset, claim.metric))
+            row[column] = f"{hit[0]['shown']} ({hit[0]['verdict']})" if hit else "not run in this build"
+        row["source"] = pages[claim.figure]
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["figure", "metric", "paper", *PRESET_COLUMNS.values(), "source"])
 
 
 def mean_sd(values) -> str:
@@ -81,8 +115,3 @@ def mean_sd(values) -> str:
         return "n/a (no run reached it)"
     sd = f" ± {v.std(ddof=1):.3g}" if len(v) > 1 else ""
     return f"{v.mean():.3g}{sd} (n = {len(v)})"
-
-
-def finite(x) -> float:
-    """A summary value as float (NaN for None)."""
-    return float("nan") if x is None or pd.isna(x) else float(x)

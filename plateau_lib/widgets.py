@@ -11,9 +11,10 @@ import io
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.figure import Figure
 
-DPI = 80
+DPI = 100  # figures are PAGE_WIDTH inches wide: 750 px images, scaled to the column by CSS
 
 
 def figure_png(fig: Figure, dpi: int = DPI) -> bytes:
@@ -44,3 +45,20 @@ def image_selector(images: dict[str, Figure | bytes], description: str, kind: st
     box = widgets.VBox([control, stack])
     box.link = widgets.jslink((control, "index"), (stack, "selected_index"))
     return box
+
+
+def step_frames(result, jump_step, query_rows, title: str = "", n: int = 10) -> dict:
+    """About ``n`` snapshots (attention map and cosine matrix) of one run, from step 0 to a little after its
+    jump (the whole run if it never jumps), plus the evaluations just before and at the jump."""
+    from .plots import snapshot
+    steps = np.asarray(result.arrays["step"])
+    every = int(steps[1] - steps[0]) if len(steps) > 1 else 1
+    jumped = jump_step is not None and np.isfinite(jump_step)
+    last = min(steps[-1], jump_step + 3 * every) if jumped else steps[-1]
+    wanted = np.linspace(0, last, n)
+    if jumped:
+        wanted = np.append(wanted, [jump_step - every, jump_step])
+    picked = np.unique([int(np.abs(steps - w).argmin()) for w in wanted])[: n + 2]
+    return {f"step {int(steps[i])}": snapshot(result.arrays["attn"][i], result.arrays["cos"][i], int(steps[i]),
+                                               query_rows, title=f"{title}step {int(steps[i])}")
+            for i in picked}

@@ -4,58 +4,59 @@ import pytest
 
 from plateau_lib import report
 
+FIG = "Fig. 2 (MWS plateau)"
+
 
 @pytest.fixture
-def roots(tmp_path, monkeypatch):
-    local, committed = tmp_path / ".cache" / "summaries", tmp_path / "results" / "summaries"
-    monkeypatch.setattr(report, "LOCAL_SUMMARIES", local)
-    monkeypatch.setattr(report, "COMMITTED_SUMMARIES", committed)
-    return local, committed
+def summaries(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLATEAU_SUMMARIES", str(tmp_path / "summaries"))
+    return tmp_path / "summaries"
 
 
-ROWS = [{"metric": "plateau length (steps)", "paper": 1500.0, "ours": 310.0},
-        {"metric": "final accuracy", "paper": None, "ours": 0.99}]
+def test_summary_rows_carry_verdicts_and_rules():
+    rows = report.summary_rows(FIG, "cpu", {"peak cosine before the jump": 0.97, "step of the jump": float("nan")})
+    assert [r["metric"] for r in rows] == ["peak cosine before the jump", "step of the jump"]
+    assert rows[0]["verdict"] == "reproduced" and rows[0]["shown"] == "0.97" and rows[0]["paper"] == "≈ 0.95"
+    assert rows[1]["ours"] is None and rows[1]["shown"] == "no jump in the run"
+    assert rows[1]["verdict"] == "not comparable at this scale"
+    assert report.summary_rows(FIG, "paper", {"step of the jump": None})[0]["verdict"] == "not reproduced"
 
 
-def test_record_summary_writes_metadata(roots):
-    local, _ = roots
-    path = report.record_summary("mws_plateau", "cpu", "cpu", [0, 1], 12.34, ROWS)
-    assert path == local / "mws_plateau-cpu.json"
+def test_unknown_metric_is_refused():
+    with pytest.raises(ValueError, match="no claim named"):
+        report.summary_rows(FIG, "cpu", {"peak cosinus": 0.9})
+
+
+def test_record_and_load_in_the_build_folder(summaries):
+    path = report.record_summary(FIG, "cpu", {"final accuracy": 1.0}, "mws_plateau", {"device": "cpu"})
+    assert path.parent == summaries
     summary = json.loads(path.read_text())
-    assert summary["rows"] == ROWS and summary["seeds"] == [0, 1] and summary["device"] == "cpu"
-    assert summary["date"].endswith("+00:00")
-    assert summary["commit"]
+    assert summary["rows"][0]["verdict"] == "reproduced" and summary["page"] == "mws_plateau"
+    assert summary["date"].endswith("+00:00") and summary["commit"]
+    assert [s["figure"] for s in report.load_summaries()] == [FIG]
 
 
-def test_record_summary_rejects_malformed_rows(roots):
-    with pytest.raises(ValueError):
-        report.record_summary("f", "cpu", "cpu", [0], 1.0, [{"metric": "m", "value": 1.0}])
+def test_reproducibility_table_is_wide_and_in_book_order(summaries):
+    report.record_summary("Fig. 5 (optimal initialisation)", "cpu", {"peak cosine, baseline": 0.99},
+                          "mws_optimal_init", {})
+    report.record_summary(FIG, "paper", {"final accuracy": 1.0}, "mws_plateau", {})
+    report.record_summary(FIG, "cpu", {"final accuracy": 0.5}, "mws_plateau", {})
+    table = report.reproducibility_table()
+    assert list(table.columns) == ["figure", "metric", "paper", "cpu miniature", "paper preset", "source"]
+    assert list(table["figure"].unique()) == [FIG, "Fig. 5 (optimal initialisation)"]  # book order
+    final = table[table.metric == "final accuracy"].iloc[0]
+    assert final["cpu miniature"] == "0.5 (not reproduced)" and final["paper preset"] == "1 (reproduced)"
+    base = table[table.metric == "peak cosine, baseline"].iloc[0]
+    assert base["paper preset"] == "not run in this build" and base["source"] == "mws_optimal_init"
 
 
-def test_load_summaries_empty(roots):
-    table = report.load_summaries()
-    assert table.empty and list(table.columns) == report.COLUMNS
+def test_empty_build_gives_an_empty_table(summaries):
+    assert report.reproducibility_table().empty
 
 
-def test_local_summary_wins_over_committed(roots):
-    local, committed = roots
-    committed.mkdir(parents=True)
-    old = {"figure": "mws_plateau", "preset": "cpu", "device": "cuda", "seeds": [0], "wall_time_s": 1.0,
-           "date": "2025-01-01T00:00:00+00:00", "commit": "abc1234", "rows": [{"metric": "m", "paper": 1, "ours": 2}]}
-    (committed / "mws_plateau-cpu.json").write_text(json.dumps(old))
-    (committed / "mws_plateau-paper.json").write_text(json.dumps(dict(old, preset="paper")))
-    report.record_summary("mws_plateau", "cpu", "cpu", [3, 4], 5.0, ROWS)
-    table = report.load_summaries()
-    cpu = table[table.preset == "cpu"]
-    assert list(cpu.metric) == [r["metric"] for r in ROWS]
-    assert set(cpu.source) == {"this machine"} and set(cpu.seeds) == {"3, 4"}
-    assert list(table[table.preset == "paper"].source) == ["committed"]
-
-
-def test_mean_sd_and_finite():
+def test_mean_sd():
     assert report.mean_sd([1.0, 3.0, None]) == "2 ± 1.41 (n = 2)"
     assert report.mean_sd([None]) == "n/a (no run reached it)"
-    assert report.finite(None) != report.finite(None) and report.finite(2) == 2.0
 
 
 def test_git_commit_outside_a_repository(tmp_path):

@@ -1,0 +1,201 @@
+"""Page helpers for the book's notebooks: one-call setup, and (below) the patterns every page shares.
+
+A figure notebook is its ``parameters`` cell, then library calls, then plots. Everything a page would
+otherwise define for itself lives here or in ``plots`` / ``widgets``.
+"""
+from __future__ import annotations
+
+import os
+
+import matplotlib as mpl
+import pandas as pd
+import seaborn as sns
+
+from .utils import cpu_threads
+
+# Figures are drawn for the book's text column (about 780 px at a 1,400 px window): 7.5 inches at 100 dpi,
+# with no text smaller than 9 pt, so the smallest label is >= 9 px on screen.
+PAGE_WIDTH_IN = 7.5
+MIN_FONT_PT = 9
+
+
+def in_book_build() -> bool:
+    """True when the notebook runs inside ``scripts/run_notebooks.py`` (the book build)."""
+    return os.environ.get("PLATEAU_BOOK_BUILD", "") not in ("", "0")
+
+
+def setup() -> None:
+    """One call at the top of every page: 1 torch thread, tidy pandas display, page-width seaborn style,
+    and no progress bars in the built book (tqdm's widget bars are not stderr, so they are switched off)."""
+    cpu_threads()
+    pd.set_option("display.precision", 3)
+    pd.set_option("display.max_colwidth", None)
+    sns.set_theme(context="notebook", style="whitegrid", rc={
+        "figure.figsize": (PAGE_WIDTH_IN, 3.2), "figure.dpi": 100, "savefig.dpi": 100,
+        "font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "xtick.labelsize": MIN_FONT_PT,
+        "ytick.labelsize": MIN_FONT_PT, "legend.fontsize": MIN_FONT_PT, "legend.title_fontsize": MIN_FONT_PT,
+        "figure.titlesize": 11, "figure.constrained_layout.use": True})
+    mpl.rcParams["figure.max_open_warning"] = 0
+    if in_book_build():
+        os.environ["TQDM_DISABLE"] = "1"
+
+
+# ---- runs -> tidy frames ---------------------------------------------------------------------------
+
+def train_runs(configs: dict, use_cache: bool = True, desc: str = "runs", **cached_kwargs) -> dict:
+    """``cached_train`` for every config of ``{label: TrainConfig}``, with one progress bar."""
+    from tqdm.auto import tqdm
+
+    from .cache import cached_train
+    return {label: cached_train(cfg, use_cache=use_cache, progress=False, **cached_kwargs)
+            for label, cfg in tqdm(configs.items(), desc=desc, disable=in_book_build())}
+
+
+def committed_runs(configs: dict, extra=None) -> dict:
+    """The committed results among ``{label: TrainConfig}`` (e.g. the ``paper`` runs shown beside a ``cpu``
+    build); labels with no committed result are left out."""
+    from .cache import load_committed
+    found = {label: load_committed(cfg, extra) for label, cfg in configs.items()}
+    return {label: r for label, r in found.items() if r is not None}
+
+
+def tidy(results: dict, names, table: str = "metrics") -> pd.DataFrame:
+    """One tidy frame of ``table`` ("metrics" or "positions") over runs ``{label: TrainResult}``; the label
+    (a value or a tuple) becomes the columns ``names`` (a name or a tuple of names)."""
+    names = (names,) if isinstance(names, str) else tuple(names)
+    frames = []
+    for label, result in results.items():
+        values = label if isinstance(label, tuple) else (label,)
+        frame = getattr(result, table).drop(columns=[n for n in names if n in getattr(result, table)])
+        frames.append(frame.assign(**dict(zip(names, values))))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def wall_time(results: dict) -> float:
+    """Total training wall time of ``{label: TrainResult}`` in seconds (as recorded when it was computed)."""
+    return float(sum(r.meta.get("wall_time_s", 0.0) for r in results.values()))
+
+
+# ---- milestone tables ------------------------------------------------------------------------------
+
+MILESTONE_COLUMNS = ["partial_step", "jump_step", "plateau_span", "solved_step", "peak_cosine", "peak_rho",
+                     "apm_start", "apm_before_jump", "final_acc"]
+
+
+def readable(table: pd.DataFrame, steps=None) -> pd.DataFrame:
+    """A milestone table for the page: a step never reached reads "none in N steps" instead of NaN.
+
+    steps: the run length, one number or a column name of ``table``.
+    """
+    shown = table.copy()
+    for column in ("partial_step", "jump_step", "plateau_span", "solved_step", "steps_to_jump"):
+        if column not in shown:
+            continue
+        budget = shown[steps] if isinstance(steps, str) else pd.Series(steps, index=shown.index)
+        shown[column] = [f"{v:.0f}" if pd.notna(v) else (f"none in {b:.0f} steps" if pd.notna(b) else "none")
+                         for v, b in zip(shown[column].astype(float), budget)]
+    return shown
+
+
+# ---- verdicts and provenance -----------------------------------------------------------------------
+
+def verdicts(figure: str, values: dict, page: str, provenance: dict) -> pd.DataFrame:
+    """Record the summaries of ``figure`` for each preset shown and return the page's verdict table.
+
+    values: ``{preset: {claim metric: our number}}``; provenance: ``{preset: {...}}`` (device, seeds,
+    wall time, source). One column pair (value, verdict) per preset; the rule of each claim last.
+    """
+    from . import report
+    from .verdicts import claims_of
+    table = pd.DataFrame({"metric": [c.metric for c in claims_of(figure)],
+                          "paper": [c.paper for c in claims_of(figure)]})
+    rules = {c.metric: c.rule() for c in claims_of(figure)}
+    for preset, by_metric in values.items():
+        rows = {r["metric"]: r for r in report.summary_rows(figure, preset, by_metric)}
+        report.record_summary(figure, preset, by_metric, page, provenance.get(preset, {}))
+        column = report.PRESET_COLUMNS[preset]
+        table[column] = table["metric"].map(lambda m: rows[m]["shown"] if m in rows else "–")
+        table[f"verdict ({preset})"] = table["metric"].map(lambda m: rows[m]["verdict"] if m in rows else "–")
+    table["rule"] = table["metric"].map(rules)
+    return table[[c for c in table if c == "rule" or table[c].ne("–").any()]].set_index("metric")
+
+
+def run_provenance(results: dict, preset: str) -> list[dict]:
+    """Provenance rows of ``{label: TrainResult}``: where each run came from."""
+    return [{"preset": preset, "run": ", ".join(map(str, label)) if isinstance(label, tuple) else str(label),
+             "device": r.meta.get("device"), "wall time (s)": r.meta.get("wall_time_s"),
+             "source": r.meta["cache"] if r.meta.get("cache") else "computed in this build",
+             "commit": r.meta.get("commit"), "date": str(r.meta.get("date", ""))[:10]}
+            for label, r in results.items()]
+
+
+def provenance_summary(results: dict) -> dict:
+    """Device, seeds, wall time and source of ``{label: TrainResult}``, for a recorded summary."""
+    first = next(iter(results.values()), None)
+    sources = {("committed" if r.meta.get("cache", "") and str(r.meta["cache"]).startswith("results")
+                else "this build") for r in results.values()}
+    return {"device": first.meta.get("device") if first else None, "runs": len(results),
+            "seeds": sorted({r.config.get("seed") for r in results.values()}),
+            "wall_time_s": round(wall_time(results), 1), "source": ", ".join(sorted(sources))}
+
+
+def show_provenance(rows: list[dict], note: str = ""):
+    """The page's one provenance block: a collapsed dropdown (``<details id="provenance">``) with a table."""
+    from IPython.display import HTML
+    table = pd.DataFrame(rows).to_html(index=False, classes="dataframe provenance-table", border=0, na_rep="")
+    return HTML(f'<details class="provenance" id="provenance"><summary>Provenance of every run on this page '
+                f'({len(rows)} runs)</summary>{f"<p>{note}</p>" if note else ""}'
+                f'<div class="table-scroll">{table}</div></details>')
+
+
+def tidy_presets(shown: dict, names) -> pd.DataFrame:
+    """``tidy`` over ``{preset: {label: TrainResult}}``, with a ``preset`` column."""
+    return pd.concat([tidy(results, names).assign(preset=preset) for preset, results in shown.items()],
+                     ignore_index=True)
+
+
+def copied_runs(reference_cfg, configs: dict, use_cache: bool = True, desc: str = "condition x seed"):
+    """Fig. 5: the reference run and ``{label: TrainResult}`` for configs whose ``copy_groups`` are copied
+    from the reference's trained weights. The reference's weights (not committed) are recomputed only
+    when a copied run has to be computed."""
+    from tqdm.auto import tqdm
+
+    from .cache import cache_key, cached_train, find
+    reference_key = cache_key(reference_cfg)
+    extra = {label: {"reference": reference_key} if cfg.copy_groups else None for label, cfg in configs.items()}
+    need_weights = any(cfg.copy_groups and (not use_cache or find("train", cache_key(cfg, extra[label])) is None)
+                       for label, cfg in configs.items())
+    reference = cached_train(reference_cfg, use_cache=use_cache, progress=False, need_state=need_weights)
+    results = {label: cached_train(cfg, use_cache=use_cache, progress=False, extra=extra[label],
+                                   init_state=reference.final_state if cfg.copy_groups else None)
+               for label, cfg in tqdm(configs.items(), desc=desc, disable=in_book_build())}
+    return reference, results
+
+
+def reference_note(reference) -> str:
+    """A line on the Fig. 5 reference run: its jump and final accuracy, and a warning if it is unsolved."""
+    from .stages import plateau_summary
+    s = plateau_summary(reference.metrics)
+    line = (f"Reference (seed {reference.config['seed']}): jump at step {s['jump_step']}, final accuracy "
+            f"{s['final_acc']:.3f}.")
+    if s["final_acc"] < 0.95:
+        line += (" **It has not solved the task, so its weights are not optimal:** train longer (`steps`) or pick "
+                 "another `reference_seed`.")
+    return line
+
+
+def reproducibility(table: pd.DataFrame):
+    """The Reproducibility page's wide table as HTML: the source column links each page's provenance."""
+    from IPython.display import HTML
+    shown = table.assign(source=[f'<a href="{page}.html#provenance">{page}</a>' for page in table["source"]])
+    html = shown.to_html(index=False, escape=False, border=0, classes="dataframe reproducibility-table")
+    return HTML(f'<div class="table-scroll">{html}</div>')
+
+
+def verdict_counts(table: pd.DataFrame) -> pd.DataFrame:
+    """How many claims each preset column reproduced, partly reproduced, and so on."""
+    from .report import PRESET_COLUMNS
+    from .verdicts import VERDICTS
+    counts = {column: [table[column].str.endswith(f"({v})").sum() for v in VERDICTS]
+              for column in PRESET_COLUMNS.values()}
+    return pd.DataFrame(counts, index=list(VERDICTS)).rename_axis("verdict")

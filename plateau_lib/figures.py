@@ -1,0 +1,120 @@
+"""The MWS pages' milestone tables and their paper-vs-ours numbers (the metrics named in ``verdicts.CLAIMS``).
+
+Each function takes the tidy frames a page already has and returns a table or ``{claim metric: value}``,
+so a page computes every reported number the same way for its live runs and for committed ones.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import stages
+
+
+def milestones(metrics: pd.DataFrame, by=("seed",), order: dict | None = None) -> pd.DataFrame:
+    """``stages.summarize_runs`` per run, with each run's length (``steps``), sorted by ``by`` (``order`` gives
+    a category order for a column, e.g. the c values as shown)."""
+    by = list(by)
+    table = stages.summarize_runs(metrics, by=by)
+    table["steps"] = [int(g["step"].max()) for _, g in metrics.groupby(by)]
+    for column, categories in (order or {}).items():
+        table[column] = pd.Categorical(table[column], categories=categories, ordered=True)
+    return table.sort_values(by).reset_index(drop=True)
+
+
+def mean_of(table: pd.DataFrame, column: str, **where) -> float:
+    """Mean of ``column`` over the rows matching ``where`` (NaN when a run never got there: one missing
+    milestone makes the mean missing, rather than averaging only the runs that reached it)."""
+    rows = table
+    for name, value in where.items():
+        rows = rows[rows[name].astype(str) == str(value)]
+    values = rows[column].astype(float)
+    return float("nan") if values.empty or values.isna().any() else float(values.mean())
+
+
+def plateau_values(summary: pd.DataFrame, metrics: pd.DataFrame) -> dict:
+    """Fig. 2's reported numbers (means over seeds)."""
+    return {"peak cosine before the jump": mean_of(summary, "peak_cosine"),
+            "peak ρ before the jump": mean_of(summary, "peak_rho"),
+            "data ρ": float(metrics["rho_data"].mean()),
+            "APM just before the jump": mean_of(summary, "apm_before_jump"),
+            "step of the jump": mean_of(summary, "jump_step"),
+            "final accuracy": mean_of(summary, "final_acc")}
+
+
+def value_at(metrics: pd.DataFrame, step: float, column: str) -> float:
+    """``column`` at the evaluation nearest ``step``."""
+    return float(metrics.iloc[(metrics["step"] - step).abs().argmin()][column])
+
+
+def switch_milestones(results: dict, switched_at: dict) -> pd.DataFrame:
+    """Fig. 43 per run ``{(label, seed): TrainResult}``: jump step, steps from the switch to the jump and the
+    cosine at the switch (``switched_at``: label -> step, NaN for a run never switched)."""
+    rows = []
+    for (label, seed), r in results.items():
+        row = {"switch": label, "seed": seed, **stages.plateau_summary(r.metrics)}
+        at = switched_at[label]
+        row.update(switched_at=at, steps=int(r.metrics["step"].max()),
+                   steps_to_jump=(row["jump_step"] - at) if row["jump_step"] is not None else np.nan,
+                   cosine_at_switch=value_at(r.metrics, at, "cosine") if np.isfinite(at) else np.nan)
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    table["switch"] = pd.Categorical(table["switch"], categories=list(dict.fromkeys(switched_at)), ordered=True)
+    return table.sort_values(["switch", "seed"]).reset_index(drop=True)
+
+
+def attention_bias_values(bias: pd.DataFrame, switch: pd.DataFrame | None = None) -> dict:
+    """Figs. 3-4 and 43's reported numbers from the per-(c, seed) milestones and the switch milestones."""
+    values = {}
+    for c in ("10", "1", "0.2"):
+        if (bias["c"].astype(str) == c).any():
+            values[f"peak cosine, c = {c}"] = mean_of(bias, "peak_cosine", c=c)
+    if {"10", "1"} <= set(bias["c"].astype(str)):
+        values["jump step, c = 10 ÷ c = 1"] = mean_of(bias, "jump_step", c="10") / mean_of(bias, "jump_step", c="1")
+    if {"0.2", "1"} <= set(bias["c"].astype(str)):
+        values["jump step, c = 0.2 ÷ c = 1"] = mean_of(bias, "jump_step", c="0.2") / mean_of(bias, "jump_step", c="1")
+    return values
+
+
+def switch_values(switch: pd.DataFrame) -> dict:
+    """Fig. 43's reported number: the longest wait from a mid-run switch to the jump (NaN if one never jumped)."""
+    waits = switch.loc[switch["switched_at"] > 0, "steps_to_jump"].astype(float)
+    return {"steps from switch to jump, c = 10 at step 25–100 (max)":
+            float("nan") if waits.empty or waits.isna().any() else float(waits.max())}
+
+
+def optimal_init_values(table: pd.DataFrame) -> dict:
+    """Fig. 5's reported numbers (means over seeds; spans relative to the baseline's)."""
+    names = set(table["condition"].astype(str))
+    values = {f"peak cosine, {n} copied" if n != "baseline" else "peak cosine, baseline":
+              mean_of(table, "peak_cosine", condition=n) for n in ("KQ", "KQ+OV", "MLP", "baseline") if n in names}
+    if "baseline" in names:
+        base = mean_of(table, "plateau_span", condition="baseline")
+        for n in ("KQ", "MLP", "embeddings"):
+            if n in names:
+                values[f"plateau span, {n} copied ÷ baseline"] = mean_of(table, "plateau_span", condition=n) / base
+    return values
+
+
+def plateau_middle(table: pd.DataFrame, default: float, from_start: bool = False, **where) -> float:
+    """The step halfway through the plateau of the runs matching ``where``: between the mean partial
+    step (or step 0 with ``from_start``) and the mean jump step; ``default`` if they never jumped."""
+    jump = mean_of(table, "jump_step", **where)
+    start = 0.0 if from_start else mean_of(table, "partial_step", **where)
+    return default if np.isnan(jump) or np.isnan(start) else (start + jump) / 2
+
+
+def switch_comparison(switch: dict, bias: dict, switch_c: float) -> tuple[dict, dict]:
+    """Fig. 43's runs ``{(label, seed): TrainResult}`` and each label's switch step: the mid-run switches,
+    plus the bias-from-step-0 runs of ``switch_c`` and the unbiased (c = 1) runs when they have the same
+    length."""
+    steps = {cfg_steps for cfg_steps in (int(r.metrics["step"].max()) for r in switch.values())}
+    runs = {(f"from step {t}", s): r for (t, s), r in switch.items()}
+    at = {f"from step {t}": float(t) for t, _ in switch}
+    for c, label, step in ((switch_c, "from step 0", 0.0), (1.0, "never (c = 1)", np.nan)):
+        same = {(label, s): r for (bc, s), r in bias.items() if bc == c and int(r.metrics["step"].max()) in steps}
+        if same:
+            runs |= same
+            at = ({label: step} | at) if step == 0 else (at | {label: step})
+    order = list(at)
+    return dict(sorted(runs.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1]))), at

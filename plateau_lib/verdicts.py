@@ -1,0 +1,105 @@
+"""What each paper reports, and the rule that judges our number against it.
+
+A :class:`Claim` is one "paper vs ours" number: the paper's statement, and two closed bands. Ours inside
+``reproduced`` is *reproduced*, inside the wider ``partly`` band *partly*, anywhere else *not reproduced*.
+A claim whose number depends on the model's scale (steps to a jump at another learning rate, say) is
+*not comparable at this scale* for the ``cpu`` miniature; the ``paper`` preset is always judged.
+``CLAIMS`` lists every figure's claims in book order; pages and the Reproducibility page read it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+VERDICTS = ("reproduced", "partly", "not reproduced", "not comparable at this scale")
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One number the paper reports and the bands that judge ours (see the module docstring)."""
+    figure: str
+    metric: str
+    paper: str
+    reproduced: tuple[float, float]
+    partly: tuple[float, float]
+    scale_bound: bool = False       # True: a miniature's value is not comparable with the paper's
+    missing: str = "not reached"    # how a missing value (NaN: the milestone never came) is shown
+    missing_as: float | None = None  # judge a missing value as this number (e.g. inf: "later than the run")
+    fmt: str = "{:.3g}"
+
+    def rule(self) -> str:
+        """The rule in words, shown on the page next to the verdict."""
+        def band(lo, hi):
+            if hi == INF:
+                return f"≥ {lo:g}"
+            return f"≤ {hi:g}" if lo in (0, -INF) else f"{lo:g}–{hi:g}"
+        text = f"reproduced if {band(*self.reproduced)}, partly if {band(*self.partly)}"
+        return text + ("; the `cpu` miniature is not comparable" if self.scale_bound else "")
+
+    def judge(self, ours: float | None, preset: str) -> str:
+        """The verdict on ``ours`` (None or NaN: the milestone was never reached) for ``preset``."""
+        if preset not in ("cpu", "paper"):
+            raise ValueError(f"preset must be 'cpu' or 'paper', got {preset!r}")
+        if self.scale_bound and preset == "cpu":
+            return VERDICTS[3]
+        value = self.missing_as if ours is None or math.isnan(ours) else ours
+        if value is None:
+            return VERDICTS[2]
+        for verdict, (lo, hi) in zip(VERDICTS, (self.reproduced, self.partly)):
+            if lo <= value <= hi:
+                return verdict
+        return VERDICTS[2]
+
+    def show(self, ours: float | None) -> str:
+        """``ours`` formatted, or the ``missing`` text."""
+        return self.missing if ours is None or math.isnan(ours) else self.fmt.format(ours)
+
+
+def claims_of(figure: str) -> list[Claim]:
+    """The claims of one figure, in the order the page reports them."""
+    found = [c for c in CLAIMS if c.figure == figure]
+    if not found:
+        raise ValueError(f"figure must be one of {sorted({c.figure for c in CLAIMS})}, got {figure!r}")
+    return found
+
+
+# Gopalani et al. (Figs. 2-5, 43). Bands are ±0.05-0.1 around an "≈" value read off the paper's plots.
+_FIG2 = "Fig. 2 (MWS plateau)"
+_FIG3 = "Figs. 3–4 (attention bias)"
+_FIG43 = "Fig. 43 (bias switched on mid-run)"
+_FIG5 = "Fig. 5 (optimal initialisation)"
+_LLC = "LLC golden models"
+
+CLAIMS = [
+    Claim(_FIG2, "peak cosine before the jump", "≈ 0.95", (0.9, 1.0), (0.8, 1.0)),
+    Claim(_FIG2, "peak ρ before the jump", "≈ 0.8", (0.65, 0.95), (0.4, 1.0)),
+    Claim(_FIG2, "data ρ", "0.058 (1/16 · 15/16)", (0.05, 0.066), (0.04, 0.08), fmt="{:.3f}"),
+    Claim(_FIG2, "APM just before the jump", "≈ 0.8", (0.7, 0.9), (0.55, 1.0)),
+    Claim(_FIG2, "step of the jump", "within 400 steps", (0, 400), (0, 600), scale_bound=True,
+          missing="no jump in the run", missing_as=INF, fmt="{:.0f}"),
+    Claim(_FIG2, "final accuracy", "≈ 1", (0.95, 1.0), (0.8, 1.0)),
+    Claim(_FIG3, "peak cosine, c = 10", "≈ 0.6", (0.5, 0.7), (0.4, 0.8)),
+    Claim(_FIG3, "peak cosine, c = 1", "≈ 0.95", (0.9, 1.0), (0.8, 1.0)),
+    Claim(_FIG3, "peak cosine, c = 0.2", "> 0.95", (0.95, 1.0), (0.9, 1.0)),
+    Claim(_FIG3, "jump step, c = 10 ÷ c = 1", "much earlier (< 0.5)", (0, 0.5), (0, 0.8), fmt="{:.2f}",
+          missing="a run did not jump"),
+    Claim(_FIG3, "jump step, c = 0.2 ÷ c = 1", "much later (> 2)", (2, INF), (1.25, INF), fmt="{:.2f}",
+          missing="c = 0.2 did not jump in its run", missing_as=INF),
+    Claim(_FIG43, "steps from switch to jump, c = 10 at step 25–100 (max)", "soon after (≲ 100)",
+          (0, 100), (0, 200), scale_bound=True, fmt="{:.0f}", missing="a run did not jump", missing_as=INF),
+    Claim(_FIG5, "peak cosine, KQ copied", "≈ 0.45", (0.3, 0.6), (0.2, 0.7)),
+    Claim(_FIG5, "peak cosine, KQ+OV copied", "≈ 0.15", (0.0, 0.3), (0.0, 0.45)),
+    Claim(_FIG5, "peak cosine, MLP copied", "≈ 0.95", (0.9, 1.0), (0.8, 1.0)),
+    Claim(_FIG5, "peak cosine, baseline", "≈ 0.95", (0.9, 1.0), (0.8, 1.0)),
+    Claim(_FIG5, "plateau span, KQ copied ÷ baseline", "almost none (< 0.25)", (0, 0.25), (0, 0.5), fmt="{:.2f}"),
+    Claim(_FIG5, "plateau span, MLP copied ÷ baseline", "essentially unchanged (≈ 1)", (0.75, 1.33), (0.5, 2.0),
+          fmt="{:.2f}", missing="a run did not jump"),
+    Claim(_FIG5, "plateau span, embeddings copied ÷ baseline", "essentially unchanged (≈ 1)", (0.75, 1.33),
+          (0.5, 2.0), fmt="{:.2f}", missing="a run did not jump"),
+    # The estimator against closed-form learning coefficients: λ̂ / λ.
+    *[Claim(_LLC, f"λ̂ ÷ λ, {case}", f"1 (λ = {lam})", (0.9, 1.1), (0.75, 1.25), fmt="{:.2f}")
+      for case, lam in [("polynomial (0, 1)", "1/2"), ("polynomial (0, 2)", "1/4"), ("polynomial (0, 3)", "1/6"),
+                        ("polynomial (1, 2), a hard case", "1/4"), ("reduced-rank regression 5,3,5", "exact"),
+                        ("reduced-rank regression 3,8,4", "exact"), ("regular model d = 10", "5")]],
+]

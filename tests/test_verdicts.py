@@ -1,0 +1,46 @@
+import math
+
+import pytest
+
+from plateau_lib.verdicts import CLAIMS, INF, VERDICTS, Claim, claims_of
+
+COSINE = Claim("Fig. X", "peak cosine", "≈ 0.95", (0.9, 1.0), (0.8, 1.0))
+JUMP = Claim("Fig. X", "jump step", "within 400", (0, 400), (0, 600), scale_bound=True, missing_as=INF)
+
+
+def test_bands_give_the_verdicts():
+    assert COSINE.judge(0.95, "cpu") == "reproduced"
+    assert COSINE.judge(0.9, "paper") == "reproduced"  # closed bands
+    assert COSINE.judge(0.85, "paper") == "partly"
+    assert COSINE.judge(0.5, "paper") == "not reproduced"
+    assert COSINE.judge(None, "paper") == "not reproduced" and COSINE.judge(math.nan, "cpu") == "not reproduced"
+
+
+def test_scale_bound_claims_are_not_judged_on_the_miniature():
+    assert JUMP.judge(200, "cpu") == "not comparable at this scale"
+    assert JUMP.judge(200, "paper") == "reproduced" and JUMP.judge(500, "paper") == "partly"
+    assert JUMP.judge(None, "paper") == "not reproduced"  # missing = later than the run = inf
+
+
+def test_rule_and_show():
+    assert COSINE.rule() == "reproduced if 0.9–1, partly if 0.8–1"
+    assert JUMP.rule().startswith("reproduced if ≤ 400, partly if ≤ 600")
+    assert Claim("F", "m", "p", (2, INF), (1.25, INF)).rule() == "reproduced if ≥ 2, partly if ≥ 1.25"
+    assert COSINE.show(0.96123) == "0.961" and COSINE.show(None) == "not reached"
+
+
+def test_bad_preset_and_unknown_figure():
+    with pytest.raises(ValueError, match="preset"):
+        COSINE.judge(1.0, "gpu")
+    with pytest.raises(ValueError, match="figure must be one of"):
+        claims_of("Fig. 99")
+
+
+def test_every_claim_is_consistent():
+    assert VERDICTS == ("reproduced", "partly", "not reproduced", "not comparable at this scale")
+    seen = set()
+    for c in CLAIMS:
+        assert (c.figure, c.metric) not in seen, f"duplicate claim {c.metric}"
+        seen.add((c.figure, c.metric))
+        (lo, hi), (plo, phi) = c.reproduced, c.partly
+        assert plo <= lo <= hi <= phi, f"{c.metric}: the partly band must contain the reproduced band"
