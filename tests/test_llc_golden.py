@@ -74,3 +74,32 @@ def test_frozen_weight_invariance_exact(point):
     # and freezing matters: the unrestricted 3-parameter model gives a different estimate
     c = estimate_llc(PolynomialModel((1, 1, 10), init=point), mse_loss, data, **kw)
     assert c.hyperparams["num_params"] == 3 and abs(c.llc_mean - a.llc_mean) > 1e-3
+
+
+# ------------------------------------------------------------------------------------------------ the page's rows
+def test_golden_estimates_cover_every_claim():
+    """golden_estimates: one estimate per claim of the "LLC golden models" figure, exact λ, ratio = λ̂ / λ."""
+    from plateau_lib.llc.golden import GOLDEN_FIGURE, golden_estimates, golden_provenance, golden_ratios, golden_table
+    from plateau_lib.verdicts import claims_of
+
+    tiny = {"golden_draws": 12, "golden_chains": 2, "golden_train_steps": 5}
+    estimates = golden_estimates(tiny, seed=3)
+    assert [e.metric for e in estimates] == [c.metric for c in claims_of(GOLDEN_FIGURE)]
+    assert [e.true_lambda for e in estimates] == pytest.approx([1 / 2, 1 / 4, 1 / 6, 1 / 4, 6.5, 6.0, 5.0])
+    for e in estimates:
+        assert e.result.hyperparams["num_draws"] == 12 and e.result.hyperparams["seed"] == 3
+        assert e.ratio == pytest.approx(e.result.llc_mean / e.true_lambda)
+        assert e.wall_s > 0
+    assert [e.result.hyperparams["num_chains"] for e in estimates] == [2, 2, 2, 2, 8, 8, 16]
+    assert [e.result.hyperparams["num_burnin_steps"] for e in estimates] == [2, 2, 2, 2, 1, 1, 1]
+    assert golden_ratios(estimates) == {e.metric: pytest.approx(e.ratio) for e in estimates}
+    table = golden_table(estimates)
+    assert list(table["true λ"]) == pytest.approx([e.true_lambda for e in estimates])
+    assert list(table["λ̂ ÷ λ"]) == pytest.approx([e.ratio for e in estimates])
+    assert table["chains × draws"].iloc[0] == "2 × 12"
+    prov = golden_provenance(estimates, 3)
+    assert prov["seeds"] == [3] and prov["device"] == "cpu" and prov["source"] == "this build"
+    assert prov["wall_time_s"] == pytest.approx(sum(e.wall_s for e in estimates), abs=0.06)
+    # the same seed gives the same estimates
+    again = golden_estimates(tiny, seed=3)
+    assert [e.result.llc_mean for e in again] == [e.result.llc_mean for e in estimates]

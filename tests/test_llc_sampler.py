@@ -288,3 +288,190 @@ def test_mala_in_a_run_tracks_step_size():
     assert small.mala_accept.shape == (2, 199)
     assert small.mala_mean > 0.95 and large.mala_mean < small.mala_mean
     assert np.isnan(estimate_llc(model, mse_loss, data, **KW).mala_mean)
+
+
+# ------------------------------------------------------------------------------------------------ page helpers
+from plateau_lib.llc import callbacks, calibration, failure_modes, mistakes  # noqa: E402
+
+
+def fake_result(loss, init_loss=1.0, nbeta=10.0, warn=False):
+    loss = np.asarray(loss, dtype=float)
+    hyper = dict(nbeta=nbeta, num_burnin_steps=0, num_steps_bw_draws=1, num_draws=loss.shape[1], num_params=4,
+                 epsilon=1e-3, gamma=1.0)
+    return summarize(loss, init_loss, hyper, list(range(len(loss))), 1.0, warn=warn)
+
+
+def test_evenly_spaced_steps_and_middle_epsilon():
+    assert callbacks.evenly_spaced_steps(300) == [50, 100, 150, 200, 250, 300]
+    assert callbacks.evenly_spaced_steps(20) == [3, 6, 10, 13, 16, 20]
+    assert callbacks.evenly_spaced_steps(3, n=6) == [1, 2, 3]
+    assert calibration.middle_epsilon([3e-3, 3e-4, 1e-3, 1e-3]) == 1e-3
+    assert calibration.middle_epsilon([1e-4, 3e-4, 1e-3, 3e-3]) == 1e-3
+    assert calibration.middle_epsilon([0.01]) == 0.01
+    with pytest.raises(ValueError, match="empty"):
+        calibration.middle_epsilon([])
+
+
+def test_llc_callback_same_seed_and_fresh_seed():
+    """On an unchanged model the same-seed callback repeats its estimate; the fresh-seed one does not, and
+    uses seed + FRESH_SEED_OFFSET + step."""
+    model = least_squares_fit(RegularModel(3), REG)
+    kw = dict(epsilon=1e-3, gamma=10.0, num_chains=2, num_draws=8, batch_size=50, device="cpu", warn=False)
+    same = callbacks.LLCCallback(mse_loss, REG, [1, 2], seed=5, progress=False, **kw)
+    fresh = callbacks.LLCCallback(mse_loss, REG, [1, 2], seed=5, progress=False, fresh_seed=True, **kw)
+    for step in range(4):
+        same(step, model)
+        fresh(step, model)
+    assert same.seed_at(2) == 5 and fresh.seed_at(2) == 5 + callbacks.FRESH_SEED_OFFSET + 2
+    assert same.results[1].llc_mean == same.results[2].llc_mean
+    assert fresh.results[1].llc_mean != fresh.results[2].llc_mean
+    direct = estimate_llc(model, mse_loss, REG, seed=5 + callbacks.FRESH_SEED_OFFSET + 2, **kw)
+    assert fresh.results[2].llc_mean == direct.llc_mean
+    assert list(fresh.table().step) == [1, 2] and list(fresh.table().columns) == callbacks.LLC_COLUMNS
+
+
+def test_step_progress_counts_the_chosen_steps():
+    ticks = callbacks.StepProgress([2, 4], per_step=2, progress=False)
+    for step in range(6):
+        ticks(step, None)
+    assert ticks.done == 4 == ticks.total
+
+
+def test_llc_over_training_compares_the_seedings():
+    from plateau_lib.train import TrainConfig
+    cfg = TrainConfig(d_model=8, steps=4, batch_size=8, eval_every=2, eval_batch=8, lr=1e-3, device="cpu")
+    seqs = cfg.make_task().sample(64, torch.Generator().manual_seed(0))
+    from plateau_lib.llc.transformer import sequence_loss
+    curve, run = callbacks.llc_over_training(cfg, sequence_loss, seqs, [2, 4], seed=0, progress=False, epsilon=1e-3,
+                                             gamma=100.0, num_chains=2, num_draws=4, batch_size=16, device="cpu",
+                                             warn=False)
+    assert sorted(curve.seeding.unique()) == sorted([callbacks.SAME_SEED, callbacks.FRESH_SEED])
+    assert len(curve) == 4 and set(curve.step) == {2, 4}
+    assert run.meta["wall_time_s"] > 0 and run.metrics.step.max() == 4 and run.meta["commit"] and run.meta["date"]
+
+
+def test_naive_scores_on_a_quadratic_loss():
+    """At the least-squares fit the loss is exactly quadratic: E[L(w* + σz) − L(w*)] = σ² tr(X̃ᵀX̃)/n."""
+    data = regular_data(3, 1, n=500, seed=0)
+    model = least_squares_fit(RegularModel(3), data)
+    before = [p.detach().clone() for p in model.parameters()]
+    X = torch.cat([data[0], torch.ones(500, 1)], 1).double()
+    expected_per_sigma2 = float((X ** 2).sum() / 500)
+    rows = mistakes.naive_scores(model, mse_loss, data, nbeta=2.0, sigmas=(0.03, 0.1), draws=2000, seed=0)
+    assert [r["σ"] for r in rows] == [0.03, 0.1]
+    for r in rows:
+        assert r[mistakes.FRESH] == pytest.approx(2.0 * r["σ"] ** 2 * expected_per_sigma2, rel=0.1)
+        assert abs(r[mistakes.PAIRWISE]) < 0.01 * r[mistakes.FRESH]
+    assert rows[0][mistakes.INVERTED] > rows[1][mistakes.INVERTED]  # the inverted score runs the other way
+    for p, p0 in zip(model.parameters(), before):
+        assert torch.equal(p, p0)
+    table = mistakes.naive_table({"a": model, "b": model}, mse_loss, data, 2.0, sigmas=(0.1,), draws=5)
+    assert list(table.model) == ["a", "b"]
+    with pytest.raises(ValueError, match="draws"):
+        mistakes.naive_scores(model, mse_loss, data, 2.0, draws=1)
+
+
+def test_burn_in_table_rows():
+    model = least_squares_fit(RegularModel(3), REG)
+    kw = dict(epsilon=1e-3, gamma=10.0, num_chains=2, seed=0, device="cpu", warn=False)
+    table = mistakes.burn_in_table(model, mse_loss, REG, (6, 2, 6), num_draws=99, **kw)
+    assert list(zip(table.draws, table["burn-in"])) == [(2, 0), (2, 1), (6, 0), (6, 3)]
+    direct = estimate_llc(model, mse_loss, REG, num_draws=6, num_burnin_steps=3, **kw)
+    assert table["λ̂"].iloc[3] == direct.llc_mean
+
+
+def test_failure_mode_helpers_by_hand():
+    res = fake_result([[1.0, 1.2, 1.1], [1.0, np.nan, np.nan], [1.0, 0.9, 0.8]])
+    assert failure_modes.last_loss_gap(res) == pytest.approx(np.mean([0.1, -0.2]))
+    assert failure_modes.finite_draw_mean(res) == pytest.approx(10 * np.mean([0, 0.2, 0.1, 0, 0, -0.1, -0.2]))
+    assert "diverged" in failure_modes.short_warning(res)
+    assert all(len(w) <= 20 for w in failure_modes.short_warning(res, 20).split("; "))
+    every = fake_result([[1.0, np.inf]])
+    assert np.isnan(failure_modes.last_loss_gap(every)) and failure_modes.finite_draw_mean(every) == 0.0
+    note = failure_modes.diverged_note("x", res)
+    assert "1 of 3 chains diverged" in note and f"λ̂ = {res.llc_mean:.3g} from the other 2" in note
+    assert "no estimate" in failure_modes.diverged_note("x", every)
+    table = failure_modes.failure_table({"a": res, "b": every})
+    assert list(table.index) == ["a", "b"] and table.loc["a", "diverged chains"] == 1
+    assert {"λ̂", "SE", "converged", "MALA", "last loss − L(w*)", "warning"} <= set(table.columns)
+
+
+def test_run_failure_modes_records_warnings_without_printing():
+    import warnings
+    early = RegularModel(3)  # untrained: not a minimum
+    cases = failure_modes.failure_cases(least_squares_fit(RegularModel(3), REG), early)
+    assert list(cases) == [failure_modes.DIVERGED, failure_modes.NOT_CONVERGED, failure_modes.ESCAPED,
+                           failure_modes.NEGATIVE]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LLCWarning)
+        results = failure_modes.run_failure_modes(cases, mse_loss, REG, num_chains=2, num_draws=20, seed=0,
+                                                  device="cpu")
+    assert results[failure_modes.ESCAPED].llc_mean < 0 and results[failure_modes.ESCAPED].warnings
+    assert results[failure_modes.NOT_CONVERGED].hyperparams["epsilon"] == 1e-6
+
+
+def test_transformer_helpers(tmp_path, monkeypatch):
+    from plateau_lib import cache
+    from plateau_lib import metrics as M
+    from plateau_lib.llc import transformer
+    settings = {"d_model": 8, "train_steps": 30}
+    cfg = transformer.transformer_config(settings)
+    assert (cfg.d_model, cfg.steps, cfg.lr, cfg.batch_size, cfg.task) == (8, 30, 1e-3, 128, "mws")
+    assert transformer.early_config(cfg).steps == 10 and transformer.early_config(cfg.replace(steps=500)).steps == 50
+    seqs = transformer.sgld_sequences(cfg, 16)
+    assert torch.equal(seqs, transformer.sgld_sequences(cfg, 16)) and seqs.shape[0] == 16
+    monkeypatch.setattr(cache, "LOCAL", tmp_path)  # train into a temporary cache
+    trained = transformer.load_trained(cfg.replace(steps=3, eval_every=3, batch_size=8, eval_batch=8), use_cache=False)
+    assert trained.num_params == sum(p.numel() for p in trained.model.parameters())
+    with torch.no_grad():
+        expected = M.loss_all(trained.model(seqs[:, :-1]), seqs).item()
+    assert transformer.loss_at(trained.model, seqs) == pytest.approx(expected)
+
+
+def test_page_settings_and_provenance():
+    from plateau_lib import presets
+    from plateau_lib.llc import page
+    settings = presets.llc_page("cpu")
+    table = page.settings_table(settings, "cpu")
+    assert list(table.index) == list(settings) and (table["meaning"] != "").all()
+    assert table.loc["epsilons", "cpu"] == str(settings["epsilons"])
+
+    class Estimate:  # the two fields the row reads
+        wall_s = 1.25
+    row = page.golden_provenance_row([Estimate(), Estimate()], "cpu")
+    assert set(row) == {"preset", "run", "device", "wall time (s)", "source", "commit", "date"}
+    assert row["wall time (s)"] == 2.5 and "2 SGLD estimates" in row["run"]
+    assert "on cuda" in page.provenance_note("cuda") and page.sgld_device() in ("cpu", "cuda", "mps")
+
+
+def test_page_figures_fit_the_text_column():
+    """Every figure of the LLC page is at most PAGE_WIDTH wide (panels in rows of two), text >= 9 pt."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    from matplotlib.text import Text
+
+    from plateau_lib import book
+    from plateau_lib.llc import plots
+    from plateau_lib.llc.golden import GoldenEstimate
+    from plateau_lib.plots import PAGE_WIDTH
+
+    res = fake_result([[1.0, 1.2, 1.1, 1.3], [1.0, 1.1, 1.2, 1.2], [1.0, 1e9, np.nan, np.nan]])
+    estimates = [GoldenEstimate("polynomial", f"({i}, 1)", 0.5, metric, res, 0.1)
+                 for i, metric in enumerate(plots.GOLDEN_SHOWN)]
+    sweep = pd.DataFrame({"epsilon": [1e-4, 1e-3] * 3, "nbeta": [10.0] * 6, "gamma": [1.0, 1.0, 10.0, 10.0, 100.0, 100.0],
+                          "llc_final": [1.0, 2.0] * 3, "num_diverged": [0, 1] * 3})
+    curve = pd.DataFrame({"step": [1, 2, 1, 2], "llc_mean": [1.0, 2.0, 1.5, 1.8], "llc_se": [0.1] * 4,
+                          "seeding": [callbacks.SAME_SEED] * 2 + [callbacks.FRESH_SEED] * 2})
+    with matplotlib.rc_context():
+        book.setup()
+        figures = [plots.plot_golden_traces(estimates), plots.plot_failure_modes({"a": res, "b": res, "c": res}),
+                   plots.plot_llc_over_training(curve), calibration.plot_sweep(sweep),
+                   *calibration.sweep_figures({(1e-3, None, 1.0): res}).values()]
+        assert figures[0].axes[0].get_ylabel() and len(figures[3].axes) == 4  # 3 panels in 2 rows of two
+        for fig in figures:
+            assert fig.get_size_inches()[0] <= PAGE_WIDTH + 1e-9
+            fig.canvas.draw()
+            sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
+            assert min(sizes) >= book.MIN_FONT_PT, min(sizes)
+            plt.close(fig)

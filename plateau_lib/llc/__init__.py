@@ -4,7 +4,10 @@
 - :func:`sgld_sample`, :func:`mala_acceptance_prob`, :func:`chain_seed` (sampler.py): batched SGLD.
 - :func:`llc_over_checkpoints`, :class:`LLCCallback` (callbacks.py): LLC over training.
 - :func:`calibration_sweep`, :func:`plot_traces`, :func:`plot_sweep` (calibration.py).
-- golden.py: models with closed-form learning coefficients.
+- golden.py: models with closed-form learning coefficients, and :func:`golden.golden_estimates` for the page.
+- transformer.py: the LLC page's small trained MWS transformer, its SGLD data and loss.
+- failure_modes.py, mistakes.py: the four failure modes, and the mistakes of an LLC estimated by hand.
+- plots.py, page.py: the LLC page's figures, settings table and provenance rows.
 """
 from .estimator import LLCResult, LLCWarning, default_nbeta, estimate_llc
 from .sampler import chain_seed, mala_acceptance_prob, sgld_sample

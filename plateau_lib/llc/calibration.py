@@ -18,6 +18,7 @@ import pandas as pd
 import seaborn as sns
 from tqdm.auto import tqdm
 
+from ..plots import PAGE_WIDTH
 from .estimator import LLCResult, LLCWarning, estimate_llc
 
 TRACE_LABELS = {"llc_running": "running λ̂ (per chain)", "llc": "per-draw nβ·(L − L(w*))",
@@ -64,13 +65,22 @@ def calibration_sweep(model, loss_fn: Callable, data, *, epsilons: Sequence[floa
     num_draws = llc_kwargs.get("num_draws", 200)
     last = max(1, num_draws // 4) if last_draws is None else int(last_draws)
     rows, results = [], {}
-    for eps, nb, gam in tqdm(cells, desc="calibration sweep", disable=not progress):
+    from ..book import in_book_build
+    for eps, nb, gam in tqdm(cells, desc="calibration sweep", disable=not progress or in_book_build()):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LLCWarning)
             res = estimate_llc(model, loss_fn, data, epsilon=eps, nbeta=nb, gamma=gam, **llc_kwargs)
         results[(eps, nb, gam)] = res
         rows.append(sweep_row(res, last))
     return pd.DataFrame(rows), results
+
+
+def middle_epsilon(epsilons: Sequence[float]) -> float:
+    """The middle of the distinct step sizes of a sweep grid (the upper middle for an even count)."""
+    values = sorted({float(e) for e in epsilons})
+    if not values:
+        raise ValueError("epsilons is empty")
+    return values[len(values) // 2]
 
 
 def traces_table(results: dict, kind: str = "llc_running") -> pd.DataFrame:
@@ -83,12 +93,13 @@ def traces_table(results: dict, kind: str = "llc_running") -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def plot_traces(res: LLCResult, kind: str = "llc_running", ax=None, true_llc: float | None = None, title=None):
+def plot_traces(res: LLCResult, kind: str = "llc_running", ax=None, true_llc: float | None = None, title=None,
+                legend: bool = True):
     """Per-chain traces of ``kind`` ('llc_running', 'llc' or 'loss'); diverged chains dashed, mean in black."""
     if kind not in TRACE_LABELS:
         raise ValueError(f"kind must be one of {sorted(TRACE_LABELS)}, got {kind!r}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(5.5, 3.4))
+        _, ax = plt.subplots(figsize=(PAGE_WIDTH, 3.2))
     table = res.table()
     ok = table[~table.diverged]
     if len(ok):
@@ -108,30 +119,41 @@ def plot_traces(res: LLCResult, kind: str = "llc_running", ax=None, true_llc: fl
     else:
         ax.axhline(0, color="grey", lw=0.5)
     hp = res.hyperparams
-    ax.set_title(title or f"ε={hp['epsilon']:.0e}, nβ={hp['nbeta']:.3g}, γ={hp['gamma']:.3g}: "
-                          f"λ̂={res.llc_mean:.3g}±{res.llc_se:.2g}", fontsize=9)
+    ax.set_title(title or f"ε = {hp['epsilon']:.0e}, nβ = {hp['nbeta']:.3g}, γ = {hp['gamma']:.3g}: "
+                          f"λ̂ = {res.llc_mean:.3g} ± {res.llc_se:.2g}")
     ax.set_xlabel("draw (SGLD steps after burn-in)")
     ax.set_ylabel(TRACE_LABELS[kind])
-    ax.legend(fontsize=7, loc="best")
+    if legend:
+        ax.legend(loc="best")
     return ax.figure
 
 
 def plot_sweep(table: pd.DataFrame, true_llc: float | None = None, value: str = "llc_final"):
-    """Final LLC against ε, one line per nβ, one panel per γ (log ε axis); diverged cells marked ×."""
+    """Final λ̂ against ε (log axis), one line per nβ, one panel per γ in rows of two; cells with
+    diverged chains marked ×."""
     t = table.copy()
     t["nβ"] = t["nbeta"].map(lambda v: f"{v:.3g}")
-    t["γ"] = t["gamma"].map(lambda v: f"{v:.3g}")
-    g = sns.relplot(data=t, x="epsilon", y=value, hue="nβ", col="γ", kind="line", marker="o", height=3.2,
-                    aspect=1.2, facet_kws={"sharey": False})
-    for (gam, ax) in zip(t["γ"].unique(), g.axes.flat):
-        bad = t[(t["γ"] == gam) & (t.num_diverged > 0)]
-        ax.scatter(bad.epsilon, bad[value].fillna(0), marker="x", color="tab:red", zorder=5)
+    gammas = list(dict.fromkeys(t["gamma"]))
+    ncols = min(2, len(gammas))
+    nrows = -(-len(gammas) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH, 3.0 * nrows), squeeze=False)
+    for ax in axes.flat[len(gammas):]:
+        ax.set_visible(False)
+    for gam, ax in zip(gammas, axes.flat):
+        part = t[t["gamma"] == gam]
+        sns.lineplot(data=part, x="epsilon", y=value, hue="nβ", marker="o", ax=ax, palette="deep")
+        bad = part[part.num_diverged > 0]
+        ax.scatter(bad.epsilon, bad[value].fillna(0), marker="x", color="tab:red", zorder=5,
+                   label="diverged chains" if len(bad) else None)
         if true_llc is not None:
             ax.axhline(true_llc, color="tab:orange", ls=":")
         ax.set_xscale("log")
-        ax.set_xlabel("SGLD step size ε")
-        ax.set_ylabel("final λ̂ (mean of last draws)")
-    return g.figure
+        ticks = sorted(part["epsilon"].unique())
+        ax.set_xticks(ticks, [f"{e:.0e}" for e in ticks])
+        ax.set_xticks([], minor=True)
+        ax.set(xlabel="SGLD step size ε", ylabel="final λ̂ (mean of last draws)", title=f"γ = {gam:.3g}")
+        ax.legend(title="nβ", loc="best")
+    return fig
 
 
 def sweep_figures(results: dict, kind: str = "llc_running") -> dict:

@@ -2,19 +2,31 @@
 
 Both use one seed at every step, so every estimate sees the same SGLD noise and the same batches
 (Hoogland et al.'s trick: the LLC-over-time curve is then smooth, and its changes are the model's).
+``LLCCallback(..., fresh_seed=True)`` does what a hand-made loop does instead (a new seed at every step),
+and :func:`llc_over_training` trains once with both, to compare the curves.
 """
 from __future__ import annotations
 
 import copy
 import os
+from datetime import datetime, timezone
 from typing import Callable, Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
 from tqdm.auto import tqdm
 
 from .estimator import LLCResult, estimate_llc
+
+FRESH_SEED_OFFSET = 1000  # fresh_seed=True: the seed at step s is seed + FRESH_SEED_OFFSET + s
+LLC_COLUMNS = ["step", "llc_mean", "llc_se", "llc_std", "num_diverged", "init_loss", "mala_mean", "elapsed_s"]
+
+
+def _hide_bar() -> bool:
+    from ..book import in_book_build
+    return in_book_build()
 
 
 def _load_state(obj):
@@ -51,7 +63,7 @@ def llc_over_checkpoints(model: nn.Module, loss_fn: Callable, data, checkpoints,
         raise ValueError("checkpoints is empty")
     work = copy.deepcopy(model)
     rows, results = [], {}
-    for step, ckpt in tqdm(items, desc="LLC over checkpoints", disable=not progress):
+    for step, ckpt in tqdm(items, desc="LLC over checkpoints", disable=not progress or _hide_bar()):
         work.load_state_dict(_load_state(ckpt))
         res = estimate_llc(work, loss_fn, data, **llc_kwargs)
         results[step] = res
@@ -68,6 +80,9 @@ class LLCCallback:
     left untouched) with the same seed every time. ``table()`` gives the tidy LLC-over-training table;
     ``results`` maps step -> :class:`LLCResult`.
 
+    fresh_seed: use the seed ``seed + FRESH_SEED_OFFSET + step`` at each step instead (new noise and
+    batches at every step, as a hand-made loop does; its curve carries each step's own sampling error).
+
     Example::
 
         cb = LLCCallback(loss_fn, data, steps=[0, 100, 200], epsilon=1e-3, gamma=100, num_draws=100)
@@ -77,20 +92,27 @@ class LLCCallback:
         cb.table()
     """
 
-    def __init__(self, loss_fn: Callable, data, steps: Iterable[int], *, progress: bool = True, **llc_kwargs):
-        self.loss_fn, self.data, self.llc_kwargs = loss_fn, data, llc_kwargs
+    def __init__(self, loss_fn: Callable, data, steps: Iterable[int], *, progress: bool = True,
+                 fresh_seed: bool = False, **llc_kwargs):
+        self.loss_fn, self.data = loss_fn, data
+        self.seed = llc_kwargs.pop("seed", 0)
+        self.fresh_seed, self.llc_kwargs = bool(fresh_seed), llc_kwargs
         self.steps = sorted({int(s) for s in steps})
         if not self.steps or self.steps[0] < 0:
             raise ValueError(f"steps must be a non-empty collection of non-negative integers, got {steps!r}")
         self._pending = set(self.steps)
         self.results: dict[int, LLCResult] = {}
-        self._bar = tqdm(total=len(self.steps), desc="LLC (online)", disable=not progress)
+        self._bar = tqdm(total=len(self.steps), desc="LLC (online)", disable=not progress or _hide_bar())
+
+    def seed_at(self, step: int) -> int:
+        """The SGLD seed used at ``step``."""
+        return self.seed + FRESH_SEED_OFFSET + step if self.fresh_seed else self.seed
 
     def __call__(self, step: int, model: nn.Module) -> LLCResult | None:
         if step not in self._pending:
             return None
         was_training = model.training
-        res = estimate_llc(model, self.loss_fn, self.data, **self.llc_kwargs)
+        res = estimate_llc(model, self.loss_fn, self.data, seed=self.seed_at(step), **self.llc_kwargs)
         model.train(was_training)
         self._pending.discard(step)
         self.results[step] = res
@@ -101,6 +123,48 @@ class LLCCallback:
         return res
 
     def table(self) -> pd.DataFrame:
-        return pd.DataFrame([llc_row(s, r) for s, r in sorted(self.results.items())],
-                            columns=["step", "llc_mean", "llc_se", "llc_std", "num_diverged", "init_loss",
-                                     "mala_mean", "elapsed_s"])
+        return pd.DataFrame([llc_row(s, r) for s, r in sorted(self.results.items())], columns=LLC_COLUMNS)
+
+
+class StepProgress:
+    """A training callback that advances one progress bar by ``per_step`` at each step of ``steps``
+    (e.g. one tick per LLC estimate of the other callbacks); hidden in the book build."""
+
+    def __init__(self, steps: Iterable[int], per_step: int = 1, desc: str = "LLC over training", progress=True):
+        self.steps, self.per_step, self.done = {int(s) for s in steps}, per_step, 0
+        self.total = per_step * len(self.steps)
+        self.bar = tqdm(total=self.total, desc=desc, disable=not progress or _hide_bar())
+
+    def __call__(self, step: int, model: nn.Module) -> None:
+        if step in self.steps:
+            self.done += self.per_step
+            self.bar.update(self.per_step)
+            if self.done >= self.total:
+                self.bar.close()
+
+
+def evenly_spaced_steps(total: int, n: int = 6) -> list[int]:
+    """``n`` training steps spread evenly over (0, total], step 0 left out (distinct, sorted)."""
+    return sorted({int(s) for s in np.linspace(0, total, n + 1)} - {0})
+
+
+SAME_SEED = "same seed every step"
+FRESH_SEED = "fresh seed every step (hand-made)"
+
+
+def llc_over_training(cfg, loss_fn: Callable, data, steps: Iterable[int], *, seed: int = 0, progress: bool = True,
+                      **llc_kwargs) -> tuple[pd.DataFrame, object]:
+    """Train ``cfg`` once (``plateau_lib.train``) with two online LLC callbacks: the same seed at every step,
+    and a fresh seed per step. Returns the tidy curve (one row per (seeding, step), column ``seeding``) and
+    the TrainResult of the run (not cached: the callbacks need the live model).
+    """
+    from ..report import git_commit
+    from ..train import train
+    same = LLCCallback(loss_fn, data, steps, seed=seed, progress=False, **llc_kwargs)
+    fresh = LLCCallback(loss_fn, data, steps, seed=seed, progress=False, fresh_seed=True, **llc_kwargs)
+    ticks = StepProgress(same.steps, per_step=2, progress=progress)
+    run = train(cfg, callbacks=[same, fresh, ticks], progress=False)
+    run.meta.update(commit=git_commit(), date=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    curve = pd.concat([same.table().assign(seeding=SAME_SEED), fresh.table().assign(seeding=FRESH_SEED)],
+                      ignore_index=True)
+    return curve, run

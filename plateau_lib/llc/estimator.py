@@ -297,7 +297,8 @@ def estimate_llc(model: nn.Module, loss_fn: Callable, data, *, epsilon: float | 
     bar = None
     if progress:
         from tqdm.auto import tqdm
-        bar = tqdm(total=num_steps, desc=f"SGLD {len(chain_ids)} chains", leave=False)
+        from ..book import in_book_build
+        bar = tqdm(total=num_steps, desc=f"SGLD {len(chain_ids)} chains", leave=False, disable=in_book_build())
     t0 = time.perf_counter()
     out = sgld_sample(model_dev, loss_fn, batches, epsilon=float(epsilon), nbeta=nbeta, gamma=float(gamma),
                       weight_decay=float(weight_decay), num_steps=num_steps, chain_ids=chain_ids, seed=int(seed),

@@ -9,6 +9,9 @@ All losses are the mean squared error on a batch ``(x, y)``: :func:`mse_loss`.
 """
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -150,3 +153,99 @@ def train_full_batch(model: nn.Module, data, steps: int = 5000, lr: float = 0.01
         opt.step()
     with torch.no_grad():
         return float(loss_fn(model, data))
+
+
+# ---------------------------------------------------------------------------------------------
+# the golden models on the LLC page: one estimate per closed-form case
+
+@dataclass
+class GoldenEstimate:
+    """One golden-model estimate: the case, its exact λ, the claim that judges it, and the LLCResult."""
+    model: str
+    case: str
+    true_lambda: float
+    metric: str  # the claim's metric in ``plateau_lib.verdicts`` (figure ``GOLDEN_FIGURE``)
+    result: object  # an LLCResult
+    wall_s: float  # seconds: training (reduced-rank regression only) and sampling
+
+    @property
+    def ratio(self) -> float:
+        """λ̂ ÷ λ (NaN if every chain diverged)."""
+        return self.result.llc_mean / self.true_lambda
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} {self.case}"
+
+
+GOLDEN_FIGURE = "LLC golden models"
+POLYNOMIAL_POWERS = [(0, 1), (0, 2), (0, 3), (1, 2)]  # (1, 2): two active weights, a hard case
+HARD_POWERS = {(1, 2)}
+RRR_SHAPES = [(5, 3, 5), (3, 8, 4)]  # (M, H, N)
+
+
+def golden_estimates(settings: dict, seed: int = 0, device: str = "cpu") -> list[GoldenEstimate]:
+    """Estimate the LLC of every golden model, at the hyperparameters of ``tests/test_llc_golden.py``.
+
+    settings: the LLC page's settings (``presets.llc_page``): ``golden_chains`` chains for the polynomials,
+    ``golden_draws`` draws for every case, ``golden_train_steps`` full-batch Adam steps (lr 0.01) for
+    reduced-rank regression.
+
+    - polynomials (n = 1000, full batch): ε = 1e-4, γ = 0, default nβ = n/ln n, burn-in draws/6;
+    - reduced-rank regression at the trained point: ε = 1e-3, γ = 1, nβ = 50, 8 chains, burn-in draws/10;
+    - the regular model at its exact least-squares fit (d = 10): ε = 1e-4, γ = 0, 16 chains, burn-in draws/10.
+    """
+    from .estimator import estimate_llc
+    draws = settings["golden_draws"]
+    common = dict(num_draws=draws, seed=seed, device=device, warn=False)
+    out = []
+    poly = polynomial_data(1000, seed=1)
+    for powers in POLYNOMIAL_POWERS:
+        t0 = time.perf_counter()
+        res = estimate_llc(PolynomialModel(powers), mse_loss, poly, epsilon=1e-4, gamma=0.0,
+                           num_chains=settings["golden_chains"], num_burnin_steps=draws // 6, **common)
+        case = f"({powers[0]}, {powers[1]})"
+        metric = f"λ̂ ÷ λ, polynomial {case}" + (", a hard case" if powers in HARD_POWERS else "")
+        out.append(GoldenEstimate("polynomial", case, polynomial_lambda(powers), metric, res,
+                                  time.perf_counter() - t0))
+    for M, H, N in RRR_SHAPES:
+        t0 = time.perf_counter()
+        data = rrr_data(M, N, 1000, seed=0)
+        model = RRRModel(M, H, N, seed=0)
+        train_full_batch(model, data, steps=settings["golden_train_steps"], lr=0.01)
+        res = estimate_llc(model, mse_loss, data, epsilon=1e-3, gamma=1.0, nbeta=50.0, num_chains=8,
+                           num_burnin_steps=draws // 10, **common)
+        out.append(GoldenEstimate("reduced-rank regression", f"{M},{H},{N}", rrr_lambda(M, H, N),
+                                  f"λ̂ ÷ λ, reduced-rank regression {M},{H},{N}", res, time.perf_counter() - t0))
+    t0 = time.perf_counter()
+    data = regular_data(9, 1, n=1000, seed=0)
+    model = least_squares_fit(RegularModel(9, 1), data)
+    res = estimate_llc(model, mse_loss, data, epsilon=1e-4, gamma=0.0, num_chains=16,
+                       num_burnin_steps=draws // 10, **common)
+    out.append(GoldenEstimate("regular model", "d = 10", 5.0, "λ̂ ÷ λ, regular model d = 10", res,
+                              time.perf_counter() - t0))
+    return out
+
+
+def golden_table(estimates: list[GoldenEstimate]):
+    """One row per golden estimate: exact λ, λ̂ ± SE, λ̂ ÷ λ and the SGLD hyperparameters."""
+    import pandas as pd
+    rows = []
+    for e in estimates:
+        r, hp = e.result, e.result.hyperparams
+        rows.append({"model": e.model, "case": e.case, "true λ": e.true_lambda, "λ̂": r.llc_mean, "SE": r.llc_se,
+                     "λ̂ ÷ λ": e.ratio, "ε": hp["epsilon"], "nβ": hp["nbeta"], "γ": hp["gamma"],
+                     "chains × draws": f"{hp['num_chains']} × {hp['num_draws']}",
+                     "diverged chains": int(r.diverged.sum())})
+    return pd.DataFrame(rows)
+
+
+def golden_ratios(estimates: list[GoldenEstimate]) -> dict:
+    """``{claim metric: λ̂ ÷ λ}``, the page's "paper vs ours" numbers."""
+    return {e.metric: float(e.ratio) for e in estimates}
+
+
+def golden_provenance(estimates: list[GoldenEstimate], seed: int, device: str = "cpu") -> dict:
+    """Device, seed, wall time and source of the golden estimates, for the recorded summary."""
+    return {"device": device, "seeds": [int(seed)], "wall_time_s": round(sum(e.wall_s for e in estimates), 1),
+            "source": "this build"}
