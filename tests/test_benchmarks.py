@@ -1,0 +1,51 @@
+"""Benchmark records: write_benchmark / load_benchmarks round trip and the schema (no timing is asserted)."""
+import json
+
+import pytest
+
+from plateau_lib import benchmarks as B
+
+ROWS = [{"workload": "toy", "variant": "floor: forward+backward", "steps": 10, "ms_per_step": 2.0,
+         "cpu_ms_per_step": 1.5},
+        {"workload": "toy", "variant": "ours", "steps": 10, "ms_per_step": 3.0, "cpu_ms_per_step": 2.0,
+         "llc_mean": 1.25}]
+
+
+def test_round_trip_and_schema(tmp_path):
+    ratios = B.time_ratios({"ours / floor": (ROWS[1], ROWS[0])})
+    assert ratios == {"ours / floor (wall)": 1.5, "ours / floor (CPU time)": pytest.approx(4 / 3)}
+    path = B.write_benchmark("toy-cpu", ROWS, ratios, 1, device="cpu", folder=tmp_path, threads=1, draws=5,
+                             loadavg_start=[1.0, 1.0, 1.0])
+    B.write_benchmark("other-cpu", ROWS[:1], {"x": 2}, 2, folder=tmp_path)
+    assert path == tmp_path / "toy-cpu.json" and not list(tmp_path.glob(".*"))  # atomic: no temporaries left
+    record = json.loads(path.read_text())
+    assert set(record) == set(B.KEYS) | {"args"}
+    assert record["benchmark"] == "toy-cpu" and record["device"] == "cpu" and record["threads"] == 1
+    assert record["args"] == {"threads": 1, "draws": 5, "loadavg_start": [1.0, 1.0, 1.0]}
+    assert record["rows"] == ROWS and record["date"].endswith("+00:00") and record["commit"]
+    assert "cores" in record["machine"]
+
+    runs, rows, ratio_frame = B.load_benchmarks(tmp_path)
+    assert list(runs.index) == ["other-cpu", "toy-cpu"] and runs.loc["other-cpu", "threads"] == 2
+    assert runs.loc["toy-cpu", "args"]["draws"] == 5 and runs.loc["toy-cpu", "file"] == "toy-cpu.json"
+    assert len(rows) == 3 and {"benchmark", "workload", "variant", "ms_per_step", "llc_mean"} <= set(rows)
+    assert list(ratio_frame.columns) == ["benchmark", "ratio", "value"] and len(ratio_frame) == 3
+    shown = B.table(rows, "toy-cpu")
+    assert shown.index.names == ["workload", "variant"] and "LLC mean" in shown
+
+
+def test_rows_need_workload_and_variant(tmp_path):
+    with pytest.raises(ValueError, match="workload"):
+        B.write_benchmark("bad", [{"variant": "x"}], {}, 1, folder=tmp_path)
+
+
+def test_empty_folder(tmp_path):
+    runs, rows, ratios = B.load_benchmarks(tmp_path)
+    assert runs.empty and rows.empty and ratios.empty and "ratio" in ratios
+
+
+def test_step_row_medians_and_floor():
+    floor = B.step_row("w", "floor", 10, [(1.0, 0.5), (3.0, 0.7), (2.0, 0.6)])
+    assert floor["wall_s"] == 2.0 and floor["ms_per_step"] == 200.0 and floor["cpu_ms_per_step"] == 60.0
+    row = B.step_row("w", "v", 5, (2.0, 0.6), floor)
+    assert row["x_floor"] == 2.0 and row["x_floor_cpu"] == 2.0 and row["runs_wall_s"] == [2.0]
