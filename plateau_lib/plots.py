@@ -28,7 +28,7 @@ def _long(metrics: pd.DataFrame, columns, hue):
 
 
 def training_curves(metrics: pd.DataFrame, hue: str | None = None, curves=CURVES, height=2.5, title=None):
-    """One panel per metric against training step (two per row): mean over seeds with a 95% bootstrap band.
+    """One panel per metric against training step (two per row): mean over seeds with a ± 1 sd band.
 
     The accuracy panel also shows y_1 (partial solution) and the other outputs; the ρ panel shows
     the data's own ρ as a dashed line. With ``hue``, its legend takes the spare panel.
@@ -43,10 +43,10 @@ def training_curves(metrics: pd.DataFrame, hue: str | None = None, curves=CURVES
         if col == "acc" and hue is None:
             data = _long(metrics, ["acc", "acc_first", "acc_rest"], None)
             data["metric"] = data["metric"].map({"acc": "all outputs", "acc_first": "y₁ only", "acc_rest": "y₂…yₙ"})
-            sns.lineplot(data=data, x="step", y="value", hue="metric", errorbar=("ci", 95), ax=ax)
+            sns.lineplot(data=data, x="step", y="value", hue="metric", errorbar="sd", ax=ax)
             ax.legend(title=None)
         else:
-            sns.lineplot(data=metrics, x="step", y=col, hue=hue, errorbar=("ci", 95), ax=ax,
+            sns.lineplot(data=metrics, x="step", y=col, hue=hue, errorbar="sd", ax=ax,
                          palette="viridis" if hue else None, legend=(col == curves[-1][0]) if hue else False)
         if col == "rho":
             ax.axhline(metrics["rho_data"].mean(), ls="--", c="grey", lw=1, label="data ρ")

@@ -90,7 +90,7 @@ def load_summaries() -> list[dict]:
 def reproducibility_table(summaries: list[dict] | None = None) -> pd.DataFrame:
     """One wide table in book order: figure | metric | paper | cpu (verdict) | paper preset (verdict) | source.
 
-    A claim no page recorded for a preset reads "not run in this build".
+    A claim no page recorded for a preset reads "no run yet".
     """
     summaries = load_summaries() if summaries is None else summaries
     found = {(s["figure"], s["preset"], r["metric"]): (r, s) for s in summaries for r in s["rows"]}
@@ -102,7 +102,7 @@ def reproducibility_table(summaries: list[dict] | None = None) -> pd.DataFrame:
         row = {"figure": claim.figure, "metric": claim.metric, "paper": claim.paper}
         for preset, column in PRESET_COLUMNS.items():
             hit = found.get((claim.figure, preset, claim.metric))
-            row[column] = f"{hit[0]['shown']} ({hit[0]['verdict']})" if hit else "not run in this build"
+            row[column] = f"{hit[0]['shown']} ({hit[0]['verdict']})" if hit else "no run yet"
         row["source"] = pages[claim.figure]
         rows.append(row)
     return pd.DataFrame(rows, columns=["figure", "metric", "paper", *PRESET_COLUMNS.values(), "source"])

@@ -35,7 +35,7 @@ class Claim:
                 return f"≥ {lo:g}"
             return f"≤ {hi:g}" if lo in (0, -INF) else f"{lo:g}–{hi:g}"
         text = f"reproduced if {band(*self.reproduced)}, partly if {band(*self.partly)}"
-        return text + ("; the `cpu` miniature is not comparable" if self.scale_bound else "")
+        return text + ("; the cpu miniature is not comparable" if self.scale_bound else "")
 
     def judge(self, ours: float | None, preset: str) -> str:
         """The verdict on ``ours`` (None or NaN: the milestone was never reached) for ``preset``."""

@@ -1,15 +1,11 @@
 """Checks on the HTML of a smoke build of the whole book (the `built_book` fixture in conftest.py)."""
-import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 from bs4 import BeautifulSoup
 
 from conftest import REPO, run

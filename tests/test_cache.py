@@ -3,7 +3,6 @@ folders, a plain lookup prefers committed results, and use_cache=False shows wha
 import dataclasses
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 

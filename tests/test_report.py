@@ -47,7 +47,7 @@ def test_reproducibility_table_is_wide_and_in_book_order(summaries):
     final = table[table.metric == "final accuracy"].iloc[0]
     assert final["cpu miniature"] == "0.5 (not reproduced)" and final["paper preset"] == "1 (reproduced)"
     base = table[table.metric == "peak cosine, baseline"].iloc[0]
-    assert base["paper preset"] == "not run in this build" and base["source"] == "mws_optimal_init"
+    assert base["paper preset"] == "no run yet" and base["source"] == "mws_optimal_init"
 
 
 def test_empty_build_gives_an_empty_table(summaries):

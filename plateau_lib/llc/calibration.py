@@ -13,7 +13,6 @@ import warnings
 from typing import Callable, Sequence
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import seaborn as sns
 from tqdm.auto import tqdm
