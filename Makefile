@@ -33,9 +33,9 @@ test: venv
 	$(PY) -m pytest -q tests
 
 # The paper-preset runs the pages declare (plateau_lib/presets.py), on a GPU, into results/ to commit.
-# On a machine without this venv (e.g. a lent GPU with torch installed): python -m plateau_lib.paper
+# make paper LIST=1 lists what is missing. On a machine without this venv (e.g. a lent GPU with torch installed): python -m plateau_lib.paper
 paper: venv
-	$(PY) -m plateau_lib.paper
+	$(PY) -m plateau_lib.paper $(if $(LIST),--list)
 
 clean:
 	rm -rf book/_build book/figures book/_vendor_js .pytest_cache

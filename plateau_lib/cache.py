@@ -20,8 +20,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pandas as pd
-
 from .report import git_commit
 from .train import TrainConfig, TrainResult, train
 from .utils import atomic_path
@@ -96,24 +94,3 @@ def commit_result(cfg, extra=None) -> Path:
     with atomic_path(COMMITTED / f"train-{key}") as tmp:
         shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("final_state.pt", "*.pt"))
     return COMMITTED / f"train-{key}"
-
-
-def provenance(meta: dict) -> str:
-    """One line saying where a result came from."""
-    cached = f", loaded from {meta['cache']}" if meta.get("cache") else ""
-    return (f"computed on {meta.get('device', '?')} at commit {meta.get('commit', '?')} on {meta.get('date', '?')}, "
-            f"wall time {meta.get('wall_time_s', float('nan')):.1f} s, torch {meta.get('torch', '?')}{cached}")
-
-
-def provenance_table(results: dict, label: str) -> pd.DataFrame:
-    """One row per run (``results`` maps a label such as a seed or condition to a TrainResult)."""
-    rows = [{label: key, "device": r.meta.get("device"), "wall time (s)": r.meta.get("wall_time_s"),
-             "source": f"loaded from {r.meta['cache']}" if r.meta.get("cache") else "computed in this run",
-             "commit": r.meta.get("commit"), "date": r.meta.get("date")}
-            for key, r in results.items()]
-    return pd.DataFrame(rows)
-
-
-def print_provenance(results: dict, label: str) -> None:
-    print("Provenance:")
-    print(provenance_table(results, label).to_string(index=False))

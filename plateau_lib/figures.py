@@ -63,8 +63,8 @@ def switch_milestones(results: dict, switched_at: dict) -> pd.DataFrame:
     return table.sort_values(["switch", "seed"]).reset_index(drop=True)
 
 
-def attention_bias_values(bias: pd.DataFrame, switch: pd.DataFrame | None = None) -> dict:
-    """Figs. 3-4 and 43's reported numbers from the per-(c, seed) milestones and the switch milestones."""
+def attention_bias_values(bias: pd.DataFrame) -> dict:
+    """Figs. 3-4's reported numbers from the per-(c, seed) milestones."""
     values = {}
     for c in ("10", "1", "0.2"):
         if (bias["c"].astype(str) == c).any():
@@ -105,16 +105,16 @@ def plateau_middle(table: pd.DataFrame, default: float, from_start: bool = False
 
 
 def switch_comparison(switch: dict, bias: dict, switch_c: float) -> tuple[dict, dict]:
-    """Fig. 43's runs ``{(label, seed): TrainResult}`` and each label's switch step: the mid-run switches,
-    plus the bias-from-step-0 runs of ``switch_c`` and the unbiased (c = 1) runs when they have the same
-    length."""
-    steps = {cfg_steps for cfg_steps in (int(r.metrics["step"].max()) for r in switch.values())}
-    runs = {(f"from step {t}", s): r for (t, s), r in switch.items()}
-    at = {f"from step {t}": float(t) for t, _ in switch}
-    for c, label, step in ((switch_c, "from step 0", 0.0), (1.0, "never (c = 1)", np.nan)):
-        same = {(label, s): r for (bc, s), r in bias.items() if bc == c and int(r.metrics["step"].max()) in steps}
-        if same:
-            runs |= same
-            at = ({label: step} | at) if step == 0 else (at | {label: step})
-    order = list(at)
-    return dict(sorted(runs.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1]))), at
+    """Fig. 43's runs ``{(label, seed): TrainResult}`` and each label's switch step, in the order shown:
+    the bias-from-step-0 runs of ``switch_c``, the mid-run switches, then the unbiased (c = 1) runs; the
+    runs taken from ``bias`` only when they are as long as the switch runs."""
+    length = {int(r.metrics["step"].max()) for r in switch.values()}
+    same = {c: {s: r for (bc, s), r in bias.items() if bc == c and int(r.metrics["step"].max()) in length}
+            for c in (switch_c, 1.0)}
+    groups = [("from step 0", 0.0, same[switch_c])]
+    groups += [(f"from step {t}", float(t), {s: r for (tt, s), r in switch.items() if tt == t})
+               for t in dict.fromkeys(t for t, _ in switch)]
+    groups += [("never (c = 1)", np.nan, same[1.0])]
+    groups = [g for g in groups if g[2]]
+    runs = {(label, s): r for label, _, by_seed in groups for s, r in sorted(by_seed.items())}
+    return runs, {label: at for label, at, _ in groups}
