@@ -33,9 +33,10 @@ test: venv
 	$(PY) -m pytest -q tests
 
 # The paper-preset runs the pages declare (plateau_lib/presets.py), on a GPU, into results/ to commit.
-# make paper LIST=1 lists what is missing. On a machine without this venv (e.g. a lent GPU with torch installed): python -m plateau_lib.paper
+# make paper LIST=1 lists every run with its status; REPLACE_CPU=1 recomputes paper runs made on a CPU;
+# FORCE_CPU=1 runs them without a GPU. Without this venv (e.g. a lent GPU with torch): python -m plateau_lib.paper
 paper: venv
-	$(PY) -m plateau_lib.paper $(if $(LIST),--list)
+	$(PY) -m plateau_lib.paper $(if $(LIST),--list) $(if $(REPLACE_CPU),--replace-cpu) $(if $(FORCE_CPU),--force-cpu)
 
 clean:
 	rm -rf book/_build book/figures book/_vendor_js .pytest_cache

@@ -31,7 +31,8 @@ BENCH_DIR = REPO_ROOT / "results" / "benchmarks"
 KEYS = ("benchmark", "machine", "device", "threads", "date", "commit", "rows", "ratios")
 RUN_COLUMNS = ["benchmark", "machine", "device", "threads", "date", "commit", "args", "file"]
 # Titles of the benchmarks, by the name before the device suffix (``llc_bench-cpu`` -> ``llc_bench``).
-TITLES = {"train_bench": "Training loop: with and without the chapter metrics",
+TITLES = {"train": "Training loop: metrics, stacked runs (train_many) and the floor",
+          "train_bench": "Training loop: with and without the chapter metrics",
           "llc_bench": "LLC estimator: ours vs devinterp"}
 
 
@@ -156,13 +157,16 @@ def _jsonable(value):
 
 
 def write_benchmark(name: str, rows: list[dict], ratios: dict, threads: int, /, device="cpu", folder=None,
-                    **extra) -> Path:
+                    merge: bool = False, **extra) -> Path:
     """Write ``<folder>/<name>.json`` atomically (folder: ``results/benchmarks``) and return its path.
 
     rows: ``[{"workload", "variant", <measured figures>}]``; ratios: ``{name: value}``; threads: torch's
     intra-op threads; device: a torch device (its name is recorded: "cpu" or the CUDA device's name);
     extra: anything else (the benchmark's arguments, the load average) under ``"args"``; the first four
     are positional-only, so ``extra`` may hold an argument called ``threads`` too.
+    merge: keep what an earlier record of this name measured on *other* devices (rows carry a ``device``
+    field; ratios of other names stay), so one file holds a benchmark's CPU and GPU figures. Its
+    ``device`` then lists every device, and ``args`` is keyed by device.
     """
     from .report import git_commit
     for row in rows:
@@ -175,6 +179,15 @@ def write_benchmark(name: str, rows: list[dict], ratios: dict, threads: int, /, 
     if extra:
         record["args"] = _jsonable(extra)
     path = Path(BENCH_DIR if folder is None else folder) / f"{name}.json"
+    if merge:
+        here = record["device"]
+        record["rows"] = [{**row, "device": here} for row in record["rows"]]
+        record["args"] = {here: record.get("args", {})}
+        old = json.loads(path.read_text()) if path.exists() else {}
+        record["rows"] = [row for row in old.get("rows", []) if row.get("device") != here] + record["rows"]
+        record["ratios"] = {**old.get("ratios", {}), **record["ratios"]}
+        record["args"] = {**old.get("args", {}), **record["args"]}
+        record["device"] = " + ".join(dict.fromkeys(row["device"] for row in record["rows"]))
     write_json(path, record)
     return path
 
@@ -213,23 +226,32 @@ def title(name: str) -> str:
 
 
 def heading(runs: pd.DataFrame, name: str):
-    """Markdown: the benchmark's title, its machine / device / threads / date / commit / load line, and its
-    arguments (with its note, if it has one)."""
+    """Markdown: the benchmark's title, its machine / device / threads / date / commit line, and for each
+    device it ran on (a merged record is keyed by device) its load, whole-run time, arguments and note."""
     from IPython.display import Markdown
     run = runs.loc[name]
-    args = {k: v for k, v in dict(run["args"] or {}).items() if v is not None}
-    load = [args.pop(k, None) for k in ("loadavg_start", "loadavg_end")]
-    torch_version, note, total = args.pop("torch", None), args.pop("note", ""), args.pop("total_wall_s", None)
+    args = dict(run["args"] or {})
+    by_device = args if args and all(isinstance(v, dict) for v in args.values()) else {"": args}
     line = (f"**Machine** {run['machine']} · **device** {run['device']} · **threads** {run['threads']} · "
             f"**date** {str(run['date'])[:16].replace('T', ' ')} UTC · **commit** `{run['commit']}`")
-    if torch_version:
-        line += f" · **torch** {torch_version}"
-    if any(v is not None for v in load):
-        line += f" · **load average** (1, 5, 15 min) {load[0]} at the start, {load[1]} at the end"
-    if total is not None:
-        line += f" · **whole run** {total:.0f} s"
-    shown_args = ", ".join(f"`{k}={v}`" for k, v in args.items())
-    return Markdown(f"### {title(name)}\n\n{line}\n\n**Arguments** {shown_args}" + (f"\n\n*{note}*" if note else ""))
+    parts = [f"### {title(name)}", line]
+    for device, device_args in by_device.items():
+        device_args = {k: v for k, v in device_args.items() if v is not None}
+        load = [device_args.pop(k, None) for k in ("loadavg_start", "loadavg_end")]
+        torch_version, note = device_args.pop("torch", None), device_args.pop("note", "")
+        total = device_args.pop("total_wall_s", None)
+        facts = []
+        if torch_version:
+            facts.append(f"**torch** {torch_version}")
+        if any(v is not None for v in load):
+            facts.append(f"**load average** (1, 5, 15 min) {load[0]} at the start, {load[1]} at the end")
+        if total is not None:
+            facts.append(f"**whole run** {total:.0f} s")
+        shown_args = ", ".join(f"`{k}={v}`" for k, v in device_args.items())
+        where = f" on {device}" if device else ""
+        parts.append(f"**Run{where}:** " + " · ".join(facts + [f"**arguments** {shown_args}"])
+                     + (f"\n\n*{note}*" if note else ""))
+    return Markdown("\n\n".join(parts))
 
 
 def table(rows: pd.DataFrame, name: str) -> pd.DataFrame:

@@ -42,13 +42,21 @@ def setup() -> None:
 
 # ---- runs -> tidy frames ---------------------------------------------------------------------------
 
-def train_runs(configs: dict, use_cache: bool = True, desc: str = "runs", **cached_kwargs) -> dict:
-    """``cached_train`` for every config of ``{label: TrainConfig}``, with one progress bar."""
-    from tqdm.auto import tqdm
-
-    from .cache import cached_train
-    return {label: cached_train(cfg, use_cache=use_cache, progress=False, **cached_kwargs)
-            for label, cfg in tqdm(configs.items(), desc=desc, disable=in_book_build())}
+def train_runs(configs: dict, use_cache: bool = True, init_states: dict | None = None,
+               extras: dict | None = None) -> dict:
+    """``{label: TrainResult}`` for ``{label: TrainConfig}`` through the cache, the runs of one architecture
+    trained together by ``train_many`` (stacked on a GPU, one after another on a CPU)."""
+    from .cache import cached_train_many
+    groups = {}
+    for label, cfg in configs.items():
+        groups.setdefault(cfg.model_config(), []).append(label)
+    out = {}
+    for labels in groups.values():
+        results = cached_train_many([configs[k] for k in labels], use_cache=use_cache,
+                                    init_states=[(init_states or {}).get(k) for k in labels],
+                                    extras=[(extras or {}).get(k) for k in labels], progress=not in_book_build())
+        out.update(zip(labels, results))
+    return {label: out[label] for label in configs}
 
 
 def committed_runs(configs: dict, extra=None) -> dict:
@@ -154,22 +162,18 @@ def tidy_presets(shown: dict, names) -> pd.DataFrame:
                      ignore_index=True)
 
 
-def copied_runs(reference_cfg, configs: dict, use_cache: bool = True, desc: str = "condition x seed"):
+def copied_runs(reference_cfg, configs: dict, use_cache: bool = True):
     """Fig. 5: the reference run and ``{label: TrainResult}`` for configs whose ``copy_groups`` are copied
     from the reference's trained weights. The reference's weights (not committed) are recomputed only
     when a copied run has to be computed."""
-    from tqdm.auto import tqdm
-
     from .cache import cache_key, cached_train, find
     reference_key = cache_key(reference_cfg)
     extra = {label: {"reference": reference_key} if cfg.copy_groups else None for label, cfg in configs.items()}
     need_weights = any(cfg.copy_groups and (not use_cache or find("train", cache_key(cfg, extra[label])) is None)
                        for label, cfg in configs.items())
     reference = cached_train(reference_cfg, use_cache=use_cache, progress=False, need_state=need_weights)
-    results = {label: cached_train(cfg, use_cache=use_cache, progress=False, extra=extra[label],
-                                   init_state=reference.final_state if cfg.copy_groups else None)
-               for label, cfg in tqdm(configs.items(), desc=desc, disable=in_book_build())}
-    return reference, results
+    init = {label: reference.final_state for label, cfg in configs.items() if cfg.copy_groups}
+    return reference, train_runs(configs, use_cache, init, extra)
 
 
 def reference_note(reference) -> str:

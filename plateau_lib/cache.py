@@ -18,10 +18,11 @@ import fcntl
 import hashlib
 import json
 import shutil
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from .report import git_commit
-from .train import TrainConfig, TrainResult, train
+from .train import TrainConfig, TrainResult, train_many
 from .utils import atomic_path
 
 RESULTS_VERSION = 1
@@ -45,6 +46,39 @@ def find(kind: str, key: str) -> Path | None:
     return None
 
 
+def _hit(key: str, need_state: bool) -> TrainResult | None:
+    hit = find("train", key)
+    if hit is not None and need_state and not (hit / "final_state.pt").exists():
+        hit = LOCAL / f"train-{key}" if (LOCAL / f"train-{key}" / "final_state.pt").exists() else None
+    if hit is None:
+        return None
+    result = TrainResult.load(hit)
+    result.meta["cache"] = str(hit.relative_to(ROOT)) if hit.is_relative_to(ROOT) else str(hit)
+    return result
+
+
+def _store(result: TrainResult, key: str, extra) -> TrainResult:
+    """Write a fresh result atomically under its key (with provenance) and drop its partial folder."""
+    result.meta.update(commit=git_commit(), date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                       results_version=RESULTS_VERSION, key=key, extra=extra)
+    with atomic_path(LOCAL / f"train-{key}") as tmp:
+        result.save(tmp)
+    shutil.rmtree(LOCAL / f"train-{key}.partial", ignore_errors=True)
+    result.meta["cache"] = None
+    return result
+
+
+@contextmanager
+def _locked(keys):
+    """Hold the lock of every key (in sorted order, so two callers never deadlock): one process computes a
+    key, others wait and then load it."""
+    LOCAL.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        for key in sorted(set(keys)):
+            fcntl.flock(stack.enter_context(open(LOCAL / f"train-{key}.lock", "w")), fcntl.LOCK_EX)
+        yield
+
+
 def cached_train(cfg: TrainConfig, use_cache: bool = True, init_state=None, extra=None, progress=True,
                  need_state: bool = False) -> TrainResult:
     """``train(cfg)`` through the cache. An interrupted run resumes from its partial folder.
@@ -52,27 +86,37 @@ def cached_train(cfg: TrainConfig, use_cache: bool = True, init_state=None, extr
     need_state: the caller needs ``final_state`` (the trained weights); committed results carry only
     tables and arrays, so such a hit is recomputed locally.
     """
-    key = cache_key(cfg, extra)
-    LOCAL.mkdir(parents=True, exist_ok=True)
-    with open(LOCAL / f"train-{key}.lock", "w") as lock:  # one process computes a key; others wait, then load
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        hit = find("train", key) if use_cache else None
-        if hit is not None and need_state and not (hit / "final_state.pt").exists():
-            hit = LOCAL / f"train-{key}" if (LOCAL / f"train-{key}" / "final_state.pt").exists() else None
-        if hit is not None:
-            result = TrainResult.load(hit)
-            result.meta["cache"] = str(hit.relative_to(ROOT)) if hit.is_relative_to(ROOT) else str(hit)
-            return result
-        partial = LOCAL / f"train-{key}.partial"
-        partial.mkdir(parents=True, exist_ok=True)
-        result = train(cfg, init_state=init_state, run_dir=partial, progress=progress)
-        result.meta.update(commit=git_commit(), date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                           results_version=RESULTS_VERSION, key=key, extra=extra)
-        with atomic_path(LOCAL / f"train-{key}") as tmp:
-            result.save(tmp)
-        shutil.rmtree(partial, ignore_errors=True)
-    result.meta["cache"] = None
-    return result
+    return cached_train_many([cfg], use_cache, [init_state], [extra], progress, need_state)[0]
+
+
+def cached_train_many(configs, use_cache: bool = True, init_states=None, extras=None, progress=True,
+                      need_state: bool = False, backend: str = "auto", deadline: float | None = None
+                      ) -> list[TrainResult]:
+    """``train_many(configs)`` through the cache: hits are loaded, the rest trained together (``backend``),
+    each stored the moment it finishes; interrupted runs resume from their partial folders (``deadline``
+    stops them there on purpose, raising ``train.Stopped``)."""
+    configs = list(configs)
+    init_states = [None] * len(configs) if init_states is None else list(init_states)
+    extras = [None] * len(configs) if extras is None else list(extras)
+    keys = [cache_key(c, e) for c, e in zip(configs, extras)]
+    with _locked(keys):
+        results = [_hit(k, need_state) if use_cache else None for k in keys]
+        todo = {}  # one computation per key, even if a config is listed twice
+        for i, k in enumerate(keys):
+            if results[i] is None:
+                todo.setdefault(k, i)
+        if todo:
+            index = list(todo.values())
+            for i in index:
+                (LOCAL / f"train-{keys[i]}.partial").mkdir(parents=True, exist_ok=True)
+            fresh = train_many([configs[i] for i in index], [init_states[i] for i in index],
+                               [LOCAL / f"train-{keys[i]}.partial" for i in index], progress=progress,
+                               backend=backend, deadline=deadline,
+                               on_result=lambda j, r: _store(r, keys[index[j]], extras[index[j]]))
+            for i, k in enumerate(keys):
+                if results[i] is None:
+                    results[i] = fresh[index.index(todo[k])]
+    return results
 
 
 def load_committed(cfg, extra=None) -> TrainResult | None:

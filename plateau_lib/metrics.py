@@ -33,9 +33,10 @@ def teacher_forced_outputs(logits, task):
     return logits[:, task.out_positions].argmax(-1)
 
 
-def greedy_outputs(model, seqs, task, attn_bias=None):
-    """The model's own greedy generation of the outputs from the prompt (B, G)."""
-    gen = model.generate(seqs[:, : task.prompt_len], task.gen_len, attn_bias=attn_bias)
+def greedy_outputs(model, seqs, task, attn_bias=None, caches=None, logits=None):
+    """The model's own greedy generation of the outputs from the prompt (B, G); ``caches`` and ``logits``
+    of a teacher-forced pass over ``seqs[:, :-1]`` are reused for the prompt (see ``GPT.generate``)."""
+    gen = model.generate(seqs[:, : task.prompt_len], task.gen_len, attn_bias=attn_bias, caches=caches, logits=logits)
     return gen[:, task.prompt_len:]
 
 
@@ -105,7 +106,8 @@ def data_repetition(task, generator, n=4096):
 
 @torch.no_grad()
 def evaluate(model, seqs, task, attn_bias=None, layer=-1, hidden_site="final_ln"):
-    """All chapter metrics on one batch; tensors stay on the device (no host syncs).
+    """All chapter metrics on one batch; tensors stay on the device (no host syncs). Greedy generation
+    reuses the teacher-forced pass's key/value cache for the prompt.
 
     Returns scalars (loss, loss_out, acc, acc_tf, acc_first, acc_rest, rho, rho_data, entropy,
     entropy_data, cosine, apm) and arrays (acc_pos (G,), acc_tf_pos (G,), cos (G, G),
@@ -113,9 +115,10 @@ def evaluate(model, seqs, task, attn_bias=None, layer=-1, hidden_site="final_ln"
     """
     was_training = model.training
     model.eval()
-    logits, inside = model(seqs[:, :-1], attn_bias=attn_bias, return_internals=True)
+    caches = [{} for _ in range(model.cfg.n_layer)]
+    logits, inside = model(seqs[:, :-1], attn_bias=attn_bias, return_internals=True, caches=caches)
     true_out = seqs[:, task.prompt_len:]
-    greedy = greedy_outputs(model, seqs, task, attn_bias)
+    greedy = greedy_outputs(model, seqs, task, attn_bias, caches, logits)
     tf = teacher_forced_outputs(logits, task)
     hidden = inside[hidden_site] if hidden_site in ("embed", "final_ln") else inside[hidden_site][layer]
     attn = inside["attn"][layer]

@@ -148,10 +148,20 @@ class GPT(nn.Module):
         return logits, record
 
     @torch.no_grad()
-    def generate(self, prompt, n_new, attn_bias=None):
-        """Greedy continuation of ``prompt`` (B, T0) by ``n_new`` tokens, with a key/value cache."""
-        caches = [{} for _ in self.blocks]
-        logits = self(prompt, attn_bias=attn_bias, caches=caches)
+    def generate(self, prompt, n_new, attn_bias=None, caches=None, logits=None):
+        """Greedy continuation of ``prompt`` (B, T0) by ``n_new`` tokens, with a key/value cache.
+
+        caches, logits: the per-layer caches and logits of an earlier forward (``self(seqs, caches=...)``)
+        whose first T0 tokens are ``prompt``, e.g. evaluation's teacher-forced pass. Causal attention
+        makes their first T0 positions the prompt's own, so the prompt is not run again.
+        """
+        T0 = prompt.shape[1]
+        if caches is None:
+            caches = [{} for _ in self.blocks]
+            logits = self(prompt, attn_bias=attn_bias, caches=caches)
+        else:
+            caches = [{"k": c["k"][:, :, :T0], "v": c["v"][:, :, :T0]} for c in caches]
+            logits = logits[:, :T0]
         out = [prompt]
         for i in range(n_new):
             nxt = logits[:, -1].argmax(-1, keepdim=True)

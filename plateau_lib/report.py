@@ -28,8 +28,11 @@ PRESET_COLUMNS = {"cpu": "cpu miniature", "paper": "paper preset"}
 
 
 def git_commit(root: Path | None = None) -> str:
-    """Short hash of HEAD; 'uncommitted' in a repository with no commits; 'unknown' without git."""
+    """Short hash of HEAD; 'uncommitted' in a repository with no commits; $PLATEAU_COMMIT or 'unknown'
+    without git (a copy of the working tree, e.g. on a lent GPU machine, is told its commit that way)."""
     root = REPO_ROOT if root is None else root
+    if not (root / ".git").exists() and os.environ.get("PLATEAU_COMMIT"):
+        return os.environ["PLATEAU_COMMIT"]
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True, timeout=10)

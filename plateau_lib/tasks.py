@@ -1,5 +1,10 @@
 """Algorithmic tasks of Gopalani et al., sampled online from an explicit seeded generator.
 
+A task is everything the training loop needs to know about a problem: how to sample a batch, which
+model it trains (``build_model``), the training loss (``loss``), the evaluation (``evaluate``: a dict of
+tensors, kept on the device) and how evaluations become tidy tables (``tables``). The loop itself
+(``train.py``) knows none of this, so the in-context regression task runs through the same loop.
+
 Every task produces int64 token sequences ``[prompt | outputs]`` (layouts as in the paper's code) and
 knows:
 - ``prompt_len``: tokens given before the outputs; the model predicts output j at position
@@ -13,7 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+import pandas as pd
 import torch
+
+from . import metrics as M
+from .model import GPT, GPTConfig
 
 
 def _check_int(name, value, low, high=None):
@@ -70,6 +80,38 @@ class Task:
 
     def _omega_rows(self):
         raise NotImplementedError
+
+    # --- what the training loop asks of a task -------------------------------------------------
+    def model_config(self, cfg) -> GPTConfig:
+        """The architecture ``cfg`` (a TrainConfig) trains on this task; runs stack only if these agree."""
+        return GPTConfig(vocab_size=self.vocab_size, block_size=self.block_size, n_layer=cfg.n_layer,
+                         n_head=cfg.n_head, d_model=cfg.d_model, softmax=cfg.softmax)
+
+    def build_model(self, cfg) -> GPT:
+        return GPT(self.model_config(cfg))
+
+    def attention_bias(self, c: float, device):
+        """The multiplicative mask of the attention-biasing intervention (None when c = 1)."""
+        return None if c == 1.0 else M.bias_mask(self, c, device=device)
+
+    def loss(self, model, seqs, attn_bias=None):
+        """The training loss: next-token cross-entropy at every position (the paper's)."""
+        return M.loss_all(model(seqs[:, :-1], attn_bias=attn_bias), seqs)
+
+    def evaluate(self, model, seqs, attn_bias=None) -> dict:
+        """Every chapter metric on the held-out batch (``metrics.evaluate``)."""
+        return M.evaluate(model, seqs, self, attn_bias=attn_bias)
+
+    def tables(self, evals: list, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+        """``evals`` [(step, host dict)] -> (scalar metrics by step, accuracies by step and position, arrays)."""
+        metrics = pd.DataFrame([{"step": s, "seed": seed, **{k: float(out[k]) for k in M.SCALARS}}
+                                for s, out in evals])
+        positions = pd.DataFrame([{"step": s, "seed": seed, "position": j + 1, "acc": float(out["acc_pos"][j]),
+                                   "acc_tf": float(out["acc_tf_pos"][j])}
+                                  for s, out in evals for j in range(self.gen_len)])
+        arrays = {"step": np.array([s for s, _ in evals]), "cos": np.stack([out["cos"].numpy() for _, out in evals]),
+                  "attn": np.stack([out["attn"].numpy() for _, out in evals])}
+        return metrics, positions, arrays
 
 
 class MovingWindowSum(Task):

@@ -1,10 +1,18 @@
-"""One online training loop for every plateau experiment.
+"""The one online training loop, for every task, one run or many at once.
 
 ``train(cfg)`` samples a fresh batch each step from a seeded generator, takes an optimizer step, and
-every ``eval_every`` steps evaluates all metrics (``plateau_lib.metrics.evaluate``) on a fixed held-out
-batch. It returns a :class:`TrainResult` with tidy pandas tables. Given a ``run_dir`` it saves a resume
-state atomically every ``save_every`` evaluations, resumes from it after an interruption, and writes
-checkpoints at ``checkpoint_steps``.
+every ``eval_every`` steps evaluates the task's metrics (``task.evaluate``) on a fixed held-out batch.
+Loss, evaluation and tables belong to the task (``tasks.py``), so this loop knows no task. It returns a
+:class:`TrainResult` with tidy pandas tables. Given a ``run_dir`` it saves a resume state atomically
+every ``save_every`` evaluations, resumes from it after an interruption, and writes checkpoints at
+``checkpoint_steps``.
+
+``train_many(configs)`` runs the same loop for S runs of one architecture, stacked into one computation
+(``torch.func.vmap`` over the runs' stacked parameters, and an elementwise Adam/SGD with per-run
+learning rates, masks for frozen groups and for runs that have finished). Each run keeps its own data
+generator, seed, attention bias, switch step, schedule and step budget, and gets the table ``train``
+would give it, to float tolerance. Small models are launch-bound on a GPU, so S stacked runs cost little
+more than one; on a CPU ``backend="auto"`` runs them one after another (see ``benchmarks/train_bench.py``).
 """
 from __future__ import annotations
 
@@ -12,6 +20,7 @@ import dataclasses
 import json
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -21,8 +30,10 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from . import metrics as M
-from .model import GPT, GPTConfig, param_groups
+from torch.func import functional_call, grad_and_value, vmap
+from torch.utils._pytree import tree_map
+
+from .model import GPTConfig, param_groups
 from .tasks import make_task
 from .utils import resolve_device, seed_everything, torch_save
 
@@ -105,9 +116,8 @@ class TrainConfig:
         return make_task(self.task, **self.task_kwargs)
 
     def model_config(self) -> GPTConfig:
-        task = self.make_task()
-        return GPTConfig(vocab_size=task.vocab_size, block_size=task.block_size, n_layer=self.n_layer,
-                         n_head=self.n_head, d_model=self.d_model, softmax=self.softmax)
+        """The architecture this config trains (the task decides; runs stack only if these agree)."""
+        return self.make_task().model_config(self)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -172,7 +182,7 @@ class TrainResult:
                    torch.load(state, weights_only=True) if state.exists() else None)
 
 
-def _optimizer(cfg: TrainConfig, model: GPT):
+def _optimizer(cfg: TrainConfig, model):
     params = [p for p in model.parameters() if p.requires_grad]
     if cfg.optimizer == "adam":
         return [torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)]
@@ -194,10 +204,10 @@ def lr_factor(cfg: TrainConfig, step: int) -> float:
     return 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def build_model(cfg: TrainConfig, device, init_state: dict | None = None) -> GPT:
-    """Seeded model; ``copy_groups`` are copied from ``init_state`` and frozen."""
+def build_model(cfg: TrainConfig, device, init_state: dict | None = None) -> torch.nn.Module:
+    """Seeded model of ``cfg``'s task; ``copy_groups`` are copied from ``init_state`` and frozen."""
     seed_everything(cfg.seed)
-    model = GPT(cfg.model_config()).to(device)
+    model = cfg.make_task().build_model(cfg).to(device)
     if cfg.copy_groups:
         if init_state is None:
             raise ValueError("copy_groups needs init_state (the trained model's state dict)")
@@ -219,98 +229,387 @@ def _resume_state(run_dir, cfg):
     return state if state["config"] == cfg.to_dict() else None
 
 
-def train(cfg: TrainConfig, init_state: dict | None = None, run_dir=None, save_every: int = 5,
-          callbacks=(), progress: bool = True, stop_after: int | None = None) -> TrainResult:
-    """Train one model online and evaluate it every ``cfg.eval_every`` steps (and at 0 and the end).
+def _to_host(out: dict) -> dict:
+    """A dict of device tensors copied to the host in one transfer (float32, shapes kept)."""
+    values = [v.detach().float() for v in out.values()]
+    flat = torch.cat([v.reshape(-1) for v in values]).cpu().split([v.numel() for v in values])
+    return {k: part.reshape(v.shape) for k, v, part in zip(out, values, flat)}
 
-    init_state: state dict to copy ``cfg.copy_groups`` from. run_dir: folder for the resume state and
-    checkpoints. callbacks: callables ``f(step, model)`` run after each update. stop_after: stop
-    (as if interrupted) after this many steps; used to test resuming.
-    """
-    device = resolve_device(cfg.device)
-    task = cfg.make_task()
-    model = build_model(cfg, device, init_state)
-    opts = _optimizer(cfg, model)
-    base_lrs = [[g["lr"] for g in o.param_groups] for o in opts]
-    gen = torch.Generator(device=device).manual_seed(cfg.seed)
-    eval_gen = torch.Generator(device=device).manual_seed(cfg.seed + 1_000_003)
-    eval_seqs = task.sample(cfg.eval_batch, eval_gen)
-    bias = M.bias_mask(task, cfg.attn_bias_c, device=device) if cfg.attn_bias_c != 1.0 else None
-    evals, start, elapsed = [], 0, 0.0
 
-    resume = _resume_state(run_dir, cfg)
-    if resume is not None:
-        model.load_state_dict(resume["model"])
-        for o, s in zip(opts, resume["opts"]):
-            o.load_state_dict(s)
-        gen.set_state(resume["gen"])
-        evals, start, elapsed = resume["evals"], resume["step"], resume["elapsed"]
+class _Run:
+    """One run's own state in the loop: config, task, data generator, held-out batch, bias, evaluations."""
 
-    def record(step):
-        active = bias if (bias is not None and step >= cfg.attn_bias_from) else None
-        out = M.evaluate(model, eval_seqs, task, attn_bias=active)
-        evals.append((step, {k: v.detach().float().cpu() for k, v in out.items()}))
+    def __init__(self, cfg: TrainConfig, device, run_dir):
+        self.cfg, self.task, self.run_dir = cfg, cfg.make_task(), Path(run_dir) if run_dir else None
+        self.gen = torch.Generator(device=device).manual_seed(cfg.seed)
+        self.eval_batch = self.task.sample(cfg.eval_batch, torch.Generator(device=device).manual_seed(cfg.seed + 1_000_003))
+        self.bias = self.task.attention_bias(cfg.attn_bias_c, device)
+        self.evals, self.start, self.elapsed = [], 0, 0.0
 
-    def save_resume(step):
-        if run_dir:
-            torch_save({"config": cfg.to_dict(), "model": model.state_dict(), "opts": [o.state_dict() for o in opts],
-                        "gen": gen.get_state(), "evals": evals, "step": step, "elapsed": elapsed},
-                       Path(run_dir) / "resume.pt")
+    def bias_at(self, step: int):
+        """The attention bias in force at ``step`` (None before ``attn_bias_from`` or without one)."""
+        return self.bias if (self.bias is not None and step >= self.cfg.attn_bias_from) else None
 
-    if start == 0:
-        record(0)
-        if 0 in cfg.checkpoint_steps and run_dir:
-            torch_save(model.state_dict(), Path(run_dir) / "ckpt_000000.pt")
-    t_start = time.perf_counter() - elapsed
-    bar = tqdm(range(start, cfg.steps), desc=f"{cfg.task} seed {cfg.seed}", disable=not progress,
-               initial=start, total=cfg.steps, leave=False)
-    for step in bar:
-        factor = lr_factor(cfg, step)
-        for o, lrs in zip(opts, base_lrs):
+
+class _ModuleEngine:
+    """One run as a plain module with torch's optimizers: ``train``'s arithmetic, and any optimizer."""
+
+    def __init__(self, runs, init_states, device):
+        (self.run,) = runs
+        self.model = build_model(self.run.cfg, device, init_states[0])
+        self.opts = _optimizer(self.run.cfg, self.model)
+        self.base_lrs = [[g["lr"] for g in o.param_groups] for o in self.opts]
+
+    def module(self, i):
+        return self.model
+
+    def step(self, step, batches, active):
+        cfg = self.run.cfg
+        for o, lrs in zip(self.opts, self.base_lrs):
             for g, lr in zip(o.param_groups, lrs):
-                g["lr"] = lr * factor
-        seqs = task.sample(cfg.batch_size, gen)
-        active = bias if (bias is not None and step >= cfg.attn_bias_from) else None
-        loss = M.loss_all(model(seqs[:, :-1], attn_bias=active), seqs)
-        for o in opts:
+                g["lr"] = lr * lr_factor(cfg, step)
+        loss = self.run.task.loss(self.model, batches[0], attn_bias=self.run.bias_at(step))
+        for o in self.opts:
             o.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        for o in opts:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        for o in self.opts:
             o.step()
+
+    def state(self, i):
+        return self.model.state_dict(), [o.state_dict() for o in self.opts]
+
+    def load(self, i, model_state, opt_states):
+        self.model.load_state_dict(model_state)
+        for o, s in zip(self.opts, opt_states):
+            o.load_state_dict(s)
+
+
+class _Bound:
+    """A module called with other parameters (``functional_call``): what a task's ``loss`` sees under vmap."""
+
+    def __init__(self, module, params):
+        self.module, self.params = module, params
+
+    def __call__(self, *args, **kwargs):
+        return functional_call(self.module, self.params, args, kwargs)
+
+
+class _StackedEngine:
+    """S runs of one architecture as stacked parameters (S, ...): per-run gradients by ``vmap`` over
+    ``grad_and_value`` of the task's loss, then Adam or SGD written elementwise with per-run learning rates,
+    weight decay and momentum. Frozen groups are masked; runs not yet started or already finished are
+    left untouched (parameters and optimizer state). Optimizer states convert to and from torch's own
+    ``state_dict`` format, so a run resumes under either engine."""
+
+    BETAS, EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, which ``_optimizer`` uses
+
+    def __init__(self, runs, init_states, device):
+        self.runs, self.device, S = runs, device, len(runs)
+        self.models = [build_model(r.cfg, device, s) for r, s in zip(runs, init_states)]
+        named = [dict(m.named_parameters()) for m in self.models]
+        self.params = {n: torch.stack([p[n].detach() for p in named]) for n in named[0]}
+        self.skeleton = self.models[0]
+        shape = lambda n: (S,) + (1,) * (self.params[n].ndim - 1)  # noqa: E731
+        self.trainable = {n: torch.tensor([float(p[n].requires_grad) for p in named], device=device).view(shape(n))
+                          for n in self.params}
+        self.any_frozen = any(bool((t == 0).any()) for t in self.trainable.values())
+        self.shape = {n: shape(n) for n in self.params}
+        per_run = lambda name: torch.tensor([float(getattr(r.cfg, name)) for r in runs], device=device)  # noqa: E731
+        self.weight_decay, self.momentum, self.clip = per_run("weight_decay"), per_run("momentum"), per_run("grad_clip")
+        self.any_decay = any(r.cfg.weight_decay > 0 for r in runs)
+        self.any_momentum = any(r.cfg.momentum > 0 for r in runs)
+        self.any_clip = any(r.cfg.grad_clip > 0 for r in runs)
+        self.adam = runs[0].cfg.optimizer == "adam"
+        self.updates = [0] * S  # Adam's per-run step count
+        if self.adam:
+            self.exp_avg = {n: torch.zeros_like(p) for n, p in self.params.items()}
+            self.exp_avg_sq = {n: torch.zeros_like(p) for n, p in self.params.items()}
+        else:
+            self.momentum_buffer = {n: torch.zeros_like(p) for n, p in self.params.items()}
+        self.loss = runs[0].task.loss
+        self.ones = None
+
+    def _run_loss(self, params, batch, bias):
+        return self.loss(_Bound(self.skeleton, params), batch, attn_bias=bias)
+
+    def _biases(self, step):
+        biases = [r.bias_at(step) for r in self.runs]
+        if all(b is None for b in biases):
+            return None
+        if self.ones is None:
+            self.ones = torch.ones_like(next(b for b in biases if b is not None))
+        return torch.stack([self.ones if b is None else b for b in biases])
+
+    def step(self, step, batches, active):
+        batch = tree_map(lambda *xs: torch.stack(xs), *batches) if len(batches) > 1 else tree_map(
+            lambda x: x.unsqueeze(0), batches[0])
+        bias = self._biases(step)
+        grads, _ = vmap(grad_and_value(self._run_loss), in_dims=(0, 0, None if bias is None else 0))(
+            self.params, batch, bias)
+        with torch.no_grad():
+            if self.any_frozen:
+                grads = {n: g * self.trainable[n] for n, g in grads.items()}
+            if self.any_clip:  # torch.nn.utils.clip_grad_norm_, per run
+                norm = torch.stack([g.reshape(len(self.runs), -1).square().sum(1) for g in grads.values()]).sum(0).sqrt()
+                coef = torch.where(self.clip > 0, (self.clip / (norm + 1e-6)).clamp(max=1.0), 1.0)
+                grads = {n: g * coef.view(self.shape[n]) for n, g in grads.items()}
+            self._update(step, grads, active)
+
+    def _update(self, step, grads, active):
+        all_active = all(active)
+        lrs = [r.cfg.lr * lr_factor(r.cfg, step) if a else 0.0 for r, a in zip(self.runs, active)]
+        for i, a in enumerate(active):
+            self.updates[i] += int(a)
+        keep = None if all_active else torch.tensor(active, device=self.device)
+        if self.adam:
+            b1, b2 = self.BETAS
+            t = [max(u, 1) for u in self.updates]
+            step_size = torch.tensor([lr / (1 - b1 ** k) for lr, k in zip(lrs, t)], device=self.device)
+            bc2_sqrt = torch.tensor([math.sqrt(1 - b2 ** k) for k in t], device=self.device)
+        else:
+            lr = torch.tensor(lrs, device=self.device)
+        for n, p in self.params.items():
+            g, shape = grads[n], self.shape[n]
+            if self.any_decay:
+                g = g + self.weight_decay.view(shape) * p
+                if self.any_frozen:
+                    g = g * self.trainable[n]
+            if self.adam:
+                m, v = self.exp_avg[n], self.exp_avg_sq[n]
+                m_new, v_new = m.lerp(g, 1 - b1), (v * b2).addcmul_(g, g, value=1 - b2)
+                new_p = p - step_size.view(shape) * m_new / (v_new.sqrt() / bc2_sqrt.view(shape) + self.EPS)
+                updated = {m: m_new, v: v_new, p: new_p}
+            else:
+                direction = g
+                if self.any_momentum:
+                    buf = self.momentum_buffer[n]
+                    buf_new = self.momentum.view(shape) * buf + g
+                    direction = torch.where(self.momentum.view(shape) > 0, buf_new, g)
+                    updated = {buf: buf_new}
+                else:
+                    updated = {}
+                updated[p] = p - lr.view(shape) * direction
+            for old, new in updated.items():
+                old.copy_(new if keep is None else torch.where(keep.view(shape), new, old))
+
+    def module(self, i):
+        """Run i's parameters in a module (a copy, for evaluation, callbacks and checkpoints)."""
+        model = self.models[i]
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                p.copy_(self.params[n][i])
+        return model
+
+    def _trainable_names(self, i):
+        return [n for n, p in self.models[i].named_parameters() if p.requires_grad]
+
+    def state(self, i):
+        """Run i's model and optimizer state in torch's own format (``train``'s resume state)."""
+        model = self.module(i)
+        opt = _optimizer(self.runs[i].cfg, model)[0]
+        sd = opt.state_dict()
+        if self.updates[i]:
+            for j, n in enumerate(self._trainable_names(i)):
+                sd["state"][j] = ({"step": torch.tensor(float(self.updates[i])), "exp_avg": self.exp_avg[n][i].clone(),
+                                   "exp_avg_sq": self.exp_avg_sq[n][i].clone()} if self.adam
+                                  else {"momentum_buffer": self.momentum_buffer[n][i].clone()
+                                        if self.runs[i].cfg.momentum > 0 else None})
+        return {k: v.clone() for k, v in model.state_dict().items()}, [sd]
+
+    def load(self, i, model_state, opt_states):
+        with torch.no_grad():
+            for n in self.params:
+                self.params[n][i].copy_(model_state[n])
+            (sd,) = opt_states
+            for j, n in enumerate(self._trainable_names(i)):
+                s = sd["state"].get(j, {})
+                if self.adam and s:
+                    self.exp_avg[n][i].copy_(s["exp_avg"])
+                    self.exp_avg_sq[n][i].copy_(s["exp_avg_sq"])
+                    self.updates[i] = int(s["step"])
+                elif not self.adam and s.get("momentum_buffer") is not None:
+                    self.momentum_buffer[n][i].copy_(s["momentum_buffer"])
+
+
+class Stopped(KeyboardInterrupt):
+    """Training stopped early on purpose (``stop_after`` or ``deadline``); the resume state is saved."""
+
+
+def _loop(runs, engine, save_every, callbacks, progress, stop_after, on_result, device, deadline=None) -> list:
+    """The training loop over the runs of one engine; returns each run's TrainResult."""
+    for i, r in enumerate(runs):
+        resume = _resume_state(r.run_dir, r.cfg)
+        if resume is not None:
+            engine.load(i, resume["model"], resume["opts"])
+            r.gen.set_state(resume["gen"])
+            r.evals, r.start, r.elapsed = resume["evals"], resume["step"], resume["elapsed"]
+
+    def record(i, step):
+        r = runs[i]
+        r.evals.append((step, _to_host(r.task.evaluate(engine.module(i), r.eval_batch, attn_bias=r.bias_at(step)))))
+
+    def checkpoint(i, step):
+        r = runs[i]
+        if step in r.cfg.checkpoint_steps and r.run_dir:
+            torch_save(engine.module(i).state_dict(), r.run_dir / f"ckpt_{step:06d}.pt")
+
+    def save_resume(i, step):
+        r = runs[i]
+        if r.run_dir:
+            model_state, opt_states = engine.state(i)
+            torch_save({"config": r.cfg.to_dict(), "model": model_state, "opts": opt_states, "gen": r.gen.get_state(),
+                        "evals": r.evals, "step": step, "elapsed": r.elapsed}, r.run_dir / "resume.pt")
+
+    results = [None] * len(runs)
+
+    def finish(i):
+        r = runs[i]
+        metrics, positions, arrays = r.task.tables(r.evals, r.cfg.seed)
+        meta = {"device": str(device), "wall_time_s": round(r.elapsed, 2), "torch": torch.__version__}
+        if len(runs) > 1:
+            meta["stacked_runs"] = len(runs)
+        state = {k: v.detach().cpu().clone() for k, v in engine.module(i).state_dict().items()}
+        results[i] = TrainResult(r.cfg.to_dict(), metrics, positions, arrays, meta, state)
+        if r.run_dir and (r.run_dir / "resume.pt").exists():
+            (r.run_dir / "resume.pt").unlink()
+        if on_result is not None:
+            on_result(i, results[i])
+
+    for i, r in enumerate(runs):
+        if r.start == 0:
+            record(i, 0)
+            checkpoint(i, 0)
+    t_start, elapsed0 = time.perf_counter(), [r.elapsed for r in runs]
+    first, last = min(r.start for r in runs), max(r.cfg.steps for r in runs)
+    desc = f"{runs[0].cfg.task} seed {runs[0].cfg.seed}" if len(runs) == 1 else f"{len(runs)} stacked runs"
+    bar = tqdm(total=sum(r.cfg.steps for r in runs), initial=sum(r.start for r in runs), desc=desc,
+               disable=not progress, leave=False)
+    for i, r in enumerate(runs):
+        if r.start >= r.cfg.steps:
+            finish(i)
+    for step in range(first, last):
+        active = [r.start <= step < r.cfg.steps for r in runs]
+        batches = [r.task.sample(r.cfg.batch_size, r.gen) if a else None for r, a in zip(runs, active)]
+        filler = next(b for b in batches if b is not None)  # inactive runs compute on it; their update is masked
+        engine.step(step, [filler if b is None else b for b in batches], active)
         done = step + 1
-        for cb in callbacks:
-            cb(done, model)
-        if done in cfg.checkpoint_steps and run_dir:
-            torch_save(model.state_dict(), Path(run_dir) / f"ckpt_{done:06d}.pt")
-        if done % cfg.eval_every == 0 or done == cfg.steps:
-            record(done)
-            bar.set_postfix(loss=f"{evals[-1][1]['loss']:.3f}", acc=f"{evals[-1][1]['acc']:.2f}")
-            elapsed = time.perf_counter() - t_start
-            if (len(evals) - 1) % save_every == 0:
-                save_resume(done)
-        if stop_after is not None and done >= stop_after:
-            elapsed = time.perf_counter() - t_start
-            save_resume(done)
-            raise KeyboardInterrupt(f"stopped after {done} steps (stop_after)")
+        for i, (r, a) in enumerate(zip(runs, active)):
+            if not a:
+                continue
+            for cb in callbacks:
+                cb(done, engine.module(i))
+            checkpoint(i, done)
+            if done % r.cfg.eval_every == 0 or done == r.cfg.steps:
+                record(i, done)
+                r.elapsed = elapsed0[i] + time.perf_counter() - t_start
+                if (len(r.evals) - 1) % save_every == 0:
+                    save_resume(i, done)
+                if i == 0:
+                    bar.set_postfix({k: f"{float(r.evals[-1][1][k]):.3f}" for k in ("loss", "acc") if k in r.evals[-1][1]})
+            if done == r.cfg.steps:
+                r.elapsed = elapsed0[i] + time.perf_counter() - t_start
+                finish(i)
+        bar.update(sum(active))
+        stop = (stop_after is not None and done >= stop_after) or (deadline is not None and time.time() >= deadline)
+        if stop and done < last:
+            for i, r in enumerate(runs):
+                if results[i] is None:
+                    r.elapsed = elapsed0[i] + time.perf_counter() - t_start
+                    save_resume(i, min(max(done, r.start), r.cfg.steps))
+            raise Stopped(f"stopped after {done} steps ({'stop_after' if stop_after else 'deadline'}); resume "
+                          "states saved in each run's run_dir")
     bar.close()
-    wall = time.perf_counter() - t_start
-    result = _tables(cfg, evals, task)
-    result.meta.update(device=str(device), wall_time_s=round(wall, 2), torch=torch.__version__)
-    result.final_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-    if run_dir and (Path(run_dir) / "resume.pt").exists():
-        (Path(run_dir) / "resume.pt").unlink()
-    return result
+    return results
 
 
-def _tables(cfg, evals, task) -> TrainResult:
-    steps = [s for s, _ in evals]
-    metrics = pd.DataFrame([{"step": s, "seed": cfg.seed, **{k: float(out[k]) for k in M.SCALARS}}
-                            for s, out in evals])
-    positions = pd.DataFrame([{"step": s, "seed": cfg.seed, "position": j + 1, "acc": float(out["acc_pos"][j]),
-                               "acc_tf": float(out["acc_tf_pos"][j])}
-                              for s, out in evals for j in range(task.gen_len)])
-    arrays = {"step": np.array(steps), "cos": np.stack([out["cos"].numpy() for _, out in evals]),
-              "attn": np.stack([out["attn"].numpy() for _, out in evals])}
-    return TrainResult(cfg.to_dict(), metrics, positions, arrays, {})
+def train(cfg: TrainConfig, init_state: dict | None = None, run_dir=None, save_every: int = 5,
+          callbacks=(), progress: bool = True, stop_after: int | None = None,
+          deadline: float | None = None) -> TrainResult:
+    """Train one model online and evaluate it every ``cfg.eval_every`` steps (and at 0 and the end).
+
+    init_state: state dict to copy ``cfg.copy_groups`` from. run_dir: folder for the resume state and
+    checkpoints. callbacks: callables ``f(step, model)`` run after each update. stop_after, deadline:
+    save the resume state and raise :class:`Stopped` after this many steps, or once ``time.time()``
+    passes ``deadline`` (a command with a time limit stops cleanly and the next one resumes).
+    """
+    device = resolve_device(cfg.device)
+    runs = [_Run(cfg, device, run_dir)]
+    engine = _ModuleEngine(runs, [init_state], device)
+    return _loop(runs, engine, save_every, callbacks, progress, stop_after, None, device, deadline)[0]
+
+
+BACKENDS = ("auto", "stacked", "sequential")
+STACKABLE_OPTIMIZERS = ("adam", "sgd")  # elementwise; Muon orthogonalises whole 2-D matrices and does not stack
+
+
+def check_stackable(configs) -> torch.device:
+    """The common device of ``configs``; a ValueError before compute if they are empty, differ in
+    architecture, or ask for different devices."""
+    if not configs:
+        raise ValueError("train_many needs at least one config, got an empty list")
+    bad = [type(c).__name__ for c in configs if not isinstance(c, TrainConfig)]
+    if bad:
+        raise ValueError(f"train_many takes TrainConfig objects, got {bad}")
+    arch = configs[0].model_config()
+    for i, c in enumerate(configs[1:], 1):
+        other = c.model_config()
+        if other != arch:
+            diff = {k: (getattr(arch, k), getattr(other, k)) for k in vars(arch) if getattr(arch, k) != getattr(other, k)}
+            raise ValueError(f"configs passed to train_many must share one architecture; config {i} differs from "
+                             f"config 0 in {diff} (config 0's value, config {i}'s value)")
+    devices = {resolve_device(c.device) for c in configs}
+    if len(devices) > 1:
+        raise ValueError(f"configs passed to train_many must run on one device, got {sorted(map(str, devices))}")
+    return devices.pop()
+
+
+def train_many(configs, init_states=None, run_dirs=None, save_every: int = 5, progress: bool = True,
+               backend: str = "auto", stop_after: int | None = None, on_result=None,
+               deadline: float | None = None) -> list[TrainResult]:
+    """Train S runs of one architecture; returns their results in order, each as ``train`` gives it.
+
+    backend: "stacked" (one vmapped computation; runs grouped by optimizer and batch size), "sequential"
+        (``train`` once per config) or "auto" (stacked on CUDA, sequential elsewhere: on a CPU the batched
+        matmuls of vmap cost more than running the runs in turn; ``benchmarks/train_bench.py`` measures it).
+        Muon does not stack: such runs go sequentially, with a warning.
+    init_states, run_dirs: per config, as ``train``'s ``init_state`` and ``run_dir`` (None for all).
+    on_result: ``f(index, result)`` called as each run finishes (e.g. to cache it at once).
+    stop_after, deadline: as in ``train`` (every unfinished run saves its resume state).
+    """
+    configs = list(configs)
+    device = check_stackable(configs)
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    S = len(configs)
+    init_states = [None] * S if init_states is None else list(init_states)
+    run_dirs = [None] * S if run_dirs is None else list(run_dirs)
+    if len(init_states) != S or len(run_dirs) != S:
+        raise ValueError(f"init_states and run_dirs need one entry per config ({S}), "
+                         f"got {len(init_states)} and {len(run_dirs)}")
+    if backend == "auto":
+        backend = "stacked" if device.type == "cuda" else "sequential"
+    results = [None] * S
+    groups = {}
+    for i, c in enumerate(configs):
+        stackable = backend == "stacked" and c.optimizer in STACKABLE_OPTIMIZERS
+        groups.setdefault((c.optimizer, c.batch_size) if stackable else ("sequential", i), []).append(i)
+    muon = [i for i, c in enumerate(configs) if c.optimizer not in STACKABLE_OPTIMIZERS]
+    if backend == "stacked" and muon:
+        warnings.warn(f"train_many: optimizer(s) {sorted({configs[i].optimizer for i in muon})} do not stack "
+                      f"(Muon takes whole 2-D matrices); {len(muon)} run(s) go one after another", stacklevel=2)
+    for key, members in groups.items():
+        def report(j, result, members=members):
+            results[members[j]] = result
+            if on_result is not None:
+                on_result(members[j], result)
+        if key[0] == "sequential":
+            (i,) = members
+            report(0, train(configs[i], init_states[i], run_dirs[i], save_every, progress=progress,
+                            stop_after=stop_after, deadline=deadline))
+            continue
+        runs = [_Run(configs[i], device, run_dirs[i]) for i in members]
+        engine = _StackedEngine(runs, [init_states[i] for i in members], device)
+        _loop(runs, engine, save_every, (), progress, stop_after, report, device, deadline)
+    return results

@@ -49,3 +49,18 @@ def test_step_row_medians_and_floor():
     assert floor["wall_s"] == 2.0 and floor["ms_per_step"] == 200.0 and floor["cpu_ms_per_step"] == 60.0
     row = B.step_row("w", "v", 5, (2.0, 0.6), floor)
     assert row["x_floor"] == 2.0 and row["x_floor_cpu"] == 2.0 and row["runs_wall_s"] == [2.0]
+
+
+def test_merged_record_keeps_what_other_devices_measured(tmp_path, monkeypatch):
+    B.write_benchmark("both", ROWS, {"cpu_x": 1.0}, 1, device="cpu", folder=tmp_path, merge=True, steps=10)
+    monkeypatch.setattr(B, "device_name", lambda device="cpu": "NVIDIA H100")
+    B.write_benchmark("both", ROWS[:1], {"gpu_x": 9.0}, 1, device="cuda", folder=tmp_path, merge=True, steps=99)
+    B.write_benchmark("both", ROWS[:1], {"gpu_x": 8.0}, 1, device="cuda", folder=tmp_path, merge=True, steps=98)
+    record = json.loads((tmp_path / "both.json").read_text())
+    assert record["device"] == "cpu + NVIDIA H100"
+    assert [r["device"] for r in record["rows"]] == ["cpu", "cpu", "NVIDIA H100"]  # the GPU's rows replaced once
+    assert record["ratios"] == {"cpu_x": 1.0, "gpu_x": 8.0}
+    assert record["args"] == {"cpu": {"steps": 10}, "NVIDIA H100": {"steps": 98}}
+    runs, _, _ = B.load_benchmarks(tmp_path)
+    text = B.heading(runs, "both").data
+    assert "on cpu" in text and "on NVIDIA H100" in text and "`steps=98`" in text

@@ -1,5 +1,6 @@
 """Each metric on hand-built inputs with known answers."""
 import math
+import types
 
 import pytest
 import torch
@@ -95,6 +96,7 @@ class MWSOracle(torch.nn.Module):
 
     def __init__(self, task, mode="solve", w_omega=1.0, w_other=1.0):
         super().__init__()
+        self.cfg = types.SimpleNamespace(n_layer=1)  # evaluate reads cfg.n_layer for its caches
         self.task, self.mode, self.w_omega, self.w_other = task, mode, w_omega, w_other
 
     def next_token(self, idx):
@@ -133,7 +135,7 @@ class MWSOracle(torch.nn.Module):
         return logits, {"attn": [att], "final_ln": hidden, "embed": hidden}
 
     @torch.no_grad()
-    def generate(self, prompt, n_new, attn_bias=None):
+    def generate(self, prompt, n_new, attn_bias=None, caches=None, logits=None):  # recomputes; ignores caches
         out = prompt
         for _ in range(n_new):
             out = torch.cat([out, self(out, attn_bias=attn_bias)[:, -1].argmax(-1, keepdim=True)], 1)

@@ -47,12 +47,15 @@ def test_cached_generation_equals_full_reforward():
     seqs = task.sample(16, torch.Generator().manual_seed(0))
     bias = M.bias_mask(task, 3.0)
     for b in (None, bias):
+        caches = [{} for _ in model.blocks]
+        teacher_forced = model(seqs[:, :-1], attn_bias=b, caches=caches)  # evaluation's pass, reused for the prompt
         fast = model.generate(seqs[:, :17], 16, attn_bias=b)
+        reused = model.generate(seqs[:, :17], 16, attn_bias=b, caches=caches, logits=teacher_forced)
         slow = seqs[:, :17]
         for _ in range(16):
             nxt = model(slow, attn_bias=b)[:, -1].argmax(-1, keepdim=True)
             slow = torch.cat([slow, nxt], 1)
-        assert torch.equal(fast, slow)
+        assert torch.equal(fast, slow) and torch.equal(reused, slow)
 
 
 def test_attention_bias_changes_exactly_the_omega_entries():

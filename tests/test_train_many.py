@@ -1,0 +1,117 @@
+"""train_many: S runs stacked into one computation give each run the table ``train`` gives it."""
+import pandas as pd
+import pytest
+import torch
+
+from plateau_lib import cache
+from plateau_lib.train import TrainConfig, train, train_many
+
+BASE = TrainConfig(task_kwargs={"n": 8, "p": 11}, d_model=16, steps=20, eval_every=5, batch_size=32, eval_batch=32,
+                   lr=3e-3, device="cpu")
+
+
+def _close(a, b, tol=1e-5):
+    """Same steps and seeds, metrics and final weights equal to float tolerance (a jump's timing amplifies
+    rounding, so only short runs agree this closely)."""
+    assert a.metrics[["step", "seed"]].equals(b.metrics[["step", "seed"]])
+    pd.testing.assert_frame_equal(a.metrics, b.metrics, check_exact=False, atol=tol, rtol=tol)
+    pd.testing.assert_frame_equal(a.positions, b.positions, check_exact=False, atol=tol, rtol=tol)
+    for k in a.final_state:
+        torch.testing.assert_close(a.final_state[k], b.final_state[k], atol=tol, rtol=tol)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return train(BASE.replace(steps=10), progress=False).final_state
+
+
+def _mixed(reference):
+    """Three runs that differ in everything a run may keep for itself."""
+    return ([BASE.replace(seed=1),
+             BASE.replace(seed=2, attn_bias_c=10.0, attn_bias_from=7, steps=15, eval_every=4),
+             BASE.replace(seed=3, copy_groups=("kq", "embed"), weight_decay=0.01, lr=1e-2, grad_clip=0.5,
+                          schedule="warmup_cosine", warmup_steps=5)],
+            [None, None, reference])
+
+
+def test_stacked_runs_equal_sequential_runs(reference):
+    configs, inits = _mixed(reference)
+    sequential = train_many(configs, inits, backend="sequential", progress=False)
+    stacked = train_many(configs, inits, backend="stacked", progress=False)
+    for a, b in zip(sequential, stacked):
+        _close(a, b)
+    assert [len(r.metrics) for r in stacked] == [5, 5, 5]  # steps 0,5,..,20 | 0,4,8,12,15 | 0,5,..,20
+    assert stacked[1].metrics.step.tolist() == [0, 4, 8, 12, 15]
+    for name, value in stacked[2].final_state.items():  # copied groups stay exactly as copied
+        if ".attn.Q." in name or ".attn.K." in name or name.startswith(("wte", "wpe")):
+            assert torch.equal(value, reference[name]), name
+
+
+def test_stacked_sgd_with_and_without_momentum():
+    configs = [BASE.replace(optimizer="sgd", lr=0.05, momentum=m, seed=s, weight_decay=w)
+               for s, m, w in [(0, 0.9, 0.0), (1, 0.0, 0.01)]]
+    for a, b in zip(train_many(configs, backend="sequential", progress=False),
+                    train_many(configs, backend="stacked", progress=False)):
+        _close(a, b)
+
+
+def test_a_stacked_run_resumes_under_either_engine(tmp_path, reference):
+    configs, inits = _mixed(reference)
+    dirs = [tmp_path / str(i) for i in range(3)]
+    whole = train_many(configs, inits, backend="stacked", progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        train_many(configs, inits, dirs, save_every=1, backend="stacked", progress=False, stop_after=12)
+    assert all((d / "resume.pt").exists() for d in dirs)
+    again = train(configs[0], run_dir=dirs[0], progress=False)  # torch's optimizer state format
+    _close(whole[0], again)
+    resumed = train_many(configs[1:], inits[1:], dirs[1:], backend="stacked", progress=False)
+    for a, b in zip(whole[1:], resumed):
+        _close(a, b)
+    assert not any((d / "resume.pt").exists() for d in dirs)
+
+
+def test_checkpoints_are_written_per_run(tmp_path):
+    configs = [BASE.replace(seed=s, checkpoint_steps=(0, 10)) for s in (0, 1)]
+    results = train_many(configs, run_dirs=[tmp_path / "a", tmp_path / "b"], backend="stacked", progress=False)
+    for folder, result in zip(("a", "b"), results):
+        assert sorted(p.name for p in (tmp_path / folder).glob("ckpt_*.pt")) == ["ckpt_000000.pt", "ckpt_000010.pt"]
+    first = torch.load(tmp_path / "a" / "ckpt_000000.pt", weights_only=True)
+    other = torch.load(tmp_path / "b" / "ckpt_000000.pt", weights_only=True)
+    assert not torch.equal(first["wte.weight"], other["wte.weight"])  # each run its own seed
+
+
+@pytest.mark.parametrize("configs,word", [
+    ([], "empty"),
+    ([BASE, BASE.replace(d_model=32)], "architecture"),
+    ([BASE, BASE.replace(task_kwargs={"n": 6, "p": 11})], "block_size"),
+    (["mws"], "TrainConfig"),
+])
+def test_bad_input_is_refused_before_compute(configs, word):
+    with pytest.raises(ValueError, match=word):
+        train_many(configs, progress=False)
+
+
+def test_unknown_backend_is_refused():
+    with pytest.raises(ValueError, match="backend"):
+        train_many([BASE], backend="parallel")
+
+
+def test_muon_falls_back_to_sequential_and_says_so():
+    configs = [BASE.replace(optimizer="muon", steps=4, seed=s) for s in (0, 1)]
+    with pytest.warns(UserWarning, match="do not stack"):
+        stacked = train_many(configs, backend="stacked", progress=False)
+    for a, b in zip(stacked, [train(c, progress=False) for c in configs]):
+        pd.testing.assert_frame_equal(a.metrics, b.metrics)
+
+
+def test_cached_train_many_loads_hits_and_stores_each_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    configs = [BASE.replace(seed=s, steps=6) for s in (0, 1, 2)]
+    first = cache.cached_train(configs[1], progress=False)
+    results = cache.cached_train_many(configs + [configs[0]], progress=False, backend="stacked")
+    assert [r.meta["cache"] is None for r in results] == [True, False, True, True]  # a duplicate is trained once
+    assert results[0] is results[3]
+    pd.testing.assert_frame_equal(results[1].metrics, first.metrics)
+    stored = [p for p in (tmp_path / "local").glob("train-*") if p.is_dir()]
+    assert len(stored) == 3 and not any(p.suffix == ".partial" for p in stored)
