@@ -38,7 +38,7 @@ from .tasks import make_task
 from .utils import resolve_device, seed_everything, torch_save
 
 OPTIMIZERS = ("adam", "sgd", "muon")
-SCHEDULES = ("constant", "warmup_cosine")
+SCHEDULES = ("constant", "warmup_cosine", "one_cycle")
 COPY_GROUPS = ("kq", "ov", "mlp", "embed", "ln", "head")
 
 
@@ -195,9 +195,13 @@ def _optimizer(cfg: TrainConfig, model):
 
 
 def lr_factor(cfg: TrainConfig, step: int) -> float:
-    """Multiplier of the base learning rates at ``step`` (linear warm-up then cosine decay to 0)."""
+    """Multiplier of the base learning rates at ``step``: "warmup_cosine" is a linear warm-up then a cosine
+    decay to 0; "one_cycle" the triangle 0 -> 1 at the half-way step -> 0 (Hoogland et al.'s schedule)."""
     if cfg.schedule == "constant":
         return 1.0
+    if cfg.schedule == "one_cycle":
+        half = cfg.steps / 2
+        return step / half if step < half else max(0.0, (cfg.steps - step) / half)
     if step < cfg.warmup_steps:
         return step / cfg.warmup_steps
     progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)

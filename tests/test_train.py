@@ -55,6 +55,11 @@ def test_copied_groups_stay_frozen():
             assert not torch.equal(value, ref.final_state[name])
 
 
+def test_one_cycle_schedule_is_a_triangle():
+    cfg = TrainConfig(schedule="one_cycle", steps=400)
+    assert [lr_factor(cfg, s) for s in (0, 100, 200, 300, 400)] == [0.0, 0.5, 1.0, 0.5, 0.0]
+
+
 def test_warmup_cosine_schedule():
     cfg = TrainConfig(schedule="warmup_cosine", warmup_steps=200, steps=400)
     assert lr_factor(cfg, 0) == 0 and lr_factor(cfg, 100) == 0.5 and lr_factor(cfg, 200) == 1.0
