@@ -34,10 +34,30 @@ def teacher_forced_outputs(logits, task):
 
 
 def greedy_outputs(model, seqs, task, attn_bias=None, caches=None, logits=None):
-    """The model's own greedy generation of the outputs from the prompt (B, G); ``caches`` and ``logits``
-    of a teacher-forced pass over ``seqs[:, :-1]`` are reused for the prompt (see ``GPT.generate``)."""
-    gen = model.generate(seqs[:, : task.prompt_len], task.gen_len, attn_bias=attn_bias, caches=caches, logits=logits)
-    return gen[:, task.prompt_len:]
+    """The model's own greedy generation of the outputs from the prompt (B, G).
+
+    Given the ``caches`` and ``logits`` of a teacher-forced pass over ``seqs[:, :-1]``, only what that pass
+    cannot give is decoded. Up to and including a sequence's first wrong teacher-forced prediction, greedy
+    generation sees the true prefix, so its tokens are the teacher-forced argmaxes; only sequences with an
+    earlier error are decoded, from the first such error on, reusing the pass's key/value cache for the
+    prefix (one host sync to pick them). A solved model decodes nothing.
+    """
+    P, G = task.prompt_len, task.gen_len
+    if caches is None:
+        return model.generate(seqs[:, :P], G, attn_bias=attn_bias)[:, P:]
+    tf = teacher_forced_outputs(logits, task)
+    wrong = tf[:, :-1] != seqs[:, P:-1]  # an error at output j changes the input of output j + 1
+    redo = wrong.any(1)
+    rows = redo.nonzero().squeeze(1)
+    if rows.numel() == 0:
+        return tf
+    start = int(wrong[rows].float().argmax(1).min())  # the earliest first error among those rows
+    sub = [{"k": c["k"][rows], "v": c["v"][rows]} for c in caches]
+    bias = attn_bias if attn_bias is None or attn_bias.shape[0] == 1 else attn_bias[rows]
+    gen = model.generate(seqs[rows, : P + start], G - start, attn_bias=bias, caches=sub, logits=logits[rows])
+    out = tf.clone()
+    out[rows, start:] = gen[:, P + start:]
+    return out
 
 
 def repetition_frequency(outputs):

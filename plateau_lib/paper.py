@@ -80,11 +80,10 @@ def pending(pages=None, preset: str = "paper", replace_cpu: bool = False) -> lis
 
 def estimate_gpu_s(cfg, stacked: int = 1) -> float:
     """Rough seconds one run of ``cfg`` takes on one H100 (see the cost model above)."""
-    task = cfg.make_task()
-    d = cfg.d_model
-    params = cfg.n_layer * 12 * d * d + (task.vocab_size + task.block_size) * d
-    flops = 6 * params * cfg.batch_size * task.block_size
-    step = max(LAUNCH_FLOOR_S / stacked, flops / EFFECTIVE_FLOPS)
+    model = cfg.make_task().build_model(cfg)
+    params = sum(p.numel() for p in model.parameters())
+    tokens = cfg.batch_size * getattr(model.cfg, "block_size", 2 * getattr(model.cfg, "K", 1))
+    step = max(LAUNCH_FLOOR_S / stacked, 6 * params * tokens / EFFECTIVE_FLOPS)
     evals = cfg.steps // cfg.eval_every + 2
     return cfg.steps * step + evals * EVAL_STEPS * LAUNCH_FLOOR_S / stacked
 

@@ -1,5 +1,9 @@
-"""Stage detection on metric curves: where the partial solution appears, the plateau, the jump."""
+"""Stage detection on metric curves: where the partial solution appears, the plateau, the jump; and the
+GP stage boundaries of Hoogland et al. (scikit-learn is imported only when a GP is fitted)."""
 from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -50,3 +54,114 @@ def summarize_runs(metrics: pd.DataFrame, by=("seed",), **kwargs) -> pd.DataFram
     rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))), **plateau_summary(g, **kwargs)}
             for key, g in metrics.groupby(by)]
     return pd.DataFrame(rows)
+
+
+# --- GP stage boundaries (Hoogland et al., Sec. 5 and App. B.1) --------------------------------------------
+
+GP_MIN_POINTS = 5
+SLOPE_TOL = 8.0  # |dλ̂/dlog t| below which a local minimum of the slope counts (LLC units per unit ln-step)
+
+
+@dataclass
+class GPStages:
+    """Stage boundaries of one curve. ``candidates``: every checkpoint where |slope| is a strict local
+    minimum below ``slope_tol``; ``boundaries``: those kept by ``rule``; ``fit_note``: the fitted kernel and
+    any hyperparameter pinned at its bound (the ConvergenceWarning that sklearn would print)."""
+    steps: np.ndarray
+    values: np.ndarray
+    smooth: np.ndarray        # GP posterior mean at log(step + 1)
+    slope: np.ndarray         # d smooth / d log(step + 1), centred differences
+    candidates: list
+    boundaries: list
+    rule: str
+    kernel: str
+    pinned: list              # names of the kernel hyperparameters at a bound of their range
+    fit_note: str
+
+
+def gp_smooth(x, y, amplitude_bounds=(1e-3, 1e3), length_scale=3.0, length_scale_bounds=(0.5, 1e3),
+              n_restarts: int = 10, seed: int = 0):
+    """GP posterior mean of y at x with Hoogland et al.'s kernel C(1, amplitude_bounds) · RBF(length_scale,
+    length_scale_bounds) (alpha 1e-10, y not normalised). Returns (mean, fitted kernel, pinned names).
+
+    The optimiser's ConvergenceWarning about a hyperparameter at its bound is caught and reported as
+    ``pinned`` instead: on the published λ̂ curves the fit pins at C = 1e3 (31.6²) and length scale 0.5
+    (in units of ln-step), i.e. the smoothing is as short as the bounds allow."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.size < GP_MIN_POINTS:
+        raise ValueError(f"a GP fit needs at least {GP_MIN_POINTS} points, got {x.size}")
+    kernel = ConstantKernel(1.0, amplitude_bounds) * RBF(length_scale, length_scale_bounds)
+    gp = GaussianProcessRegressor(kernel=kernel, n_restarts_optimizer=n_restarts, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        gp.fit(x[:, None], y)
+    fitted = gp.kernel_
+    pinned = [h.name for h in fitted.hyperparameters
+              if np.isclose(fitted.get_params()[h.name], h.bounds.ravel(), rtol=1e-3).any()]
+    return gp.predict(x[:, None]), fitted, pinned
+
+
+def centred_slope(x, f):
+    """df/dx at each point: the mean of the left and right difference quotients; endpoints copy their
+    neighbours (Hoogland et al.'s rule)."""
+    x, f = np.asarray(x, dtype=float), np.asarray(f, dtype=float)
+    q = np.diff(f) / np.diff(x)
+    slope = np.empty_like(f)
+    slope[1:-1] = (q[:-1] + q[1:]) / 2
+    slope[0], slope[-1] = slope[1], slope[-2]
+    return slope
+
+
+def slope_minima(slope, tol: float = SLOPE_TOL) -> np.ndarray:
+    """Indices i where |slope_i| < tol and is strictly below both neighbours."""
+    a = np.abs(np.asarray(slope, dtype=float))
+    i = np.arange(1, a.size - 1)
+    return i[(a[i] < a[i - 1]) & (a[i] < a[i + 1]) & (a[i] < tol)]
+
+
+def prune_boundaries(steps, abs_slope, min_step: int = 100, merge_ratio: float = 2.0):
+    """Our explicit version of the paper's hand pruning (returns (kept steps, rule text)).
+
+    1. drop candidates before ``min_step`` (early-training artefacts);
+    2. group the rest by single linkage: consecutive candidates whose (step + 1) differ by less than a
+       factor ``merge_ratio`` are near-duplicates of one boundary;
+    3. keep, in each group, the candidate with the smallest |slope| (the flattest point of the plateau).
+    On the published seed-1 candidates this leaves one boundary near each of 1k, 40k, 126k and 320k."""
+    rule = (f"drop candidates before step {min_step}; group consecutive candidates whose step + 1 differ by "
+            f"less than a factor {merge_ratio:g}; keep the one with the smallest |slope| in each group")
+    steps, abs_slope = np.asarray(steps), np.asarray(abs_slope, dtype=float)
+    keep = steps >= min_step
+    steps, abs_slope = steps[keep], abs_slope[keep]
+    groups = np.cumsum(np.r_[True, (steps[1:] + 1) >= merge_ratio * (steps[:-1] + 1)]) if steps.size else steps
+    return [int(steps[groups == g][np.argmin(abs_slope[groups == g])]) for g in np.unique(groups)], rule
+
+
+def gp_stage_boundaries(steps, values, slope_tol: float = SLOPE_TOL, min_step: int = 100,
+                        merge_ratio: float = 2.0, **gp_kwargs) -> GPStages:
+    """Stage boundaries of a curve (e.g. λ̂ over checkpoints), as in Hoogland et al.: GP-smooth ``values``
+    over log(step + 1) (``gp_smooth``), take the slope by centred differences, keep the strict local minima
+    of |slope| below ``slope_tol`` as candidates, and prune them (``prune_boundaries``). Unlike the
+    published notebook, a candidate is reported at its own checkpoint (theirs is one checkpoint early)."""
+    steps, values = np.asarray(steps), np.asarray(values, dtype=float)
+    if steps.ndim != 1 or steps.shape != values.shape:
+        raise ValueError(f"steps and values must be 1-D of one length, got {steps.shape} and {values.shape}")
+    if (steps < 0).any() or (np.diff(steps) <= 0).any():
+        raise ValueError("steps must be non-negative and strictly increasing")
+    if not np.isfinite(values).all():
+        raise ValueError("values must be finite")
+    if not slope_tol > 0:
+        raise ValueError(f"slope_tol must be > 0, got {slope_tol!r}")
+    x = np.log(steps + 1.0)
+    smooth, kernel, pinned = gp_smooth(x, values, **gp_kwargs)
+    slope = centred_slope(x, smooth)
+    idx = slope_minima(slope, slope_tol)
+    boundaries, rule = prune_boundaries(steps[idx], np.abs(slope[idx]), min_step, merge_ratio)
+    note = (f"fitted kernel {kernel}; " + (f"{', '.join(pinned)} at a bound of its range (amplitude bounds "
+            f"{kernel.k1.constant_value_bounds}, length-scale bounds {kernel.k2.length_scale_bounds} in ln-steps)"
+            if pinned else "no hyperparameter at a bound"))
+    return GPStages(steps, values, smooth, slope, [int(s) for s in steps[idx]], boundaries, rule, str(kernel),
+                    pinned, note)

@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from . import metrics as M
+from .icl import ICLRegression
 from .model import GPT, GPTConfig
 
 
@@ -320,6 +321,7 @@ TASKS = {
     "permutation": Permutation,
     "addition": Addition,
     "concat_mws": ConcatMWS,
+    "icl_regression": ICLRegression,
 }
 
 

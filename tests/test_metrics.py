@@ -118,6 +118,8 @@ class MWSOracle(torch.nn.Module):
         B, T = idx.shape
         n, V = self.task.n, self.task.vocab_size
         pred = self.next_token(idx)
+        if caches is not None:  # a stand-in cache, so evaluate can slice it; generate recomputes anyway
+            caches[0]["k"] = caches[0]["v"] = torch.zeros(B, 1, T, 1)
         logits = torch.full((B, T, V), -30.0)
         logits[:, n - 1:] = -30.0 + 60.0 * torch.nn.functional.one_hot(pred[:, n - 1:], V)
         logits[:, : n - 1, 1: n + 1] = 0.0
@@ -233,3 +235,21 @@ def test_bias_mask_refuses_a_sequence_dependent_omega():
         M.bias_mask(make_task("permutation", n=3, low=4, high=6), 2.0)
     with pytest.raises(ValueError, match="attn_bias_c needs a task with a fixed"):
         TrainConfig(task="permutation", attn_bias_c=2.0)
+
+
+def test_greedy_outputs_from_the_teacher_forced_pass_equal_full_generation():
+    """Sequences the model gets right under teacher forcing are not decoded again; the rest are decoded from
+    their first error. Half the batch carries the model's own greedy outputs (so it is right on them), the
+    other half random ones, some wrong only late."""
+    from plateau_lib.model import GPT
+    torch.manual_seed(0)
+    model = GPT(TrainConfig(d_model=32).model_config()).eval()
+    seqs = MWS.sample(64, torch.Generator().manual_seed(1))
+    own = model.generate(seqs[:, :17], 16)
+    seqs[:32, 17:] = own[:32, 17:]
+    seqs[32:40, 17:29] = own[32:40, 17:29]  # right up to output 12, then the data's own tokens
+    for bias in (None, M.bias_mask(MWS, 3.0)):
+        caches = [{}]
+        logits = model(seqs[:, :-1], attn_bias=bias, caches=caches)
+        fast = M.greedy_outputs(model, seqs, MWS, bias, caches, logits)
+        assert torch.equal(fast, model.generate(seqs[:, :17], 16, attn_bias=bias)[:, 17:])
