@@ -61,9 +61,12 @@ def _store(result: TrainResult, key: str, extra) -> TrainResult:
     """Write a fresh result atomically under its key (with provenance) and drop its partial folder."""
     result.meta.update(commit=git_commit(), date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                        results_version=RESULTS_VERSION, key=key, extra=extra)
+    partial = LOCAL / f"train-{key}.partial"
     with atomic_path(LOCAL / f"train-{key}") as tmp:
         result.save(tmp)
-    shutil.rmtree(LOCAL / f"train-{key}.partial", ignore_errors=True)
+        for ckpt in partial.glob("ckpt_*.pt"):  # checkpoints stay with the local result (never committed)
+            shutil.move(ckpt, tmp / ckpt.name)
+    shutil.rmtree(partial, ignore_errors=True)
     result.meta["cache"] = None
     return result
 
@@ -117,6 +120,12 @@ def cached_train_many(configs, use_cache: bool = True, init_states=None, extras=
                 if results[i] is None:
                     results[i] = fresh[index.index(todo[k])]
     return results
+
+
+def checkpoints(cfg, extra=None) -> dict:
+    """``{step: path}`` of the checkpoints a local result of ``cfg`` kept (``cfg.checkpoint_steps``)."""
+    folder = LOCAL / f"train-{cache_key(cfg, extra)}"
+    return {int(p.stem.split("_")[1]): p for p in sorted(folder.glob("ckpt_*.pt"))}
 
 
 def load_committed(cfg, extra=None) -> TrainResult | None:

@@ -137,6 +137,55 @@ def llc_page(preset: str, **fields) -> dict:
     return settings
 
 
+def log_linear_steps(total: int, n_log: int, n_linear: int) -> tuple:
+    """Hoogland et al.'s checkpoint schedule: the union of ``n_log`` log-spaced steps in [1, total] and
+    ``n_linear`` linear-spaced steps in [0, total - 1] (190 unique steps for 500k, 100 + 100)."""
+    import numpy as np
+    log = np.logspace(0, np.log10(total), n_log).astype(int)
+    linear = np.linspace(0, total - 1, n_linear).astype(int)
+    return tuple(sorted({int(s) for s in (*log, *linear) if s <= total}))
+
+
+# In-context linear regression stages (Hoogland et al., reference icl_regression.md §2.2, §5.1): the L2H4
+# model (51,717 parameters), D = 4, K = 8, sigma^2 = 0.125, M = infinity, Adam with the one-cycle triangle
+# to 3e-3, batch 256, 500k steps, model seed 1, evaluation on 1024 fixed sequences at every checkpoint.
+ICL_TASK = {"D": 4, "K": 8, "noise_var": 0.125}
+ICL_PAPER = TrainConfig(task="icl_regression", task_kwargs=ICL_TASK, n_layer=2, n_head=4, d_model=64, lr=3e-3,
+                        schedule="one_cycle", steps=500_000, batch_size=256, eval_every=5_000, eval_batch=1024, seed=1,
+                        checkpoint_steps=log_linear_steps(500_000, 100, 100),
+                        eval_steps=log_linear_steps(500_000, 100, 100))
+# The long CPU run: the same model, data and schedule shape over 20k steps (the triangle peaks at 10k),
+# 16 log + 12 linear checkpoints; run in the background (python -m plateau_lib.icl.stages_run) and committed.
+ICL_CPU_LONG = ICL_PAPER.replace(steps=20_000, eval_every=500, checkpoint_steps=log_linear_steps(20_000, 16, 12),
+                                 eval_steps=log_linear_steps(20_000, 16, 12))
+# The live miniature: width 32, 2 heads (17,733 parameters), batch 128, 2,000 steps, evaluation on 512.
+ICL_CPU = ICL_PAPER.replace(d_model=32, n_head=2, batch_size=128, steps=2_000, eval_every=100, eval_batch=512,
+                            checkpoint_steps=log_linear_steps(2_000, 8, 5), eval_steps=log_linear_steps(2_000, 8, 5))
+ICL_STAGES = {"paper": ICL_PAPER, "cpu_long": ICL_CPU_LONG, "cpu": ICL_CPU}
+
+# SGLD at each checkpoint (reference §5.1): epsilon 3e-4, gamma = 2 * 0.001 / epsilon, nbeta = 2 * 0.01 / epsilon,
+# per-token MSE, the same seed at every checkpoint, no burn-in (as the published code ran: its num_burn_in key
+# was ignored), draws from a fixed set of n sequences of the training distribution.
+ICL_LLC_PAPER = dict(epsilon=3e-4, gamma=20 / 3, nbeta=200 / 3, batch_size=1024, num_chains=10, num_draws=5000,
+                     num_burnin_steps=0, n_data=2**20, seed=0)
+ICL_LLC = {"paper": ICL_LLC_PAPER,
+           "cpu_long": {**ICL_LLC_PAPER, "batch_size": 256, "num_chains": 4, "num_draws": 200, "n_data": 2**14},
+           "cpu": {**ICL_LLC_PAPER, "batch_size": 128, "num_chains": 3, "num_draws": 100, "n_data": 2**12}}
+
+
+def icl_stages(preset: str, overrides: dict | None = None, **llc_fields) -> tuple[TrainConfig, dict]:
+    """The stages page's training config and SGLD settings for ``preset`` ("paper", "cpu" or "cpu_long"),
+    with ``overrides`` of TrainConfig fields and ``llc_fields`` of the SGLD settings (None ignored)."""
+    if preset not in ICL_STAGES:
+        raise ValueError(f"preset must be one of {sorted(ICL_STAGES)}, got {preset!r}")
+    llc = dict(ICL_LLC[preset])
+    unknown = sorted(set(llc_fields) - set(llc))
+    if unknown:
+        raise ValueError(f"unknown SGLD setting(s) {unknown}; allowed: {sorted(llc)}")
+    llc.update({k: v for k, v in llc_fields.items() if v is not None})
+    return ICL_STAGES[preset].replace(**(overrides or {})), llc
+
+
 CONFIG_FIELDS = ["task_kwargs", "n_layer", "n_head", "d_model", "softmax", "optimizer", "lr", "steps", "batch_size",
                  "eval_every", "eval_batch"]
 

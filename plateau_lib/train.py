@@ -69,6 +69,7 @@ class TrainConfig:
     attn_bias_from: int = 0          # ... from this step on (training and generation)
     copy_groups: tuple = ()          # parameter groups copied from ``init_state`` and frozen (Fig. 5)
     checkpoint_steps: tuple = ()
+    eval_steps: tuple = ()           # extra evaluation steps besides every ``eval_every`` (e.g. log-spaced)
 
     # The cache key hashes only the fields whose value differs from this frozen table (see ``key_dict``).
     # It records the defaults the key scheme started from; it is never edited to follow a changed default,
@@ -78,7 +79,7 @@ class TrainConfig:
         "optimizer": "adam", "lr": 1e-4, "momentum": 0.0, "weight_decay": 0.0, "muon_lr": 0.02,
         "schedule": "constant", "warmup_steps": 0, "grad_clip": 0.0, "steps": 400, "batch_size": 256,
         "eval_every": 10, "eval_batch": 256, "seed": 0, "attn_bias_c": 1.0, "attn_bias_from": 0,
-        "copy_groups": [], "checkpoint_steps": []}
+        "copy_groups": [], "checkpoint_steps": [], "eval_steps": []}
     PROVENANCE_FIELDS: ClassVar[tuple] = ("device",)
 
     def __post_init__(self):
@@ -102,9 +103,10 @@ class TrainConfig:
         bad = [g for g in self.copy_groups if g not in COPY_GROUPS]
         if bad:
             raise ValueError(f"copy_groups must be drawn from {COPY_GROUPS}, got {bad}")
-        bad = [s for s in self.checkpoint_steps if not (isinstance(s, int) and 0 <= s <= self.steps)]
-        if bad:
-            raise ValueError(f"checkpoint_steps must be integers in [0, steps={self.steps}], got {bad}")
+        for name in ("checkpoint_steps", "eval_steps"):
+            bad = [s for s in getattr(self, name) if not (isinstance(s, int) and 0 <= s <= self.steps)]
+            if bad:
+                raise ValueError(f"{name} must be integers in [0, steps={self.steps}], got {bad}")
         if self.d_model % self.n_head:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})")
         task = self.make_task()  # validates task and task_kwargs
@@ -121,7 +123,8 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
-        d["copy_groups"], d["checkpoint_steps"] = list(self.copy_groups), list(self.checkpoint_steps)
+        for name in ("copy_groups", "checkpoint_steps", "eval_steps"):
+            d[name] = list(getattr(self, name))
         return d
 
     def key_dict(self) -> dict:
@@ -144,7 +147,7 @@ def replace_fields(cfg, changes: dict):
     unknown = sorted(set(changes) - names)
     if unknown:
         raise ValueError(f"unknown parameter(s) {unknown} for {type(cfg).__name__}; allowed: {sorted(names)}")
-    changes = {k: tuple(v) if isinstance(v, list) and k in ("copy_groups", "checkpoint_steps") else v
+    changes = {k: tuple(v) if isinstance(v, list) and k in ("copy_groups", "checkpoint_steps", "eval_steps") else v
                for k, v in changes.items()}
     return dataclasses.replace(cfg, **changes)
 
@@ -505,7 +508,7 @@ def _loop(runs, engine, save_every, callbacks, progress, stop_after, on_result, 
             for cb in callbacks:
                 cb(done, engine.module(i))
             checkpoint(i, done)
-            if done % r.cfg.eval_every == 0 or done == r.cfg.steps:
+            if done % r.cfg.eval_every == 0 or done == r.cfg.steps or done in r.cfg.eval_steps:
                 record(i, done)
                 r.elapsed = elapsed0[i] + time.perf_counter() - t_start
                 if (len(r.evals) - 1) % save_every == 0:

@@ -115,3 +115,15 @@ def test_cached_train_many_loads_hits_and_stores_each_run(tmp_path, monkeypatch)
     pd.testing.assert_frame_equal(results[1].metrics, first.metrics)
     stored = [p for p in (tmp_path / "local").glob("train-*") if p.is_dir()]
     assert len(stored) == 3 and not any(p.suffix == ".partial" for p in stored)
+
+
+def test_extra_evaluation_steps_and_kept_checkpoints(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    cfg = BASE.replace(eval_steps=(1, 2, 3), checkpoint_steps=(0, 3, 20))
+    result = cache.cached_train(cfg, progress=False)
+    assert result.metrics.step.tolist() == [0, 1, 2, 3, 5, 10, 15, 20]
+    assert sorted(cache.checkpoints(cfg)) == [0, 3, 20]  # kept with the local result, not in the partial folder
+    assert BASE.key_dict() == BASE.replace(eval_steps=()).key_dict()  # the new field keeps old keys
+    with pytest.raises(ValueError, match="eval_steps"):
+        BASE.replace(eval_steps=(21,))

@@ -1,0 +1,189 @@
+"""One developmental run of Hoogland et al.: training with log+linear checkpoints, the LLC at every checkpoint
+(the same SGLD seed at each), and the structural markers read from the checkpoints.
+
+The training run goes through the result cache (``train-<key>``); the LLC curve and the structure table
+are stored beside it as ``icl_stages-<key>`` (``llc.csv``, ``structure.csv``, ``meta.json`` with the
+settings and provenance). Each checkpoint's row is appended as soon as it is estimated, so an interrupted
+run resumes at the next checkpoint. ``commit(cfg, llc)`` copies both into ``results/``.
+
+    OMP_NUM_THREADS=1 python -m plateau_lib.icl.development --preset cpu_long   # the long CPU run
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .. import cache
+from ..llc import llc_over_checkpoints
+from ..report import git_commit
+from ..train import TrainConfig, TrainResult
+from ..utils import atomic_path, cpu_threads, resolve_device, write_json
+
+KIND = "icl_stages"
+VERSION = 1
+
+
+@dataclass
+class Development:
+    """A developmental run: the training tables, the LLC at each checkpoint, the structure at each, and meta."""
+    train: TrainResult
+    llc: pd.DataFrame
+    structure: pd.DataFrame
+    meta: dict
+
+
+def key(cfg: TrainConfig, llc: dict) -> str:
+    blob = json.dumps({"train": cache.cache_key(cfg), "llc": llc, "version": VERSION}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def llc_data(cfg: TrainConfig, n: int, seed: int, device) -> tuple:
+    """The fixed SGLD data set: n sequences of the training distribution, from their own seeded generator."""
+    task = cfg.make_task()
+    return task.sample(n, torch.Generator(device=device).manual_seed(10_000_019 + seed))
+
+
+def structure_row(step: int, state: dict) -> dict:
+    """Structural markers of one checkpoint: the mean |weight| of every layer norm (their collapse marks
+    LR3-LR4), the singular values of the token and positional embeddings (their collapse ends LR2), and
+    the weight norm."""
+    row = {"step": step, "weight_norm": float(torch.sqrt(sum(v.float().square().sum() for v in state.values())))}
+    for name, value in state.items():
+        if name.endswith(".weight") and ("ln_" in name or name.startswith("ln_f")):
+            row[f"ln {name.removesuffix('.weight')}"] = float(value.abs().mean())
+    for label, name in (("token", "wte.weight"), ("position", "wpe")):
+        for i, sv in enumerate(torch.linalg.svdvals(state[name].float()).tolist()[:5], 1):
+            row[f"{label} sv{i}"] = sv
+    return row
+
+
+def head_scores(attn: np.ndarray) -> pd.DataFrame:
+    """Attention-head types from batch-mean attention maps ``attn`` (E, L, H, 2K, 2K) at E evaluations:
+    per evaluation, layer and head, the mean weight a query puts on the previous token, on the most recent
+    earlier x-token and on the most recent earlier y-token (tokens alternate x, y; position 0 is x_1)."""
+    E, L, H, T, _ = attn.shape
+    q = np.arange(1, T)
+    prev_x = np.where(q % 2 == 0, q - 2, q - 1)   # x-tokens sit at even positions
+    prev_y = np.where(q % 2 == 0, q - 1, q - 2)   # y-tokens at odd ones
+    rows = []
+    for e in range(E):
+        for layer in range(L):
+            for h in range(H):
+                a = attn[e, layer, h]
+                keep = prev_y >= 0
+                rows.append({"evaluation": e, "layer": layer, "head": h,
+                             "previous token": float(a[q, q - 1].mean()),
+                             "previous x": float(a[q, prev_x].mean()),
+                             "previous y": float(a[q[keep], prev_y[keep]].mean())})
+    return pd.DataFrame(rows)
+
+
+def _folder(base: Path, k: str) -> Path:
+    return base / f"{KIND}-{k}"
+
+
+def load(cfg: TrainConfig, llc: dict) -> Development | None:
+    """The stored run (committed first, then local), or None."""
+    k = key(cfg, llc)
+    for base in (cache.COMMITTED, cache.LOCAL):
+        folder = _folder(base, k)
+        if (folder / "meta.json").exists():
+            train = cache.load_committed(cfg) if base == cache.COMMITTED else None
+            if train is None:
+                train = cache.cached_train(cfg, progress=False)
+            meta = json.loads((folder / "meta.json").read_text())
+            meta["cache"] = str(folder.relative_to(cache.ROOT)) if folder.is_relative_to(cache.ROOT) else str(folder)
+            return Development(train, pd.read_csv(folder / "llc.csv"), pd.read_csv(folder / "structure.csv"), meta)
+    return None
+
+
+def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = True) -> Development:
+    """Train ``cfg`` (through the cache), then estimate the LLC and read the structure at every checkpoint."""
+    if use_cache:
+        found = load(cfg, llc)
+        if found is not None:
+            return found
+    if not cfg.checkpoint_steps:
+        raise ValueError("cfg.checkpoint_steps is empty: the LLC over training needs checkpoints")
+    device = resolve_device(cfg.device)
+    t0 = time.perf_counter()
+    train = cache.cached_train(cfg, use_cache=use_cache, progress=progress, need_state=True)
+    train_s = time.perf_counter() - t0
+    ckpts = cache.checkpoints(cfg)
+    missing = sorted(set(cfg.checkpoint_steps) - set(ckpts))
+    if missing:
+        raise ValueError(f"the local result of this run lacks checkpoints {missing[:5]}...; recompute it with "
+                         "use_cache=False")
+    k = key(cfg, llc)
+    partial = cache.LOCAL / f"{KIND}-{k}.partial"
+    partial.mkdir(parents=True, exist_ok=True)
+    done = pd.read_csv(partial / "llc.csv") if (partial / "llc.csv").exists() else pd.DataFrame()
+    model = cfg.make_task().build_model(cfg)
+    settings = {k2: v for k2, v in llc.items() if k2 != "n_data"}
+    data = llc_data(cfg, llc["n_data"], llc["seed"], device)
+    todo = [s for s in sorted(ckpts) if done.empty or s not in set(done["step"])]
+    for step in todo:  # one checkpoint at a time, each row kept at once (resumable)
+        row = llc_over_checkpoints(model, cfg.make_task().loss, data, [(step, ckpts[step])], progress=False,
+                                   device=str(device), **settings)
+        done = pd.concat([done, row], ignore_index=True)
+        with atomic_path(partial / "llc.csv") as tmp:
+            done.to_csv(tmp, index=False)
+        if progress:
+            print(f"LLC at step {step}: {row['llc_mean'].iloc[0]:.1f}", flush=True)
+    structure = pd.DataFrame([structure_row(s, torch.load(p, weights_only=True)) for s, p in sorted(ckpts.items())])
+    meta = {"config": cfg.to_dict(), "llc": llc, "train_key": cache.cache_key(cfg), "key": k, "version": VERSION,
+            "device": str(device), "train_wall_s": train.meta.get("wall_time_s", round(train_s, 1)),
+            "llc_wall_s": round(float(done["elapsed_s"].sum()), 1),
+            "commit": git_commit(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "torch": torch.__version__}
+    with atomic_path(_folder(cache.LOCAL, k)) as tmp:
+        tmp.mkdir()
+        done.sort_values("step").to_csv(tmp / "llc.csv", index=False)
+        structure.to_csv(tmp / "structure.csv", index=False)
+        write_json(tmp / "meta.json", meta)
+    shutil.rmtree(partial, ignore_errors=True)
+    meta["cache"] = None
+    return Development(train, done.sort_values("step").reset_index(drop=True), structure, meta)
+
+
+def commit(cfg: TrainConfig, llc: dict) -> list[Path]:
+    """Copy the local training result and the LLC/structure tables into ``results/`` for committing."""
+    src = _folder(cache.LOCAL, key(cfg, llc))
+    if not (src / "meta.json").exists():
+        raise ValueError("no local developmental run for these settings; run it first")
+    dst = _folder(cache.COMMITTED, key(cfg, llc))
+    with atomic_path(dst) as tmp:
+        shutil.copytree(src, tmp)
+    return [cache.commit_result(cfg), dst]
+
+
+def main(argv=None) -> int:
+    from ..presets import ICL_STAGES, icl_stages
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="cpu_long", choices=sorted(ICL_STAGES))
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--commit", action="store_true", help="copy the finished run into results/")
+    args = parser.parse_args(argv)
+    cpu_threads()
+    cfg, llc = icl_stages(args.preset, {"device": args.device})
+    result = run(cfg, llc)
+    print(result.llc[["step", "llc_mean", "llc_se"]].to_string(index=False))
+    print(f"training {result.meta['train_wall_s']} s, LLC {result.meta['llc_wall_s']} s on {result.meta['device']}")
+    if args.commit:
+        for path in commit(cfg, llc):
+            print(f"committed {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
