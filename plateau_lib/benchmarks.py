@@ -33,7 +33,8 @@ RUN_COLUMNS = ["benchmark", "machine", "device", "threads", "date", "commit", "a
 # Titles of the benchmarks, by the name before the device suffix (``llc_bench-cpu`` -> ``llc_bench``).
 TITLES = {"train": "Training loop: metrics, stacked runs (train_many) and the floor",
           "train_bench": "Training loop: with and without the chapter metrics",
-          "llc_bench": "LLC estimator: ours vs devinterp"}
+          "llc_bench": "LLC estimator: ours vs devinterp",
+          "llc": "LLC estimator: sequential, vmap and compiled backends vs devinterp and the floor"}
 
 
 # ---- where a run happened ----------------------------------------------------------------------------

@@ -11,6 +11,8 @@ Hyperparameters (chosen once, documented here, not tuned per case):
 - regular model: exact least-squares fit of a 10-parameter linear regression, epsilon = 1e-4, gamma = 0.
 """
 
+import os
+
 import pytest
 import torch
 
@@ -20,13 +22,17 @@ from plateau_lib.llc.golden import (PolynomialModel, RegularModel, RRRModel, lea
                                     train_full_batch)
 
 torch.set_num_threads(1)
+# many chains of tiny models: the sequential CPU default spends about 12x longer on Python overhead per step
+# (100 s per polynomial case); both backends give the same draws (test_llc_backends), and every case here
+# passes on the sequential one too (PLATEAU_GOLDEN_BACKEND=sequential)
+BACKEND = os.environ.get("PLATEAU_GOLDEN_BACKEND", "vmap")
 
 
 @pytest.mark.parametrize("powers", [(0, 1), (0, 2), (0, 3)])
 def test_polynomial_normal_crossing(powers):
     lam = polynomial_lambda(powers)
     res = estimate_llc(PolynomialModel(powers), mse_loss, polynomial_data(1000, seed=1), epsilon=1e-4, gamma=0.0,
-                       num_chains=64, num_draws=3000, num_burnin_steps=500, seed=0, device="cpu")
+                       num_chains=64, num_draws=3000, num_burnin_steps=500, seed=0, device="cpu", backend=BACKEND)
     assert not res.diverged.any()
     assert abs(res.llc_mean - lam) < 0.05, (powers, res.llc_mean, lam)
 
@@ -46,7 +52,7 @@ def test_reduced_rank_regression(mhn, expected):
     model = RRRModel(M, H, N, seed=0)
     train_full_batch(model, data, steps=5000, lr=0.01)
     res = estimate_llc(model, mse_loss, data, epsilon=1e-3, gamma=1.0, nbeta=50.0,
-                       num_chains=8, num_draws=2000, num_burnin_steps=200, seed=0, device="cpu")
+                       num_chains=8, num_draws=2000, num_burnin_steps=200, seed=0, device="cpu", backend=BACKEND)
     assert not res.diverged.any()
     assert abs(res.llc_mean - expected) < 0.2 * expected, (mhn, res.llc_mean, expected)
 
@@ -57,7 +63,7 @@ def test_regular_model_d_over_2():
     d = sum(p.numel() for p in model.parameters())
     assert d == 10
     res = estimate_llc(model, mse_loss, data, epsilon=1e-4, gamma=0.0, num_chains=16, num_draws=2000,
-                       num_burnin_steps=200, seed=0, device="cpu")
+                       num_burnin_steps=200, seed=0, device="cpu", backend=BACKEND)
     assert abs(res.llc_mean - d / 2) < 0.1 * d / 2, res.llc_mean
 
 

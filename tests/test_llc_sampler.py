@@ -115,11 +115,12 @@ def reference_chain(model, loss_fn, data, chain, *, epsilon, nbeta, gamma, weigh
     return np.array(losses)
 
 
-def test_batched_chains_equal_plain_single_chain_loop():
+@pytest.mark.parametrize("backend", ["sequential", "vmap"])
+def test_chains_equal_plain_single_chain_loop(backend):
     data = lm_data(64)
     hp = dict(epsilon=3e-3, nbeta=20.0, gamma=50.0, weight_decay=0.01)
     res = estimate_llc(tiny_gpt(), lm_loss, data, num_chains=3, num_draws=30, batch_size=16, seed=7,
-                       device="cpu", **hp)
+                       share_batches=True, device="cpu", backend=backend, **hp)
     for c in range(3):
         ref = reference_chain(tiny_gpt(), lm_loss, data, c, steps=30, seed=7, batch_size=16, **hp)
         np.testing.assert_allclose(res.loss_trace_all[c], ref, rtol=1e-4, atol=1e-5)
@@ -128,10 +129,11 @@ def test_batched_chains_equal_plain_single_chain_loop():
 
 
 @pytest.mark.parametrize("share", [True, False])
-def test_chain_alone_equals_chain_in_batch(share):
+@pytest.mark.parametrize("backend", ["sequential", "vmap"])
+def test_chain_alone_equals_chain_in_batch(share, backend):
     data = lm_data(64)
     kw = dict(epsilon=3e-3, nbeta=20.0, gamma=50.0, num_draws=25, batch_size=16, seed=3, device="cpu",
-              share_batches=share)
+              share_batches=share, backend=backend)
     together = estimate_llc(tiny_gpt(), lm_loss, data, num_chains=4, **kw)
     for c in (0, 2):
         alone = estimate_llc(tiny_gpt(), lm_loss, data, chain_ids=[c], **kw)
@@ -161,19 +163,18 @@ class Offset(nn.Module):
         return x.mean() + 0 * self.w.sum()
 
 
-def test_same_noise_and_batches_at_every_checkpoint():
+@pytest.mark.parametrize("backend", ["sequential", "vmap"])
+def test_same_noise_and_batches_at_every_checkpoint(backend):
     """Two different 'checkpoints' with the same seed receive the same noise and the same batches."""
     x = torch.arange(40.0).reshape(40, 1)
     kw = dict(epsilon=1e-2, gamma=0.0, nbeta=1.0, num_chains=3, num_draws=20, batch_size=4, seed=5, device="cpu")
     from plateau_lib.llc.sampler import make_batches, sgld_sample
     loss = lambda m, b: m(b)  # noqa: E731 - loss = mean of the batch: the batch sequence is visible
-    outs = []
-    for value in (0.0, 3.0):
-        out = sgld_sample(Offset(value), loss, make_batches(x, 4, torch.device("cpu")), weight_decay=0.0,
-                          num_steps=20, chain_ids=[0, 1, 2], share_batches=True, mala=False,
-                          **{k: v for k, v in kw.items() if k in ("epsilon", "gamma", "nbeta", "seed")},
-                          device=torch.device("cpu"))
-        outs.append(out)
+    out = sgld_sample([Offset(0.0), Offset(3.0)], loss, make_batches(x, 4, torch.device("cpu")), weight_decay=0.0,
+                      num_steps=20, chain_ids=[0, 1, 2], share_batches=True, mala=False, backend=backend,
+                      **{k: v for k, v in kw.items() if k in ("epsilon", "gamma", "nbeta", "seed")},
+                      device=torch.device("cpu"))
+    outs = [{"final": out["final"][k], "loss": out["loss"][k]} for k in range(2)]
     torch.testing.assert_close(outs[0]["final"] - 0.0, outs[1]["final"] - 3.0, rtol=0, atol=1e-5)
     torch.testing.assert_close(outs[0]["loss"], outs[1]["loss"])  # same batches
     # shared batches: every chain sees the same batch; unshared: they differ
@@ -291,7 +292,7 @@ def test_mala_in_a_run_tracks_step_size():
 
 
 # ------------------------------------------------------------------------------------------------ page helpers
-from plateau_lib.llc import callbacks, calibration, failure_modes, mistakes  # noqa: E402
+from plateau_lib.llc import callbacks, calibration, failure_modes, mistakes, plots  # noqa: E402
 
 
 def fake_result(loss, init_loss=1.0, nbeta=10.0, warn=False):
@@ -466,8 +467,8 @@ def test_page_figures_fit_the_text_column():
     with matplotlib.rc_context():
         book.setup()
         figures = [plots.plot_golden_traces(estimates), plots.plot_failure_modes({"a": res, "b": res, "c": res}),
-                   plots.plot_llc_over_training(curve), calibration.plot_sweep(sweep),
-                   *calibration.sweep_figures({(1e-3, None, 1.0): res}).values()]
+                   plots.plot_llc_over_training(curve), plots.plot_sweep(sweep),
+                   *plots.sweep_figures({(1e-3, None, 1.0): res}).values()]
         assert figures[0].axes[0].get_ylabel() and len(figures[3].axes) == 4  # 3 panels in 2 rows of two
         for fig in figures:
             assert fig.get_size_inches()[0] <= PAGE_WIDTH + 1e-9

@@ -18,7 +18,8 @@ import torch
 import torch.nn as nn
 from tqdm.auto import tqdm
 
-from .estimator import LLCResult, estimate_llc
+from .estimator import estimate_llc, estimate_llc_stacked
+from .result import LLCResult
 
 FRESH_SEED_OFFSET = 1000  # fresh_seed=True: the seed at step s is seed + FRESH_SEED_OFFSET + s
 LLC_COLUMNS = ["step", "llc_mean", "llc_se", "llc_std", "num_diverged", "init_loss", "mala_mean", "elapsed_s"]
@@ -47,13 +48,16 @@ def llc_row(step: int, res: LLCResult) -> dict:
             "elapsed_s": res.elapsed_s}
 
 
-def llc_over_checkpoints(model: nn.Module, loss_fn: Callable, data, checkpoints, *, progress: bool = True,
-                         return_results: bool = False, **llc_kwargs):
+def llc_over_checkpoints(model: nn.Module, loss_fn: Callable, data, checkpoints, *, stack: int = 1,
+                         progress: bool = True, return_results: bool = False, **llc_kwargs):
     """Estimate the LLC at each checkpoint with the same seed.
 
-    model: an instance of the architecture (its weights are not changed; a copy is loaded).
+    model: an instance of the architecture (its weights are not changed; copies are loaded).
     checkpoints: ``{step: state_dict | nn.Module | path}`` or a list of ``(step, ...)`` pairs; paths are
         loaded with ``torch.load(weights_only=True)`` and may hold ``{"model": state_dict, ...}``.
+    stack: checkpoints per batched computation (>= 1): groups of ``stack`` checkpoints x the chains run
+        together on the vmap backend (:func:`estimate_llc_stacked`; worth it on a GPU), each with its own
+        w*. The numbers are those of one checkpoint at a time.
     llc_kwargs: passed to :func:`estimate_llc` (``seed`` included: the same at every checkpoint).
     Returns a tidy DataFrame (one row per checkpoint: step, llc_mean, llc_se, llc_std, num_diverged,
     init_loss, mala_mean, elapsed_s) and, with ``return_results``, also ``{step: LLCResult}``.
@@ -61,13 +65,22 @@ def llc_over_checkpoints(model: nn.Module, loss_fn: Callable, data, checkpoints,
     items = list(checkpoints.items() if isinstance(checkpoints, Mapping) else checkpoints)
     if not items:
         raise ValueError("checkpoints is empty")
-    work = copy.deepcopy(model)
+    if not isinstance(stack, int) or isinstance(stack, bool) or stack < 1:
+        raise ValueError(f"stack must be an integer >= 1 (checkpoints per batched computation), got {stack!r}")
+    groups = [items[i:i + stack] for i in range(0, len(items), stack)]
     rows, results = [], {}
-    for step, ckpt in tqdm(items, desc="LLC over checkpoints", disable=not progress or _hide_bar()):
-        work.load_state_dict(_load_state(ckpt))
-        res = estimate_llc(work, loss_fn, data, **llc_kwargs)
-        results[step] = res
-        rows.append(llc_row(step, res))
+    bar = tqdm(total=len(items), desc="LLC over checkpoints", disable=not progress or _hide_bar())
+    for group in groups:
+        models = []
+        for _, ckpt in group:
+            work = copy.deepcopy(model)
+            work.load_state_dict(_load_state(ckpt))
+            models.append(work)
+        for (step, _), res in zip(group, estimate_llc_stacked(models, loss_fn, data, **llc_kwargs)):
+            results[step] = res
+            rows.append(llc_row(step, res))
+        bar.update(len(group))
+    bar.close()
     df = pd.DataFrame(rows)
     return (df, results) if return_results else df
 

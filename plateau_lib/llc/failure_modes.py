@@ -1,6 +1,7 @@
 """The four ways an SGLD estimate of the LLC fails, produced on purpose, and how to recognise each.
 
-- **diverged**: ε far too large; NaN/inf or an exploding loss, the chain is excluded with a warning.
+- **diverged**: one chain with ε far too large (30x the others'); its λ̂ runs away from the other
+  chains' (it stays finite, so only the runaway rule of result.py catches it), it is excluded with a warning.
 - **not converged**: ε far too small; the running λ̂ still climbs at the last draw, MALA acceptance ≈ 1.
 - **escaped**: γ = 0 and a large nβ at a point that is not a minimum; the drift is gradient descent and the
   loss falls steadily below L(w*), so λ̂ is strongly negative and still falling.
@@ -15,10 +16,10 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .calibration import converged
-from .estimator import LLCResult, LLCWarning, estimate_llc
+from .estimator import estimate_llc
+from .result import LLCResult, LLCWarning, combine, converged
 
-DIVERGED = "diverged (ε = 0.3)"
+DIVERGED = "diverged (one chain at ε = 0.03, the others at 1e-3)"
 NOT_CONVERGED = "not converged (ε = 1e-6)"
 ESCAPED = "escaped (early checkpoint, nβ = 2000, γ = 0)"
 NEGATIVE = "negative (early checkpoint, nβ = 2000, γ = 1000)"
@@ -26,8 +27,9 @@ NEGATIVE = "negative (early checkpoint, nβ = 2000, γ = 1000)"
 
 def failure_cases(trained, early) -> dict:
     """``{case: (model, SGLD hyperparameters)}``: the trained model for the step-size failures, an early
-    checkpoint (not a minimum) for the escape and the negative estimate."""
-    return {DIVERGED: (trained, dict(epsilon=0.3, gamma=100.0)),
+    checkpoint (not a minimum) for the escape and the negative estimate. ``runaway_epsilon``: the step
+    size of the planted chain (:func:`planted_runaway`)."""
+    return {DIVERGED: (trained, dict(epsilon=1e-3, gamma=100.0, runaway_epsilon=0.03)),
             NOT_CONVERGED: (trained, dict(epsilon=1e-6, gamma=100.0)),
             ESCAPED: (early, dict(epsilon=1e-4, nbeta=2000.0, gamma=0.0)),
             NEGATIVE: (early, dict(epsilon=1e-4, nbeta=2000.0, gamma=1000.0))}
@@ -40,10 +42,23 @@ def run_failure_modes(cases: dict, loss_fn: Callable, data, **llc_kwargs) -> dic
     """
     results = {}
     for name, (model, hp) in cases.items():
+        run = planted_runaway if "runaway_epsilon" in hp else estimate_llc
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LLCWarning)
-            results[name] = estimate_llc(model, loss_fn, data, **{**llc_kwargs, **hp})
+            results[name] = run(model, loss_fn, data, **{**llc_kwargs, **hp})
     return results
+
+
+def planted_runaway(model, loss_fn, data, *, runaway_epsilon: float, num_chains: int = 4, warn: bool = True,
+                    **llc_kwargs) -> LLCResult:
+    """``num_chains - 1`` chains at ``llc_kwargs``' epsilon and one more (the last chain id) at
+    ``runaway_epsilon``, judged together (``result.combine``): the divergence rule must catch the odd one."""
+    if num_chains < 2:
+        raise ValueError(f"num_chains must be at least 2 (healthy chains and the planted one), got {num_chains!r}")
+    healthy = estimate_llc(model, loss_fn, data, num_chains=num_chains - 1, warn=False, **llc_kwargs)
+    planted = estimate_llc(model, loss_fn, data, chain_ids=[num_chains - 1], warn=False,
+                           **{**llc_kwargs, "epsilon": runaway_epsilon})
+    return combine([healthy, planted], warn=warn)
 
 
 def last_loss_gap(res: LLCResult) -> float:

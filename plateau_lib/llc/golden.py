@@ -197,7 +197,9 @@ def golden_estimates(settings: dict, seed: int = 0, device: str = "cpu") -> list
     """
     from .estimator import estimate_llc
     draws = settings["golden_draws"]
-    common = dict(num_draws=draws, seed=seed, device=device, warn=False)
+    # many chains of tiny models: the cost of a step is Python overhead, so batching the chains (vmap) is
+    # about 10x faster than the sequential CPU default here; the two give the same draws
+    common = dict(num_draws=draws, seed=seed, device=device, warn=False, backend="vmap")
     out = []
     poly = polynomial_data(1000, seed=1)
     for powers in POLYNOMIAL_POWERS:

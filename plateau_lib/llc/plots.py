@@ -1,4 +1,5 @@
-"""The LLC page's figures, drawn for the book's text column (``PAGE_WIDTH`` inches, panels in rows of two)."""
+"""Figures of LLC estimates: per-chain traces, calibration sweeps and the LLC page's panels, drawn for the
+book's text column (``PAGE_WIDTH`` inches, panels in rows of two). Reads results; samples nothing."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -6,7 +7,84 @@ import pandas as pd
 import seaborn as sns
 
 from ..plots import PAGE_WIDTH
-from .calibration import plot_traces
+from .result import LLCResult
+
+TRACE_LABELS = {"llc_running": "running λ̂ (per chain)", "llc": "per-draw nβ·(L − L(w*))",
+                "loss": "minibatch loss L (nats)"}
+
+
+def plot_traces(res: LLCResult, kind: str = "llc_running", ax=None, true_llc: float | None = None, title=None,
+                legend: bool = True):
+    """Per-chain traces of ``kind`` ('llc_running', 'llc' or 'loss'); diverged chains dashed, mean in black."""
+    if kind not in TRACE_LABELS:
+        raise ValueError(f"kind must be one of {sorted(TRACE_LABELS)}, got {kind!r}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(PAGE_WIDTH, 3.2))
+    table = res.table()
+    ok = table[~table.diverged]
+    if len(ok):
+        sns.lineplot(data=ok, x="draw", y=kind, hue="chain", palette="crest", legend=False, lw=0.8, ax=ax,
+                     estimator=None, units="chain")
+        mean = ok.groupby("draw")[kind].mean()
+        ax.plot(mean.index, mean.values, color="black", lw=1.6, label="mean over chains")
+    bad = table[table.diverged]
+    for _, chain in bad.groupby("chain"):
+        ax.plot(chain.draw, chain[kind], ls="--", color="tab:red", lw=0.8)
+    if len(bad):
+        ax.plot([], [], ls="--", color="tab:red", label="diverged chain")
+    if kind == "loss":
+        ax.axhline(res.init_loss, color="tab:orange", ls=":", label="L(w*)")
+    elif true_llc is not None:
+        ax.axhline(true_llc, color="tab:orange", ls=":", label=f"true λ = {true_llc:.3g}")
+    else:
+        ax.axhline(0, color="grey", lw=0.5)
+    hp = res.hyperparams
+    ax.set_title(title or f"ε = {hp['epsilon']:.0e}, nβ = {hp['nbeta']:.3g}, γ = {hp['gamma']:.3g}: "
+                          f"λ̂ = {res.llc_mean:.3g} ± {res.llc_se:.2g}")
+    ax.set_xlabel("draw (SGLD steps after burn-in)")
+    ax.set_ylabel(TRACE_LABELS[kind])
+    if legend:
+        ax.legend(loc="best")
+    return ax.figure
+
+
+def plot_sweep(table: pd.DataFrame, true_llc: float | None = None, value: str = "llc_final"):
+    """Final λ̂ against ε (log axis), one line per nβ, one panel per γ in rows of two; cells with
+    diverged chains marked ×."""
+    t = table.copy()
+    t["nβ"] = t["nbeta"].map(lambda v: f"{v:.3g}")
+    gammas = list(dict.fromkeys(t["gamma"]))
+    ncols = min(2, len(gammas))
+    nrows = -(-len(gammas) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH, 3.0 * nrows), squeeze=False)
+    for ax in axes.flat[len(gammas):]:
+        ax.set_visible(False)
+    for gam, ax in zip(gammas, axes.flat):
+        part = t[t["gamma"] == gam]
+        sns.lineplot(data=part, x="epsilon", y=value, hue="nβ", marker="o", ax=ax, palette="deep")
+        bad = part[part.num_diverged > 0]
+        ax.scatter(bad.epsilon, bad[value].fillna(0), marker="x", color="tab:red", zorder=5,
+                   label="diverged chains" if len(bad) else None)
+        if true_llc is not None:
+            ax.axhline(true_llc, color="tab:orange", ls=":")
+        ax.set_xscale("log")
+        ticks = sorted(part["epsilon"].unique())
+        ax.set_xticks(ticks, [f"{e:.0e}" for e in ticks])
+        ax.set_xticks([], minor=True)
+        ax.set(xlabel="SGLD step size ε", ylabel="final λ̂ (mean of last draws)", title=f"γ = {gam:.3g}")
+        ax.legend(title="nβ", loc="best")
+    return fig
+
+
+def sweep_figures(results: dict, kind: str = "llc_running") -> dict:
+    """One trace figure per sweep cell, labelled 'ε=…, nβ=…, γ=…' (for a precomputed widget)."""
+    figs = {}
+    for (eps, nb, gam), res in results.items():
+        fig = plot_traces(res, kind=kind)
+        figs[f"ε={eps:.0e}, nβ={res.hyperparams['nbeta']:.3g}, γ={gam:.3g}"] = fig
+        plt.close(fig)
+    return figs
+
 
 GOLDEN_SHOWN = ("λ̂ ÷ λ, polynomial (0, 3)", "λ̂ ÷ λ, polynomial (1, 2), a hard case",
                 "λ̂ ÷ λ, reduced-rank regression 5,3,5", "λ̂ ÷ λ, regular model d = 10")

@@ -1,28 +1,38 @@
-"""Batched SGLD over stacked parameters: every chain advances in one vectorised computation.
+"""SGLD chains from w*: one after another (``sequential``) or all together (``vmap``), with the same numbers.
 
-The model is never modified. Its trainable parameters (``requires_grad=True``) are flattened into
-one vector of length D; ``num_chains`` copies are stacked into a (C, D) tensor and the loss gradient
-of all chains is computed at once with ``torch.func.vmap(grad_and_value(...))`` over
-``torch.func.functional_call``. Parameters with ``requires_grad=False`` and buffers are held fixed
-(this is the "weight-restricted" LLC of devinterp's ``optimize_over_per_model_param``, by freezing).
+The model is never modified. Its trainable parameters (``requires_grad=True``) are sampled, in the
+order of ``named_parameters`` (D numbers in all); parameters with ``requires_grad=False`` and buffers
+are held fixed (this is the "weight-restricted" LLC of devinterp's ``optimize_over_per_model_param``,
+by freezing).
 
-The update is devinterp v1's ``SGLD.step`` (Lau et al. 2023), applied to the (C, D) tensor::
+The update is devinterp v1's ``SGLD.step`` (Lau et al. 2023)::
 
     w <- w - (eps/2) * (nbeta * grad L_m(w) + gamma * (w - w*) + weight_decay * w) + N(0, eps I)
 
-where ``L_m`` is the *mean* loss on the step's minibatch. The loss recorded at a step is the minibatch
-loss at the pre-update point (as devinterp records it). Nothing in the loop calls ``.item()`` or moves
-data to the host: losses go into a preallocated (C, steps) tensor that is read once at the end.
+where ``L_m`` is the *mean* loss on the step's minibatch, applied with fused ``torch._foreach_*`` ops.
+The loss recorded at a step is the minibatch loss at the pre-update point (as devinterp records it).
 
-Seeding (same seed -> same noise and batch sequence, at every checkpoint): chain ``c`` draws its
-Gaussian noise from its own generator seeded by ``chain_seed(seed, c, "noise")``; batches come from a
-shared generator (``share_batches=True``) or from chain ``c``'s own one (``chain_seed(seed, c,
-"batch")``). So chain ``c`` gives the same numbers whether it runs alone or with others
-(``chain_ids``), and the same seed re-used at every checkpoint gives every checkpoint the same noise
-and the same batches (the trick of Hoogland et al. that makes LLC-over-time curves smooth).
+Backends:
+
+- ``sequential``: each chain runs alone on a working copy of the model, a plain forward and
+  ``autograd.grad`` per step, at the cost of the model's own forward+backward. The fast choice on a CPU,
+  where one chain already keeps the cores busy.
+- ``vmap``: the K checkpoints x C chains are one (K, C, D) tensor and their gradients one
+  ``vmap(grad_and_value(...))`` over ``torch.func.functional_call``: the fast choice on a GPU, where
+  one small model leaves it idle. On a CPU it costs about 2x (batched matmuls, layer norm in pieces).
+
+Seeding (same seed -> same noise and batch sequence, at every checkpoint, on either backend): chain ``c``
+draws its Gaussian noise (one (D,) vector per step) from its own generator seeded by
+``chain_seed(seed, c, "noise")``; batches come from a shared stream (``share_batches=True``, re-played for
+each chain by the sequential backend) or from chain ``c``'s own one (``chain_seed(seed, c, "batch")``).
+So chain ``c`` gives the same numbers whether it runs alone or with other chains or checkpoints, and the
+same seed at every checkpoint gives every checkpoint the same noise and batches (the trick of Hoogland
+et al. that makes LLC-over-time curves smooth). Nothing in the loop calls ``.item()`` or moves data to
+the host: losses go into a preallocated tensor that is read once at the end.
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -220,66 +230,160 @@ def mala_acceptance_prob(prev_w, prev_grad, prev_U, cur_w, cur_grad, cur_U, epsi
 # ----------------------------------------------------------------------------------------------
 # the sampler
 
-def sgld_sample(model: nn.Module, loss_fn: Callable, batches, *, epsilon: float, nbeta: float, gamma: float,
-                weight_decay: float, num_steps: int, chain_ids: Sequence[int], seed: int,
-                share_batches: bool, device, mala: bool = False, progress=None, compile: bool = False) -> dict:
-    """Run ``len(chain_ids)`` SGLD chains together for ``num_steps`` steps from the model's weights w*.
+BACKENDS = ("auto", "sequential", "vmap")
 
-    ``batches`` comes from :func:`make_batches`. Returns CPU tensors: ``loss`` (C, num_steps), the
-    minibatch loss at the pre-update point of every step, and ``mala`` (C, num_steps - 1) hypothetical
-    MALA acceptance probabilities of each transition (or None), plus ``final`` (C, D) weights.
-    Inputs are validated by :func:`plateau_lib.llc.estimate_llc`. ``compile`` wraps the batched
-    gradient step in ``torch.compile`` (a one-off compilation of tens of seconds per call on a CPU).
+
+def resolve_backend(backend: str, device: torch.device) -> str:
+    """'auto' -> 'vmap' on CUDA (chains in parallel), 'sequential' elsewhere (a CPU is busy with one chain)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "auto":
+        return "vmap" if device.type == "cuda" else "sequential"
+    return backend
+
+
+@dataclass
+class SGLDStep:
+    """The update ``w <- w - (eps/2) drift + sqrt(eps) noise``, ``drift = nbeta grad + gamma (w - w*) + wd w``."""
+    epsilon: float
+    nbeta: float
+    gamma: float
+    weight_decay: float
+
+    def drift(self, w, grads, w_star):
+        """grad U(w), from lists of tensors (fused ``torch._foreach_*``; autograd may return expanded grads,
+        so they are not written to)."""
+        drift = torch._foreach_mul(grads, self.nbeta)
+        if self.gamma:
+            torch._foreach_add_(drift, torch._foreach_sub(w, w_star), alpha=self.gamma)
+        if self.weight_decay:
+            torch._foreach_add_(drift, w, alpha=self.weight_decay)
+        return drift
+
+    def move(self, w, drift, noise):
+        torch._foreach_add_(w, drift, alpha=-0.5 * self.epsilon)
+        torch._foreach_add_(w, noise, alpha=math.sqrt(self.epsilon))
+
+    def potential(self, w64, loss, w_star64):
+        """U(w) = nbeta L + gamma/2 ||w - w*||^2 + wd/2 ||w||^2 in float64 (rows of ``w64`` are chains)."""
+        U = self.nbeta * loss.double()
+        if self.gamma:
+            U = U + 0.5 * self.gamma * ((w64 - w_star64) ** 2).sum(-1)
+        if self.weight_decay:
+            U = U + 0.5 * self.weight_decay * (w64 ** 2).sum(-1)
+        return U
+
+
+def sgld_sample(models: Sequence[nn.Module], loss_fn: Callable, batches, *, epsilon: float, nbeta: float,
+                gamma: float, weight_decay: float, num_steps: int, chain_ids: Sequence[int], seed: int,
+                share_batches: bool, device, backend: str = "sequential", mala: bool = False, progress=None,
+                compile: bool = False, cuda_graphs: bool = False) -> dict:
+    """Run ``len(chain_ids)`` SGLD chains for ``num_steps`` steps from the weights w* of each of ``models``
+    (K checkpoints of one architecture; every checkpoint gets the same seeds).
+
+    ``batches`` comes from :func:`make_batches`. Returns CPU tensors: ``loss`` (K, C, num_steps), the
+    minibatch loss at the pre-update point of every step, ``mala`` (K, C, num_steps - 1) hypothetical
+    MALA acceptance probabilities of each transition (or None), and ``final`` (K, C, D) weights.
+    Inputs are validated by :func:`plateau_lib.llc.estimate_llc`. ``backend``: 'sequential' or 'vmap'
+    (module docstring). ``compile``: ``torch.compile`` the model (sequential) or the batched gradient
+    step (vmap), a one-off compilation of tens of seconds on a CPU; ``cuda_graphs`` compiles the batched
+    step with ``mode="reduce-overhead"`` (CUDA only, not validated against the golden tests).
     """
-    layout = ParamLayout.from_model(model, device)
-    C = len(chain_ids)
-    w_star = layout.flatten(model, device)
-    w = w_star.unsqueeze(0).repeat(C, 1)
+    step = SGLDStep(epsilon, nbeta, gamma, weight_decay)
+    compile_mode = "reduce-overhead" if cuda_graphs else "default" if compile else None
+    run = _sample_vmap if backend == "vmap" else _sample_sequential
+    return run(list(models), loss_fn, batches, step, num_steps, list(chain_ids), seed,
+               share_batches or batches.full, device, mala, progress, compile_mode)
+
+
+def _sample_sequential(models, loss_fn, batches, step, num_steps, chain_ids, seed, shared, device, mala, progress,
+                       compile_mode):
+    """One chain after another, each a plain forward and backward of a working copy of the model."""
+    K, C = len(models), len(chain_ids)
+    layout = ParamLayout.from_model(models[0], device)
+    D, dtype = layout.numel, layout.flatten(models[0], device).dtype
+    loss_trace = torch.empty(K, C, num_steps, dtype=dtype, device=device)
+    mala_trace = torch.empty(K, C, max(num_steps - 1, 0), dtype=torch.float64, device=device) if mala else None
+    final = torch.empty(K, C, D, dtype=dtype, device=device)
+    for k, model in enumerate(models):
+        work = copy.deepcopy(model)
+        w = [p for p in work.parameters() if p.requires_grad]  # the chain's state, updated in place
+        w_star = [p.detach().clone() for p in w]
+        w_star64 = torch.cat([p.reshape(-1) for p in w_star]).double()
+        noise_flat = torch.empty(D, dtype=w[0].dtype, device=device)
+        noise = [n.view_as(p) for n, p in zip(noise_flat.split([p.numel() for p in w]), w)]
+        forward = torch.compile(work, mode=compile_mode) if compile_mode else work
+        for i, c in enumerate(chain_ids):
+            with torch.no_grad():
+                torch._foreach_copy_(w, w_star)
+            noise_gen = make_generator(seed, c, "noise", device)
+            batches.start([make_generator(seed, SHARED if shared else c, "batch", device)], True)
+            prev = None
+            for t in range(num_steps):
+                loss = loss_fn(forward, batches.next()).reshape(())
+                grads = torch.autograd.grad(loss, w, materialize_grads=True)  # unused weights: zero
+                loss_trace[k, i, t] = loss.detach()
+                with torch.no_grad():
+                    drift = step.drift(w, grads, w_star)
+                    if mala:  # torch.cat copies: the saved state never aliases w or drift
+                        w64 = torch.cat([p.reshape(-1) for p in w]).double()
+                        d64 = torch.cat([d.reshape(-1) for d in drift]).double()
+                        U = step.potential(w64, loss.detach(), w_star64)
+                        if prev is not None:
+                            mala_trace[k, i, t - 1] = mala_acceptance_prob(*prev, w64, d64, U, step.epsilon)
+                        prev = (w64, d64, U)
+                    noise_flat.normal_(generator=noise_gen)
+                    step.move(w, drift, noise)
+                if progress is not None:
+                    progress.update(1)
+            final[k, i] = torch.cat([p.detach().reshape(-1) for p in w])
+    return {"loss": loss_trace.cpu(), "mala": None if mala_trace is None else mala_trace.cpu(),
+            "final": final.cpu(), "num_params": D}
+
+
+def _sample_vmap(models, loss_fn, batches, step, num_steps, chain_ids, seed, shared, device, mala, progress,
+                 compile_mode):
+    """All K x C chains as one (K, C, D) tensor, their gradients by one ``vmap(grad_and_value(...))``."""
+    K, C = len(models), len(chain_ids)
+    layout = ParamLayout.from_model(models[0], device)
+    w_star = torch.stack([layout.flatten(m, device) for m in models]).unsqueeze(1)  # (K, 1, D)
+    w = w_star.repeat(1, C, 1)
     fixed = layout.fixed
 
     def chain_loss(flat, batch):
-        return loss_fn(FunctionalModel(model, {**fixed, **layout.unflatten(flat)}), batch).reshape(())
+        return loss_fn(FunctionalModel(models[0], {**fixed, **layout.unflatten(flat)}), batch).reshape(())
 
-    shared = share_batches or batches.full
     step_fn = vmap(grad_and_value(chain_loss), in_dims=(0, None if shared else 0), randomness="different")
-    if compile:
-        step_fn = torch.compile(step_fn)
+    if compile_mode:
+        step_fn = torch.compile(step_fn, mode=compile_mode)
 
+    # chain c draws the same noise and batches at every checkpoint: C streams, broadcast over K
     noise_gens = [make_generator(seed, c, "noise", device) for c in chain_ids]
-    batch_gens = [make_generator(seed, SHARED, "batch", device)] if shared else \
-        [make_generator(seed, c, "batch", device) for c in chain_ids]
-    batches.start(batch_gens, shared)
-
-    loss_trace = torch.empty(C, num_steps, dtype=w.dtype, device=device)
-    mala_trace = torch.empty(C, max(num_steps - 1, 0), dtype=torch.float64, device=device) if mala else None
-    noise = torch.empty_like(w)
-    drift = torch.empty_like(w)
-    half_eps, sqrt_eps = 0.5 * epsilon, math.sqrt(epsilon)
+    batches.start([make_generator(seed, SHARED, "batch", device)] if shared else
+                  [make_generator(seed, c, "batch", device) for c in chain_ids], shared)
+    loss_trace = torch.empty(K, C, num_steps, dtype=w.dtype, device=device)
+    mala_trace = torch.empty(K, C, max(num_steps - 1, 0), dtype=torch.float64, device=device) if mala else None
+    noise = torch.empty(C, w.shape[-1], dtype=w.dtype, device=device)
+    w_star64 = w_star.double()
     prev = None
     for t in range(num_steps):
-        grads, losses = step_fn(w, batches.next())
-        loss_trace[:, t] = losses.detach()
-        # drift = grad U(w) = nbeta * grad L_m + gamma (w - w*) + wd * w
-        torch.mul(grads, nbeta, out=drift)
-        if gamma:
-            drift.add_(w - w_star, alpha=gamma)
-        if weight_decay:
-            drift.add_(w, alpha=weight_decay)
-        if mala:
-            U = nbeta * losses.detach().double()
-            if gamma:
-                U = U + 0.5 * gamma * ((w - w_star).double() ** 2).sum(1)
-            if weight_decay:
-                U = U + 0.5 * weight_decay * (w.double() ** 2).sum(1)
+        batch = batches.next()
+        if not shared and K > 1:  # chain c's batch, at every checkpoint
+            batch = tree_map(lambda x: x.repeat(K, *[1] * (x.dim() - 1)), batch)
+        grads, losses = step_fn(w.view(K * C, -1), batch)
+        grads, losses = grads.view_as(w), losses.view(K, C)
+        loss_trace[..., t] = losses.detach()
+        drift, = step.drift([w], [grads], [w_star])
+        if mala:  # copies: the saved state never aliases w or drift, whatever their dtype
+            w64, d64 = w.to(torch.float64, copy=True), drift.to(torch.float64, copy=True)
+            U = step.potential(w64, losses.detach(), w_star64)
             if prev is not None:
-                mala_trace[:, t - 1] = mala_acceptance_prob(prev[0], prev[1], prev[2], w.double(), drift.double(),
-                                                            U, epsilon)
-            prev = (w.double(), drift.double(), U)
+                mala_trace[..., t - 1] = mala_acceptance_prob(*prev, w64, d64, U, step.epsilon)
+            prev = (w64, d64, U)
         for row, g in zip(noise, noise_gens):
             row.normal_(generator=g)
-        w.add_(drift, alpha=-half_eps)
-        w.add_(noise, alpha=sqrt_eps)
+        step.move([w], [drift], [noise.expand_as(w)])
         if progress is not None:
-            progress.update(1)
+            progress.update(K * C)
     return {"loss": loss_trace.cpu(), "mala": None if mala_trace is None else mala_trace.cpu(),
             "final": w.detach().cpu(), "num_params": layout.numel}
