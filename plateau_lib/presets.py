@@ -114,7 +114,7 @@ def page_runs(preset: str = "paper") -> dict:
 
 # The LLC calibration page (Hoogland et al., App. A.5 procedure): SGLD sizes, the sweep grid, golden runs.
 LLC_PAGE = {
-    "cpu": dict(num_chains=4, num_draws=80, sgld_batch=128, train_steps=300, d_model=32, golden_draws=1500,
+    "cpu": dict(num_chains=4, num_draws=60, sgld_batch=128, train_steps=300, d_model=32, golden_draws=1500,
                 golden_chains=32, golden_train_steps=5000, epsilons=[3e-4, 1e-3, 3e-3], nbetas=[None, 100.0],
                 gammas=[100.0], n_data=2048),
     "paper": dict(num_chains=20, num_draws=200, sgld_batch=100, train_steps=400, d_model=256, golden_draws=5000,
