@@ -215,10 +215,10 @@ def write_index(path: Path | None = None) -> Path:
 
 
 def print_status(entries: list[Entry], preset: str) -> None:
-    stacked = max(1, sum(e.status != COMMITTED for e in entries))
+    todo = [e.config.model_config() for e in entries if e.status != COMMITTED]
     total = 0.0
-    for e in entries:
-        est = estimate_gpu_s(e.config, stacked)
+    for e in entries:  # runs of one architecture are stacked by train_many
+        est = estimate_gpu_s(e.config, max(1, todo.count(e.config.model_config())))
         total += est if e.status != COMMITTED else 0.0
         print(f"  {e.page:<20} {str(e.label):<28} {e.status:<27} {e.config.steps:>5} steps  d_model "
               f"{e.config.d_model:<4} ~{est:5.1f} s GPU")

@@ -103,13 +103,16 @@ def optimal_init_runs(preset: str, seeds=None, reference_seed: int = 0, conditio
 
 def page_runs(preset: str = "paper") -> dict:
     """Every run the pages show by default for ``preset``, by page: ``{page: {label: config}}``. Fig. 5's
-    copied runs also need the reference's weights (the page's entry labelled "reference")."""
+    copied runs also need the reference's weights (the page's entry labelled "reference"). The stages page's
+    entry is its training run (the cpu queue's is the 20k-step CPU run); the LLC at its checkpoints is
+    computed by ``python -m plateau_lib.icl.development`` from the checkpoints that run keeps locally."""
     bias, switch = attention_bias_runs(preset)
     reference, init = optimal_init_runs(preset)
     return {"mws_plateau": seed_runs(preset),
             "mws_attention_bias": {**{("c", *k): v for k, v in bias.items()},
                                    **{("switch", *k): v for k, v in switch.items()}},
-            "mws_optimal_init": {"reference": reference, **init}}
+            "mws_optimal_init": {"reference": reference, **init},
+            "icl_stages": {"training": ICL_STAGES["paper" if preset == "paper" else "cpu_long"]}}
 
 
 # The LLC calibration page (Hoogland et al., App. A.5 procedure): SGLD sizes, the sweep grid, golden runs.
