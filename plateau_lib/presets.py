@@ -153,17 +153,20 @@ def log_linear_steps(total: int, n_log: int, n_linear: int) -> tuple:
 # model (51,717 parameters), D = 4, K = 8, sigma^2 = 0.125, M = infinity, Adam with the one-cycle triangle
 # to 3e-3, batch 256, 500k steps, model seed 1, evaluation on 1024 fixed sequences at every checkpoint.
 ICL_TASK = {"D": 4, "K": 8, "noise_var": 0.125}
+ICL_CHECKPOINTS = {"paper": (100, 100), "cpu_long": (16, 12), "cpu": (6, 4)}  # (log-spaced, linear-spaced)
 ICL_PAPER = TrainConfig(task="icl_regression", task_kwargs=ICL_TASK, n_layer=2, n_head=4, d_model=64, lr=3e-3,
                         schedule="one_cycle", steps=500_000, batch_size=256, eval_every=5_000, eval_batch=1024, seed=1,
-                        checkpoint_steps=log_linear_steps(500_000, 100, 100),
-                        eval_steps=log_linear_steps(500_000, 100, 100))
+                        checkpoint_steps=log_linear_steps(500_000, *ICL_CHECKPOINTS["paper"]),
+                        eval_steps=log_linear_steps(500_000, *ICL_CHECKPOINTS["paper"]))
 # The long CPU run: the same model, data and schedule shape over 20k steps (the triangle peaks at 10k),
 # 16 log + 12 linear checkpoints; run in the background (python -m plateau_lib.icl.stages_run) and committed.
-ICL_CPU_LONG = ICL_PAPER.replace(steps=20_000, eval_every=500, checkpoint_steps=log_linear_steps(20_000, 16, 12),
-                                 eval_steps=log_linear_steps(20_000, 16, 12))
-# The live miniature: width 32, 2 heads (17,733 parameters), batch 128, 2,000 steps, evaluation on 512.
-ICL_CPU = ICL_PAPER.replace(d_model=32, n_head=2, batch_size=128, steps=2_000, eval_every=100, eval_batch=512,
-                            checkpoint_steps=log_linear_steps(2_000, 8, 5), eval_steps=log_linear_steps(2_000, 8, 5))
+ICL_CPU_LONG = ICL_PAPER.replace(steps=20_000, eval_every=500,
+                                 checkpoint_steps=log_linear_steps(20_000, *ICL_CHECKPOINTS["cpu_long"]),
+                                 eval_steps=log_linear_steps(20_000, *ICL_CHECKPOINTS["cpu_long"]))
+# The live miniature: width 32, 2 heads (17,733 parameters), batch 128, 1,500 steps, evaluation on 512.
+ICL_CPU = ICL_PAPER.replace(d_model=32, n_head=2, batch_size=128, steps=1_500, eval_every=100, eval_batch=512,
+                            checkpoint_steps=log_linear_steps(1_500, *ICL_CHECKPOINTS["cpu"]),
+                            eval_steps=log_linear_steps(1_500, *ICL_CHECKPOINTS["cpu"]))
 ICL_STAGES = {"paper": ICL_PAPER, "cpu_long": ICL_CPU_LONG, "cpu": ICL_CPU}
 
 # SGLD at each checkpoint (reference §5.1): epsilon 3e-4, gamma = 2 * 0.001 / epsilon, nbeta = 2 * 0.01 / epsilon,
@@ -173,7 +176,7 @@ ICL_LLC_PAPER = dict(epsilon=3e-4, gamma=20 / 3, nbeta=200 / 3, batch_size=1024,
                      num_burnin_steps=0, n_data=2**20, seed=0)
 ICL_LLC = {"paper": ICL_LLC_PAPER,
            "cpu_long": {**ICL_LLC_PAPER, "batch_size": 256, "num_chains": 4, "num_draws": 200, "n_data": 2**14},
-           "cpu": {**ICL_LLC_PAPER, "batch_size": 128, "num_chains": 3, "num_draws": 100, "n_data": 2**12}}
+           "cpu": {**ICL_LLC_PAPER, "batch_size": 128, "num_chains": 3, "num_draws": 60, "n_data": 2**12}}
 
 
 def icl_stages(preset: str, overrides: dict | None = None, **llc_fields) -> tuple[TrainConfig, dict]:

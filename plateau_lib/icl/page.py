@@ -1,0 +1,509 @@
+"""The stages page of Hoogland et al. (``notebooks/icl_stages.ipynb``): the run's configuration, its stages
+against the paper's, the figure of λ̂ and the markers, the checkpoint widget, verdicts and provenance.
+
+A shorter run than the paper's 500k steps is compared **at the same fraction of the schedule**: the one-cycle
+triangle (0 → lr at half-way → 0) is the paper's stretched, so step s of an N-step run is put beside the
+paper's step s × 500k / N (``to_paper_step``). That comparison is a convention of this page, not a claim that
+development runs at the same pace in a shorter run; the page says so wherever it uses it.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from ..plots import PAGE_WIDTH
+from . import development
+
+FIGURE = "Hoogland Fig. 1(b) (LR stages)"
+PAPER_STEPS = 500_000
+PAPER_BOUNDARIES = (1_000, 40_000, 126_000, 320_000)
+# λ̂ and the evaluation MSE of the published seed-1 run (reference icl_regression.md §4.2).
+PAPER_LLC = {0: -0.7, 1_000: 18.6, 5_000: 124.0, 10_000: 156.0, 40_000: 169.3, 126_000: 156.9,
+             320_000: 112.8, 500_000: 116.3}
+PAPER_POINTS = {1_000: "1k (end of LR1)", 40_000: "40k (end of LR2, the λ̂ peak)", 126_000: "126k (end of LR3)",
+                320_000: "320k (end of LR4)", 500_000: "500k (end)"}
+MATCH_FACTOR = 2.0  # a found boundary "matches" a paper boundary when their (step + 1) differ by < this factor
+# (log-spaced, linear-spaced) checkpoint counts of each preset; tests check they rebuild presets.py's steps.
+LABELS = {"cpu": "cpu miniature", "cpu_long": "long CPU run", "paper": "paper preset"}
+
+
+# ---- configuration and runs ------------------------------------------------------------------------
+
+def live_config(preset: str, steps=None, d_model=None, seed=None, overrides=None, **llc_fields):
+    """(TrainConfig, SGLD settings) of ``preset`` with the page's knobs. A new ``steps`` rebuilds the
+    checkpoints (and the extra evaluations) with the preset's log + linear counts and scales ``eval_every``;
+    None keeps a preset value. ``llc_fields``: SGLD settings (``num_chains``, ``num_draws``, ``batch_size``...)."""
+    from ..presets import ICL_CHECKPOINTS, ICL_STAGES, icl_stages, log_linear_steps
+    if preset not in ICL_STAGES:
+        raise ValueError(f"preset must be one of {sorted(ICL_STAGES)}, got {preset!r}")
+    base = ICL_STAGES[preset]
+    changes = dict(overrides or {})
+    if steps is not None:
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 10:
+            raise ValueError(f"parameter 'steps' must be an integer >= 10, got {steps!r}")
+        points = log_linear_steps(steps, *ICL_CHECKPOINTS[preset])
+        changes.update(steps=steps, checkpoint_steps=points, eval_steps=points,
+                       eval_every=max(1, round(base.eval_every * steps / base.steps)))
+    for name, value in (("d_model", d_model), ("seed", seed)):
+        if value is not None:
+            changes[name] = value
+    return icl_stages(preset, changes, **llc_fields)
+
+
+SETTINGS = ["steps", "d_model", "n_head", "n_layer", "batch_size", "lr", "schedule", "eval_batch", "seed"]
+SGLD = ["epsilon", "gamma", "nbeta", "batch_size", "num_chains", "num_draws", "num_burnin_steps", "n_data", "seed"]
+
+
+def settings_table(cfg, llc: dict) -> pd.DataFrame:
+    """This run's training and SGLD settings beside the paper preset's (which follow the reference)."""
+    from ..presets import ICL_LLC_PAPER, ICL_PAPER
+    ours, ref = cfg.to_dict(), ICL_PAPER.to_dict()
+    rows = [{"setting": f"training {k}", "this run": ours[k], "paper": ref[k]} for k in SETTINGS]
+    rows.append({"setting": "checkpoints (LLC at each)", "this run": len(cfg.checkpoint_steps),
+                 "paper": len(ICL_PAPER.checkpoint_steps)})
+    rows += [{"setting": f"SGLD {k}", "this run": llc.get(k), "paper": ICL_LLC_PAPER.get(k)} for k in SGLD]
+    table = pd.DataFrame(rows).set_index("setting").astype(str)
+    table["changed"] = np.where(table["this run"] != table["paper"], "≠", "")
+    return table
+
+
+# Wall times measured for the presets (training + LLC at every checkpoint, one thread).
+EXPECTED = {"cpu": "about 2.5 minutes with a core to itself (55 s training, 96 s LLC), 4-5 minutes when the 2 cores "
+                   "are shared",
+            "cpu_long": "about 2 hours on 2 CPU cores (the issue's budget; run it in the background with "
+                        "`python -m plateau_lib.icl.development --preset cpu_long`)",
+            "paper": "many hours on a CPU: produce it on a GPU through the `make paper` queue"}
+
+
+def expected_time_note(preset: str, cfg, llc: dict, use_cache: bool) -> str:
+    """A sentence with the expected time when this build is about to compute the run, else ''."""
+    from .. import cache
+    k = development.key(cfg, llc)
+    stored = any((base / f"{development.KIND}-{k}" / "meta.json").exists() for base in (cache.COMMITTED, cache.LOCAL))
+    if use_cache and stored:
+        return ""
+    return (f"Computing the `{preset}` run now: expect {EXPECTED.get(preset, 'a while')} (for the preset's "
+            "settings; other knobs scale it).")
+
+
+def other_runs(live_preset: str) -> dict:
+    """``{preset: Development}`` of the stored long runs ("cpu_long", "paper") other than the live one; a
+    preset with no stored result is left out (``missing_note`` says so)."""
+    from ..presets import icl_stages
+    found = {}
+    for preset in ("cpu_long", "paper"):
+        if preset != live_preset:
+            dev = development.load(*icl_stages(preset))
+            if dev is not None:
+                found[preset] = dev
+    return found
+
+
+def missing_note(preset: str) -> str:
+    """The sentence shown in place of a run that has no stored result."""
+    if preset == "cpu_long":
+        return ("**The long CPU run is not committed yet.** It (the paper's model, 20k steps, LLC at 27 checkpoints) "
+                "is being computed in the background; its figures appear here once it is in `results/`.")
+    return ("**No `paper`-preset run yet.** The 500k-step run with the reference's SGLD settings is produced on a "
+            "GPU by the `make paper` queue; until it is committed, this page shows only CPU runs.")
+
+
+def richest(shown: dict) -> str:
+    """The preset of the longest run in ``{preset: Development}`` (the widget shows it)."""
+    return max(shown, key=lambda p: run_steps(shown[p]))
+
+
+def develop(cfg, llc: dict, use_cache: bool = True, progress: bool = True):
+    """``development.run`` with the estimator's negative-λ̂ warnings kept off the page (λ̂ < 0 near
+    initialisation is expected; ``negative_note`` reports it)."""
+    from ..llc import LLCWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LLCWarning)
+        return development.run(cfg, llc, use_cache=use_cache, progress=progress)
+
+
+def negative_note(dev) -> str:
+    """A sentence on the checkpoints with λ̂ < 0, or ''."""
+    neg = dev.llc.loc[dev.llc["llc_mean"] < 0, "step"].astype(int).tolist()
+    if not neg:
+        return ""
+    return (f"λ̂ is negative at step(s) {neg}: there the chains found a lower loss than at the checkpoint, which "
+            "is not a local minimum (the paper's seed 1 also reads −0.7 at step 0).")
+
+
+def run_steps(dev) -> int:
+    """The length of the run in steps."""
+    return int(dev.train.config["steps"])
+
+
+# ---- steps of a shorter run against the paper's ------------------------------------------------------
+
+def to_paper_step(step, steps: int):
+    """Step ``step`` of an ``steps``-step run at the same fraction of the one-cycle schedule of the paper."""
+    return np.asarray(step, dtype=float) * PAPER_STEPS / steps
+
+
+def from_paper_step(paper_step, steps: int):
+    """The paper's step ``paper_step`` at the same fraction of an ``steps``-step run."""
+    return np.asarray(paper_step, dtype=float) * steps / PAPER_STEPS
+
+
+def nearest_log(candidates, target: float):
+    """The candidate nearest ``target`` in log(step + 1), or None when there is none."""
+    candidates = np.asarray(list(candidates), dtype=float)
+    if candidates.size == 0:
+        return None
+    return int(candidates[np.abs(np.log1p(candidates) - math.log1p(target)).argmin()])
+
+
+PAPER_MIN_STEP = 100  # the pruning rule drops candidates before this step of the 500k-step run
+
+
+def min_step(steps: int) -> int:
+    """The pruning rule's first step for an ``steps``-step run: the paper's step 100 at the same fraction of
+    the schedule (100 for the paper's run, 4 for 20k steps, 0 for 1,500)."""
+    return int(round(float(from_paper_step(PAPER_MIN_STEP, steps))))
+
+
+def detect_stages(dev, **kwargs):
+    """``stages.gp_stage_boundaries`` of λ̂ (mean over chains) over the run's checkpoints; unless given,
+    ``min_step`` is ``min_step(steps)`` of the run."""
+    from ..stages import gp_stage_boundaries
+    llc = dev.llc.dropna(subset=["llc_mean"]).sort_values("step")
+    kwargs.setdefault("min_step", min_step(run_steps(dev)))
+    return gp_stage_boundaries(llc["step"].to_numpy(), llc["llc_mean"].to_numpy(), **kwargs)
+
+
+def boundary_table(boundaries, steps: int) -> pd.DataFrame:
+    """The paper's four boundaries against ``boundaries`` found in an ``steps``-step run, compared at the same
+    fraction of the schedule. Each found boundary is paired with the paper boundary nearest it in log(step + 1)
+    (each paper boundary keeps the nearest of those paired with it); a pair matches when the steps + 1 are
+    within a factor ``MATCH_FACTOR``. Found boundaries left over are listed last, as "extra"."""
+    names = ["LR1 → LR2", "LR2 → LR3", "LR3 → LR4", "LR4 → LR5"]
+    expected = [float(from_paper_step(p, steps)) for p in PAPER_BOUNDARIES]
+    paired = {}
+    for b in sorted({int(b) for b in boundaries}):
+        i = int(np.abs(np.log1p(expected) - math.log1p(b)).argmin())
+        if i not in paired or abs(math.log1p(b) - math.log1p(expected[i])) < abs(
+                math.log1p(paired[i]) - math.log1p(expected[i])):
+            paired[i] = b
+    rows = []
+    for i, (name, paper, target) in enumerate(zip(names, PAPER_BOUNDARIES, expected)):
+        found = paired.get(i)
+        ratio = None if found is None else (found + 1) / (target + 1)
+        match = ratio is not None and 1 / MATCH_FACTOR < ratio < MATCH_FACTOR
+        rows.append({"boundary": name, "paper step": paper, "same fraction of this run": round(target),
+                     "found": found, "found ÷ expected (step + 1)": ratio,
+                     "match": "yes" if match else ("no" if found is not None else "none found near")})
+    for extra in sorted({int(b) for b in boundaries} - set(paired.values())):
+        rows.append({"boundary": "extra", "paper step": None, "same fraction of this run": None, "found": extra,
+                     "found ÷ expected (step + 1)": None, "match": "extra"})
+    table = pd.DataFrame(rows)
+    for column in ("paper step", "same fraction of this run", "found"):
+        table[column] = table[column].astype("Int64")
+    table["found ÷ expected (step + 1)"] = table["found ÷ expected (step + 1)"].astype(float)
+    return table
+
+
+def llc_at_points(dev) -> pd.DataFrame:
+    """λ̂ at the paper's points (1k, 40k, 126k, 320k, end), at the same fraction of this run's schedule
+    (the nearest checkpoint in log-step), beside the paper's seed-1 λ̂."""
+    steps = run_steps(dev)
+    llc = dev.llc.sort_values("step")
+    rows = []
+    for paper, label in PAPER_POINTS.items():
+        target = float(from_paper_step(paper, steps))
+        at = nearest_log(llc["step"], target) if paper < PAPER_STEPS else int(llc["step"].max())
+        row = llc[llc["step"] == at].iloc[0]
+        rows.append({"paper point": label, "same fraction of this run": round(target), "checkpoint": at,
+                     "λ̂": float(row["llc_mean"]), "± se": float(row["llc_se"]), "paper λ̂ (seed 1)": PAPER_LLC[paper]})
+    return pd.DataFrame(rows)
+
+
+# ---- verdict numbers -----------------------------------------------------------------------------------
+
+def stage_values(dev, stages) -> dict:
+    """The page's numbers for the claims of ``FIGURE`` (``verdicts.CLAIMS``)."""
+    steps = run_steps(dev)
+    llc = dev.llc.dropna(subset=["llc_mean"]).sort_values("step").reset_index(drop=True)
+    peak = llc.loc[llc["llc_mean"].idxmax()]
+    metrics = dev.train.metrics.sort_values("step")
+    matched = (boundary_table(stages.boundaries, steps)["match"] == "yes").sum()
+    return {"stages found": len(stages.boundaries) + 1,
+            "paper boundaries matched (at the same fraction of the schedule)": int(matched),
+            "step of the λ̂ peak (× 500k ÷ steps)": float(to_paper_step(peak["step"], steps)),
+            "λ̂ at its peak": float(peak["llc_mean"]),
+            "λ̂ at the end ÷ λ̂ at its peak": float(llc["llc_mean"].iloc[-1] / peak["llc_mean"]),
+            "minimum mean-square prediction (LR1 marker)": float(metrics["pred_sq"].min()),
+            "final evaluation loss": float(metrics["loss"].iloc[-1]),
+            "final Δ to ridge": float(metrics["delta_ridge"].iloc[-1])}
+
+
+def verdict_table(values: dict, page: str, provenance: dict) -> pd.DataFrame:
+    """``book.verdicts`` for the presets the Reproducibility page has a column for ("cpu", "paper"); any other
+    preset shown (the long CPU run) gets its own columns here, judged by the miniature's rule and not recorded."""
+    from .. import report
+    from ..book import verdicts
+    recorded = {p: v for p, v in values.items() if p in report.PRESET_COLUMNS}
+    table = verdicts(FIGURE, recorded, page, provenance)
+    rule = table.pop("rule")
+    for preset, by_metric in values.items():
+        if preset in recorded:
+            continue
+        rows = {r["metric"]: r for r in report.summary_rows(FIGURE, "cpu", by_metric)}
+        table[LABELS.get(preset, preset)] = [rows[m]["shown"] if m in rows else "–" for m in table.index]
+        table[f"verdict ({preset})"] = [rows[m]["verdict"] if m in rows else "–" for m in table.index]
+    table["rule"] = rule
+    return table
+
+
+# ---- figures -------------------------------------------------------------------------------------------
+
+STAGE_SHADES = ("#ffffff", "#e3ebf4")  # stage 1 unshaded, then alternating
+
+
+def shade_stages(ax, boundaries, last_step: int, paper_lines=None, label: bool = False) -> None:
+    """Shade alternate stages (x = step + 1) between ``boundaries``; ``paper_lines``: the paper's boundaries
+    at the same fraction of this run, drawn dotted; ``label`` numbers the stages at the top of ``ax``."""
+    edges = [0, *sorted(boundaries), last_step]
+    for i, (a, b) in enumerate(zip(edges[:-1], edges[1:])):
+        ax.axvspan(a + 1, b + 1, color=STAGE_SHADES[i % 2], lw=0, zorder=0)
+        if label:
+            ax.text(math.sqrt((a + 1) * (b + 1)), 0.97, str(i + 1), transform=ax.get_xaxis_transform(),
+                    ha="center", va="top", fontsize=9, color="#33475b")
+    for s in boundaries:
+        ax.axvline(s + 1, color="#33475b", lw=0.8, zorder=1)
+    for s in paper_lines if paper_lines is not None else ():
+        ax.axvline(s + 1, color="#c0392b", lw=1.0, ls=":", zorder=1)
+
+
+def head_types(train) -> pd.DataFrame:
+    """Per evaluation step, layer and head type: the largest score over the layer's heads (long format)."""
+    scores = development.head_scores(np.asarray(train.arrays["attn"]))
+    scores["step"] = np.asarray(train.arrays["step"])[scores["evaluation"]]
+    best = scores.groupby(["step", "layer"])[["previous token", "previous x", "previous y"]].max().reset_index()
+    long = best.melt(id_vars=["step", "layer"], var_name="type", value_name="weight")
+    long["layer"] = "layer " + (long["layer"] + 1).astype(str)
+    return long
+
+
+MARKERS = (  # (key, title, y label, log y)
+    ("pred_sq", "mean-square prediction (LR1)", "mean ŷ²", True),
+    ("icl", "ICL scores (LR2)", "loss difference", False),
+    ("delta_ridge", "Δ to ridge", "mean squared distance", False),
+    ("ood", "loss on scaled inputs / tasks (g = 5)", "MSE", False),
+    ("weight_norm", "weight norm", "L2 norm", False),
+    ("ln", "layer-norm weights (LR3–LR4)", "mean |weight|", False),
+    ("sv", "embedding singular values", "singular value", False),
+    ("heads", "attention-head types", "attention weight", False),
+)
+
+
+def _marker(ax, key: str, dev) -> None:
+    m = dev.train.metrics.sort_values("step").assign(x=lambda f: f["step"] + 1)
+    s = dev.structure.sort_values("step").assign(x=lambda f: f["step"] + 1)
+    if key == "pred_sq":
+        ax.plot(m["x"], m["pred_sq"], color="C0")
+        noise = dev.train.config["task_kwargs"].get("noise_var")
+        if noise:
+            ax.axhline(noise, color="grey", ls="--", lw=1, label="σ²")
+            ax.legend(loc="upper right")
+    elif key == "icl":
+        for column, label in (("icl_score", "ℓ_K − ℓ_1"), ("icl_1_D", "ℓ_D − ℓ_1"), ("icl_D_K", "ℓ_K − ℓ_D")):
+            ax.plot(m["x"], m[column], label=label)
+        ax.legend(loc="lower left", ncols=1)
+    elif key == "delta_ridge":
+        ax.plot(m["x"], m["delta_ridge"], color="C0")
+    elif key == "ood":
+        ax.plot(m["x"], m["loss_ood_inputs"], label="inputs × g")
+        ax.plot(m["x"], m["loss_ood_tasks"], label="tasks × g")
+        ax.legend(loc="lower left")
+    elif key == "weight_norm":
+        ax.plot(m["x"], m["weight_norm"], color="C0")
+    elif key == "ln":
+        for i, column in enumerate(c for c in s.columns if c.startswith("ln ")):
+            ax.plot(s["x"], s[column], label=column.removeprefix("ln ").replace("blocks.", "block "), color=f"C{i}")
+        ax.legend(loc="best", ncols=2, handlelength=1.2, columnspacing=0.8)
+    elif key == "sv":
+        for kind, colour in (("token", "Blues_r"), ("position", "Oranges_r")):
+            columns = [c for c in s.columns if c.startswith(f"{kind} sv")]
+            shades = sns.color_palette(colour, len(columns) + 2)
+            for i, column in enumerate(columns):
+                ax.plot(s["x"], s[column], color=shades[i], label=f"{kind} sv1–{len(columns)}" if i == 0 else None)
+        ax.legend(loc="upper left")
+    elif key == "heads":
+        kinds, styles = ["previous token", "previous x", "previous y"], ["-", "--", ":", "-."]
+        for (layer, kind), group in head_types(dev.train).groupby(["layer", "type"]):
+            ax.plot(group["step"] + 1, group["weight"], color=f"C{kinds.index(kind)}",
+                    ls=styles[(int(layer.split()[-1]) - 1) % len(styles)])
+        layers = sorted(head_types(dev.train)["layer"].unique())
+        handles = [plt.Line2D([], [], color=f"C{i}", label=k) for i, k in enumerate(kinds)]
+        handles += [plt.Line2D([], [], color="black", ls=styles[i % len(styles)], label=name)
+                    for i, name in enumerate(layers)]
+        ax.legend(handles=handles, loc="upper left", ncols=2, handlelength=1.5, columnspacing=0.8)
+        ax.set_ylim(0, 1.02)
+
+
+def stages_figure(dev, stages, title: str = ""):
+    """Hoogland Fig. 1(b) for one run: λ̂ (± se at each checkpoint, GP mean) and the evaluation loss over
+    log(step + 1), the detected stages shaded and numbered, the paper's boundaries at the same fraction of the
+    schedule dotted; below, each marker of reference §4.2 on the same x-axis (two per row)."""
+    steps = run_steps(dev)
+    last = int(max(dev.llc["step"].max(), dev.train.metrics["step"].max()))
+    paper_lines = from_paper_step(PAPER_BOUNDARIES, steps)
+    rows = 2 + math.ceil(len(MARKERS) / 2)
+    fig = plt.figure(figsize=(PAGE_WIDTH, 1.9 * 2 + 1.75 * (rows - 2)), constrained_layout=True)
+    grid = fig.add_gridspec(rows, 2, height_ratios=[1.25, 1.0] + [1.0] * (rows - 2))
+    top = fig.add_subplot(grid[0, :])
+    loss_ax = fig.add_subplot(grid[1, :], sharex=top)
+    marker_axes = [fig.add_subplot(grid[2 + i // 2, i % 2], sharex=top) for i in range(len(MARKERS))]
+    llc = dev.llc.sort_values("step")
+    top.errorbar(llc["step"] + 1, llc["llc_mean"], yerr=llc["llc_se"], fmt="o", ms=3.5, color="C0", lw=1,
+                 label="λ̂ ± se (chains)")
+    top.plot(stages.steps + 1, stages.smooth, color="C1", lw=1.5, label="GP mean")
+    top.plot([], [], color="#c0392b", ls=":", label="paper's boundaries (same fraction)")
+    top.set(ylabel="λ̂", title="local learning coefficient")
+    top.legend(loc="center left")
+    m = dev.train.metrics.sort_values("step")
+    loss_ax.plot(m["step"] + 1, m["loss"], color="C0", label="transformer")
+    loss_ax.plot(m["step"] + 1, m["loss_ridge"], color="grey", ls="--", lw=1, label="ridge (Bayes)")
+    loss_ax.set(ylabel="MSE", title="evaluation loss (held-out batch, per token)")
+    loss_ax.legend(loc="upper right")
+    shade_stages(top, stages.boundaries, last, paper_lines, label=True)
+    shade_stages(loss_ax, stages.boundaries, last, paper_lines)
+    for ax, (key, panel, ylabel, log) in zip(marker_axes, MARKERS):
+        _marker(ax, key, dev)
+        shade_stages(ax, stages.boundaries, last, paper_lines)
+        ax.set(title=panel, ylabel=ylabel)
+        if log:
+            ax.set_yscale("log")
+    top.set_xscale("log")
+    top.set_xlim(1, last + 1)
+    for ax in [top, loss_ax, *marker_axes[:-2]]:
+        ax.tick_params(labelbottom=False)
+    for ax in marker_axes[-2:]:
+        ax.set_xlabel("training step + 1 (log scale)")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def checkpoint_frame(train, index: int, sequences: int = 3, title: str = ""):
+    """One widget frame at evaluation ``index``: every head's batch-mean attention (rows: layers), and for
+    ``sequences`` held-out sequences the model's prediction at each token against ridge's and the target;
+    last, the per-token loss and Δ to ridge on the whole evaluation batch. Fixed margins instead of the
+    constrained layout: a frame renders in about half the time."""
+    arrays = train.arrays
+    step = int(arrays["step"][index])
+    attn = np.asarray(arrays["attn"][index])  # (L, H, 2K, 2K)
+    L, H, T, _ = attn.shape
+    top_in, bottom_in = 1.6 * L, 2.2
+    height = top_in + bottom_in + 1.5
+    fig = plt.figure(figsize=(PAGE_WIDTH, height), layout="none")
+
+    def y(inches):  # the figure fraction of a distance from the top
+        return 1 - inches / height
+
+    grid = fig.add_gridspec(L, H, left=0.08, right=0.86, top=y(0.55), bottom=y(0.55 + top_in), hspace=0.45,
+                            wspace=0.08)
+    names = [f"{'xy'[t % 2]}{t // 2 + 1}" for t in range(T)]
+    ticks = list(range(0, T, 4))
+    for layer in range(L):
+        for h in range(H):
+            ax = fig.add_subplot(grid[layer, h])
+            image = ax.imshow(attn[layer, h], vmin=0, vmax=1, cmap="viridis", aspect="auto")
+            ax.set_title(f"layer {layer + 1}, head {h + 1}", fontsize=9, pad=3)
+            ax.set_xticks(ticks, [names[t] for t in ticks] if layer == L - 1 else [])
+            ax.set_yticks(ticks, [names[t] for t in ticks] if h == 0 else [])
+            ax.grid(False)
+    fig.colorbar(image, cax=fig.add_axes((0.88, y(0.55 + top_in), 0.015, top_in / height)), label="attention")
+    fig.text(0.01, y(0.55 + top_in / 2), "query", rotation=90, va="center", fontsize=9)
+    fig.text(0.47, y(0.93 + top_in), "key", ha="center", va="bottom", fontsize=9)
+    bottom = fig.add_gridspec(1, sequences + 1, left=0.08, right=0.98, top=y(1.65 + top_in), bottom=y(height - 0.45),
+                              wspace=0.35)
+    panels = [fig.add_subplot(bottom[0, j]) for j in range(sequences + 1)]
+    K = np.asarray(arrays["pred"]).shape[-1]
+    k = np.arange(1, K + 1)
+    for j, ax in enumerate(panels[:-1]):
+        ax.plot(k, arrays["y"][index][j], "o", color="black", ms=3.5, label="target y")
+        ax.plot(k, arrays["pred"][index][j], color="C0", label="model")
+        ax.plot(k, arrays["pred_ridge"][index][j], color="C1", ls="--", label="ridge")
+        ax.set(title=f"sequence {j + 1}", xlabel="token k", xticks=k[::2])
+    panels[0].set_ylabel("prediction")
+    fig.legend(*panels[0].get_legend_handles_labels(), loc="center", bbox_to_anchor=(0.5, y(1.2 + top_in)), ncols=3)
+    tokens = train.positions[train.positions["step"] == step].sort_values("token")
+    ax = panels[-1]
+    ax.plot(tokens["token"], tokens["loss"], color="C0", label="loss")
+    ax.plot(tokens["token"], tokens["delta_ridge"], color="C2", label="Δ to ridge")
+    ax.set(title="per token (batch)", xlabel="token k", xticks=k[::2])
+    ax.legend(loc="best", handlelength=1.2)
+    fig.suptitle(f"{title}step {step}" if title else f"step {step}", y=y(0.12), va="top")
+    return fig
+
+
+def frame_indices(steps, n: int = 8) -> list[int]:
+    """About ``n`` evaluation indices spread evenly in log(step + 1), first and last included."""
+    steps = np.asarray(steps, dtype=float)
+    if steps.size == 0:
+        raise ValueError("no evaluations to pick frames from")
+    targets = np.geomspace(steps.min() + 1, steps.max() + 1, max(1, n))
+    return sorted({int(np.abs(np.log1p(steps) - np.log(t)).argmin()) for t in targets})
+
+
+def checkpoint_frames(train, n: int = 8, sequences: int = 3, title: str = "") -> dict:
+    """``{"step s": figure}`` at about ``n`` evaluations for ``widgets.image_selector``."""
+    steps = np.asarray(train.arrays["step"])
+    return {f"step {int(steps[i])}": checkpoint_frame(train, i, sequences, title) for i in frame_indices(steps, n)}
+
+
+# ---- provenance and the closing note --------------------------------------------------------------------
+
+def source(dev) -> str:
+    return dev.meta["cache"] if dev.meta.get("cache") else "computed in this build"
+
+
+def provenance_rows(devs: dict) -> list[dict]:
+    """Two rows per run ``{preset: Development}``: its training and its LLC estimates."""
+    rows = []
+    for preset, dev in devs.items():
+        cfg, llc = dev.train.config, dev.meta.get("llc", {})
+        common = {"preset": preset, "device": dev.meta.get("device"), "source": source(dev),
+                  "commit": dev.meta.get("commit"), "date": str(dev.meta.get("date", ""))[:10]}
+        rows.append({**common, "run": f"training: {cfg['steps']} steps, d_model {cfg['d_model']}, seed {cfg['seed']}",
+                     "wall time (s)": dev.meta.get("train_wall_s")})
+        rows.append({**common, "run": (f"LLC at {len(dev.llc)} checkpoints: {llc.get('num_chains')} chains × "
+                                       f"{llc.get('num_draws')} draws, SGLD batch {llc.get('batch_size')}, "
+                                       f"n = {llc.get('n_data')}"),
+                     "wall time (s)": dev.meta.get("llc_wall_s")})
+    return rows
+
+
+def provenance_summary(dev) -> dict:
+    """Device, seed, wall times and source of one run, for a recorded summary."""
+    return {"device": dev.meta.get("device"), "runs": 1, "seeds": [dev.train.config.get("seed")],
+            "wall_time_s": round(float(dev.meta.get("train_wall_s") or 0) + float(dev.meta.get("llc_wall_s") or 0), 1),
+            "source": "committed" if str(dev.meta.get("cache") or "").startswith("results") else "this build"}
+
+
+def closing_note(devs: dict, found: dict) -> str:
+    """Markdown: per run shown, the boundaries found (candidates and rule), λ̂ at the paper's points (or this
+    run's matching fractions, labelled) and the wall times of training and LLC."""
+    lines = []
+    for preset, dev in devs.items():
+        stages, steps = found[preset], run_steps(dev)
+        points = llc_at_points(dev)
+        at = "; ".join(f"{p.split(' ')[0]} → step {c}: {v:.1f}" for p, c, v in
+                       zip(points["paper point"], points["checkpoint"], points["λ̂"]))
+        scaled = ("" if steps == PAPER_STEPS
+                  else f" (this run's steps at the same fraction of its {steps:,}-step schedule)")
+        lines.append(
+            f"- **{LABELS.get(preset, preset)}** ({steps:,} steps): boundaries {stages.boundaries or 'none'} "
+            f"(raw candidates {stages.candidates}); λ̂ at the paper's points{scaled}: {at}; wall time "
+            f"{dev.meta.get('train_wall_s')} s training, {dev.meta.get('llc_wall_s')} s LLC on "
+            f"{dev.meta.get('device')}.")
+    return "\n".join(lines)

@@ -1,0 +1,199 @@
+"""The stages page's helpers (plateau_lib.icl.page) on hand-built runs: no training, no SGLD."""
+import json
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from plateau_lib import presets  # noqa: E402
+from plateau_lib.icl import development, page  # noqa: E402
+from plateau_lib.verdicts import claims_of  # noqa: E402
+
+K, D = 8, 4
+PUBLISHED = [984, 35353, 45454, 126262, 323232]  # seed-1 candidates past step 100 (reference §6)
+
+
+def fake_run(steps=500_000, llc=None, heads=(1, 2), cache=None):
+    """A Development with hand-made tables: λ̂ at the paper's seed-1 points unless ``llc`` {step: λ̂}."""
+    llc = llc or page.PAPER_LLC
+    llc_table = pd.DataFrame({"step": list(llc), "llc_mean": list(llc.values()), "llc_se": 1.0})
+    evals = np.array(sorted(llc))
+    metrics = pd.DataFrame({"step": evals, "seed": 1, "loss": np.linspace(4.4, 1.75, evals.size),
+                            "loss_ridge": 1.652, "delta_ridge": np.linspace(2.7, 0.09, evals.size),
+                            "pred_sq": np.r_[0.2, 0.013, np.full(evals.size - 2, 1.5)],
+                            "icl_score": np.linspace(0, -3.6, evals.size), "icl_1_D": 0.0, "icl_D_K": 0.0,
+                            "loss_ood_inputs": 90.0, "loss_ood_tasks": 80.0,
+                            "weight_norm": np.linspace(25, 236, evals.size)})
+    positions = pd.DataFrame([{"step": s, "seed": 1, "token": k, "loss": 4.0 / k, "delta_ridge": 0.1}
+                              for s in evals for k in range(1, K + 1)])
+    L, H = heads
+    attn = np.zeros((evals.size, L, H, 2 * K, 2 * K))
+    attn[:, :, :, 0, 0] = 1.0
+    attn[:, :, :, np.arange(1, 2 * K), np.arange(0, 2 * K - 1)] = 1.0  # previous-token heads
+    rng = np.random.default_rng(0)
+    arrays = {"step": evals, "attn": attn, "pred": rng.normal(size=(evals.size, 16, K)),
+              "pred_ridge": rng.normal(size=(evals.size, 16, K)), "y": rng.normal(size=(evals.size, 16, K))}
+    structure = pd.DataFrame({"step": evals, "weight_norm": 30.0, "ln blocks.0.ln_1": 1.0, "ln ln_f": 0.5,
+                              **{f"token sv{i}": 2.0 / i for i in range(1, 6)},
+                              **{f"position sv{i}": 1.0 / i for i in range(1, 6)}})
+    train = SimpleNamespace(config={"steps": steps, "d_model": 64, "seed": 1, "task_kwargs": {"noise_var": 0.125}},
+                            metrics=metrics, positions=positions, arrays=arrays, meta={})
+    meta = {"device": "cpu", "train_wall_s": 12.5, "llc_wall_s": 30.0, "commit": "abc", "date": "2026-01-01",
+            "cache": cache, "llc": {"num_chains": 3, "num_draws": 100, "batch_size": 128, "n_data": 4096}}
+    return development.Development(train, llc_table, structure, meta)
+
+
+def test_same_fraction_of_the_schedule():
+    assert page.from_paper_step(40_000, 2_000) == 160 and page.to_paper_step(160, 2_000) == 40_000
+    assert page.from_paper_step(320_000, 20_000) == 12_800
+    assert [page.min_step(n) for n in (500_000, 20_000, 2_000)] == [100, 4, 0]
+    assert page.nearest_log([1, 100, 10_000], 900) == 100 and page.nearest_log([], 5) is None
+
+
+def test_the_published_boundaries_match_themselves():
+    table = page.boundary_table(PUBLISHED[:1] + PUBLISHED[1:], 500_000)
+    assert list(table["match"]) == ["yes", "yes", "yes", "yes", "extra"]
+    assert list(table["found"][:4]) == [984, 35353, 126262, 323232] and table["found"].iloc[4] == 45454
+
+
+def test_a_shorter_run_is_compared_at_the_same_fraction():
+    # 1,600 of 20k is the paper's 40k: matched; 76 of 2,000 is the paper's 19k: nearest LR2 -> LR3 but off by > 2x
+    table = page.boundary_table([40, 1_600], 20_000)
+    assert list(table["match"]) == ["yes", "yes", "none found near", "none found near"]
+    mini = page.boundary_table([76], 2_000)
+    assert list(mini["match"]) == ["none found near", "no", "none found near", "none found near"]
+    assert mini.loc[1, "same fraction of this run"] == 160
+    assert (page.boundary_table([], 2_000)["match"] == "none found near").all()
+
+
+def test_llc_at_points_reads_the_nearest_checkpoint():
+    points = page.llc_at_points(fake_run())
+    assert list(points["checkpoint"]) == [1_000, 40_000, 126_000, 320_000, 500_000]
+    assert np.allclose(points["λ̂"], points["paper λ̂ (seed 1)"])
+    short = page.llc_at_points(fake_run(2_000, {0: 0.0, 4: 1.0, 150: 10.0, 500: 20.0, 1_300: 30.0, 2_000: 40.0}))
+    assert list(short["checkpoint"]) == [4, 150, 500, 1_300, 2_000]
+    assert list(short["same fraction of this run"]) == [4, 160, 504, 1280, 2000]
+
+
+def test_stage_values_cover_every_claim_and_read_the_curves():
+    run = fake_run()
+    values = page.stage_values(run, SimpleNamespace(boundaries=[984, 35353, 126262, 323232]))
+    assert set(values) == {c.metric for c in claims_of(page.FIGURE)}
+    assert values["stages found"] == 5
+    assert values["paper boundaries matched (at the same fraction of the schedule)"] == 4
+    assert values["step of the λ̂ peak (× 500k ÷ steps)"] == 40_000 and values["λ̂ at its peak"] == 169.3
+    assert values["λ̂ at the end ÷ λ̂ at its peak"] == pytest.approx(116.3 / 169.3)
+    assert values["minimum mean-square prediction (LR1 marker)"] == pytest.approx(0.013)
+    assert values["final evaluation loss"] == pytest.approx(1.75)
+
+
+def test_the_papers_own_numbers_are_reproduced_and_a_miniature_is_not_comparable():
+    values = page.stage_values(fake_run(), SimpleNamespace(boundaries=[984, 35353, 126262, 323232]))
+    by_metric = {c.metric: c for c in claims_of(page.FIGURE)}
+    for metric, value in values.items():
+        if metric != "final Δ to ridge":
+            assert by_metric[metric].judge(value, "paper") == "reproduced", metric
+        expected = "reproduced" if metric.startswith("minimum mean-square") else "not comparable at this scale"
+        assert by_metric[metric].judge(value, "cpu") == expected, metric
+
+
+def test_verdict_table_records_cpu_and_paper_only(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLATEAU_SUMMARIES", str(tmp_path))
+    values = page.stage_values(fake_run(), SimpleNamespace(boundaries=[984]))
+    table = page.verdict_table({"cpu": values, "cpu_long": values}, "icl_stages", {"cpu": {"device": "cpu"}})
+    assert [p.name for p in tmp_path.iterdir()] == ["hoogland-fig-1-b-lr-stages-cpu.json"]
+    assert json.loads((tmp_path / "hoogland-fig-1-b-lr-stages-cpu.json").read_text())["page"] == "icl_stages"
+    assert {"cpu miniature", "long CPU run", "verdict (cpu_long)"} <= set(table.columns)
+    assert list(table.columns)[-1] == "rule"
+    assert table.loc["stages found", "verdict (cpu_long)"] == "not comparable at this scale"
+
+
+def test_checkpoint_counts_rebuild_the_presets():
+    for preset, counts in presets.ICL_CHECKPOINTS.items():
+        cfg = presets.ICL_STAGES[preset]
+        assert presets.log_linear_steps(cfg.steps, *counts) == tuple(cfg.checkpoint_steps), preset
+
+
+def test_live_config_rebuilds_checkpoints_and_refuses_bad_values():
+    cfg, llc = page.live_config("cpu", steps=400, d_model=16, num_chains=2)
+    assert cfg.steps == 400 and cfg.d_model == 16 and llc["num_chains"] == 2
+    assert max(cfg.checkpoint_steps) <= 400 and cfg.checkpoint_steps == cfg.eval_steps and cfg.eval_every == round(100 * 400 / 1500)
+    assert page.live_config("cpu")[0] == presets.ICL_CPU
+    with pytest.raises(ValueError, match="steps"):
+        page.live_config("cpu", steps=5)
+    with pytest.raises(ValueError, match="preset"):
+        page.live_config("gpu")
+    with pytest.raises(ValueError, match="SGLD"):
+        page.live_config("cpu", num_chainz=2)
+
+
+def test_settings_table_marks_the_miniatures_changes():
+    table = page.settings_table(*presets.icl_stages("cpu"))
+    assert table.loc["training d_model", "changed"] == "≠" and table.loc["training lr", "changed"] == ""
+    assert table.loc["SGLD num_chains", "this run"] == "3" and table.loc["SGLD num_chains", "paper"] == "10"
+
+
+def test_head_types_find_previous_token_heads():
+    heads = page.head_types(fake_run().train)
+    token = heads[heads["type"] == "previous token"]["weight"]
+    assert np.allclose(token, 1.0) and set(heads["layer"]) == {"layer 1"}
+    assert heads[heads["type"] == "previous x"]["weight"].max() < 1.0
+
+
+def test_frame_indices_span_the_run():
+    steps = np.array([0, 1, 2, 5, 10, 50, 100, 500, 1000, 2000])
+    picked = page.frame_indices(steps, 4)
+    assert picked[0] == 0 and picked[-1] == len(steps) - 1 and picked == sorted(set(picked))
+    with pytest.raises(ValueError):
+        page.frame_indices([], 3)
+
+
+def test_figures_draw_on_hand_built_runs():
+    run = fake_run(heads=(2, 4))
+    stages = SimpleNamespace(boundaries=[1_000, 40_000], steps=run.llc["step"].to_numpy(),
+                             smooth=run.llc["llc_mean"].to_numpy())
+    fig = page.stages_figure(run, stages, title="hand-built")
+    assert len(fig.axes) == 2 + len(page.MARKERS) and fig.get_figwidth() == pytest.approx(7.5)
+    frames = page.checkpoint_frames(run.train, n=3)
+    assert list(frames)[0] == "step 0" and all(f.get_figwidth() == pytest.approx(7.5) for f in frames.values())
+    plt.close("all")
+
+
+def test_provenance_and_closing_note():
+    runs = {"cpu": fake_run(2_000, {0: 0.0, 76: 5.0, 2_000: 90.0}), "paper": fake_run(cache="results/icl_stages-x")}
+    rows = page.provenance_rows(runs)
+    assert len(rows) == 4 and rows[0]["source"] == "computed in this build"
+    assert rows[2]["source"] == "results/icl_stages-x"
+    assert page.provenance_summary(runs["paper"])["source"] == "committed"
+    assert page.provenance_summary(runs["cpu"])["wall_time_s"] == 42.5
+    found = {"cpu": SimpleNamespace(boundaries=[76], candidates=[76]),
+             "paper": SimpleNamespace(boundaries=[984], candidates=[9, 984])}
+    note = page.closing_note(runs, found)
+    assert "boundaries [76]" in note and "12.5 s training, 30.0 s LLC" in note and "same fraction" in note
+    assert page.richest(runs) == "paper"
+
+
+def test_missing_runs_are_said_plainly(monkeypatch):
+    monkeypatch.setattr(development, "load", lambda cfg, llc: None)
+    assert page.other_runs("cpu") == {}
+    assert "not committed yet" in page.missing_note("cpu_long")
+    assert "No `paper`-preset run yet" in page.missing_note("paper")
+    cfg, llc = presets.icl_stages("cpu")
+    assert "expect" in page.expected_time_note("cpu", cfg, llc, use_cache=False)
+
+
+def test_negative_llc_note():
+    assert "step(s) [0]" in page.negative_note(fake_run(2_000, {0: -2.0, 100: 5.0, 2_000: 9.0}))
+    assert page.negative_note(fake_run(2_000, {0: 1.0, 100: 5.0, 2_000: 9.0})) == ""
+
+
+def test_detect_stages_scales_the_first_step(monkeypatch):
+    seen = {}
+    monkeypatch.setattr("plateau_lib.stages.gp_stage_boundaries", lambda s, v, **kw: seen.update(kw))
+    page.detect_stages(fake_run(20_000, {0: 0.0, 10: 1.0, 100: 2.0, 1_000: 3.0, 20_000: 4.0}))
+    assert seen == {"min_step": 4}
