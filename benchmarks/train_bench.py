@@ -5,7 +5,9 @@ alternated repeats:
 - floors on the same model and batch: a plain eager forward+backward, and forward+backward+Adam (what a
   training step cannot go below);
 - ``train()`` with evaluation only at the start and the end, and with every chapter metric every
-  ``--eval-every`` steps: ``metrics_overhead`` is the metrics' share of the run;
+  ``--eval-every`` steps, over the preset's whole run (``--metrics-steps``; the cost of an evaluation
+  depends on the phase: a model right under teacher forcing needs no decoding): ``metrics_overhead`` is the
+  metrics' share of the run;
 - S (``--stack``) runs of different seeds through ``train_many``, ``backend="sequential"`` and
   ``backend="stacked"`` (evaluation at the start and end): ``<device>_stacked_vs_sequential`` is the
   stacked throughput over the sequential one, in run-steps per second (above 1: stacking pays);
@@ -46,6 +48,7 @@ def main():
     ap.add_argument("--preset", default="cpu", choices=presets.PRESETS)
     ap.add_argument("--steps", type=int, default=100, help="training steps per run (and floor steps per repeat)")
     ap.add_argument("--eval-every", type=int, default=10)
+    ap.add_argument("--metrics-steps", type=int, default=None, help="steps of the two train() runs (default: the preset's)")
     ap.add_argument("--stack", type=int, default=None, help="runs stacked by train_many (default 4 on CPU, 16 on GPU)")
     ap.add_argument("--paper-width", action="store_true", help="also the d_model-256 paper model, and a Fig. 2 run")
     ap.add_argument("--repeats", type=int, default=3, help="alternations of the variants; medians reported")
@@ -63,6 +66,9 @@ def main():
     workload = (f"MWS, {args.preset} preset: d_model {base.d_model}, batch {base.batch_size}, {args.steps} steps, "
                 f"eval batch {base.eval_batch}")
 
+    whole = presets.mws_config(args.preset, device=str(device))
+    if args.metrics_steps:
+        whole = whole.replace(steps=args.metrics_steps)
     model = build_model(base, device)
     task = base.make_task()
     batch = task.sample(base.batch_size, torch.Generator(device=device).manual_seed(0))
@@ -72,15 +78,17 @@ def main():
             "floor: forward+backward+Adam": lambda: B.time_steps(B.floor_step(model, task.loss, batch, adam),
                                                                   args.steps, device=device),
             "train(), evaluation at start and end only": lambda: B.timed(
-                lambda: train(base.replace(eval_every=args.steps), progress=False), device),
+                lambda: train(whole.replace(eval_every=whole.steps), progress=False), device),
             f"train(), all metrics every {args.eval_every} steps": lambda: B.timed(
-                lambda: train(base.replace(eval_every=args.eval_every), progress=False), device)}
+                lambda: train(whole.replace(eval_every=args.eval_every), progress=False), device)}
     times = {k: [] for k in runs}
     for repeat in range(args.repeats):  # alternate, starting each repeat with the next variant
         for name in list(runs)[repeat % len(runs):] + list(runs)[:repeat % len(runs)]:
             times[name].append(runs[name]())
     floor = B.step_row(workload, "floor: forward+backward", args.steps, times["floor: forward+backward"])
-    rows = [B.step_row(workload, name, args.steps, ts, floor) for name, ts in times.items()]
+    rows = [B.step_row(workload if name.startswith("floor") else workload.replace(f"{args.steps} steps", f"{whole.steps} steps"),
+                       name, args.steps if name.startswith("floor") else whole.steps, ts, floor)
+            for name, ts in times.items()]
     fb_row, adam_row, without, with_m = rows
     prefix = "gpu" if gpu else "cpu"
     ratios = {"metrics_overhead" + ("_gpu" if gpu else ""): 1 - without["ms_per_step"] / with_m["ms_per_step"]}
