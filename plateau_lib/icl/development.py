@@ -93,14 +93,15 @@ def _folder(base: Path, k: str) -> Path:
 
 
 def load(cfg: TrainConfig, llc: dict) -> Development | None:
-    """The stored run (committed first, then local), or None."""
+    """The stored run (committed first, then local) with its training result, or None; never computes."""
     k = key(cfg, llc)
     for base in (cache.COMMITTED, cache.LOCAL):
         folder = _folder(base, k)
         if (folder / "meta.json").exists():
-            train = cache.load_committed(cfg) if base == cache.COMMITTED else None
-            if train is None:
-                train = cache.cached_train(cfg, progress=False)
+            hit = cache.find("train", cache.cache_key(cfg))  # loads only: never trains
+            if hit is None:
+                continue
+            train = TrainResult.load(hit)
             meta = json.loads((folder / "meta.json").read_text())
             meta["cache"] = str(folder.relative_to(cache.ROOT)) if folder.is_relative_to(cache.ROOT) else str(folder)
             return Development(train, pd.read_csv(folder / "llc.csv"), pd.read_csv(folder / "structure.csv"), meta)

@@ -349,6 +349,18 @@ def _marker(ax, key: str, dev) -> None:
         ax.set_ylim(0, 1.02)
 
 
+def show_stored_run(shown: dict, found: dict, which: str, live: str) -> None:
+    """The stages figure of a stored run (``which``: "cpu_long" or "paper") under its own heading: drawn if
+    it is shown and not this build's live run, else a line saying where it is or why it is missing."""
+    from IPython.display import Markdown, display
+    if which in shown and live != which:
+        stages_figure(shown[which], found[which], title=f"{LABELS[which]}: {run_steps(shown[which]):,} steps (committed)")
+    elif live == which:
+        display(Markdown(f"This build's live run is the {LABELS[which]}: see the figure above."))
+    else:
+        display(Markdown(missing_note(which)))
+
+
 def stages_figure(dev, stages, title: str = ""):
     """Hoogland Fig. 1(b) for one run: λ̂ (± se at each checkpoint, GP mean) and the evaluation loss over
     log(step + 1), the detected stages shaded and numbered, the paper's boundaries at the same fraction of the
