@@ -72,12 +72,13 @@ def _store(result: TrainResult, key: str, extra) -> TrainResult:
 
 
 @contextmanager
-def _locked(keys):
+def _locked(keys, lock: bool = True):
     """Hold the lock of every key (in sorted order, so two callers never deadlock): one process computes a
-    key, others wait and then load it."""
+    key, others wait and then load it. ``lock=False`` takes none (sweep workers on other machines, where
+    file locks are unreliable; they rely on atomic renames)."""
     LOCAL.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
-        for key in sorted(set(keys)):
+        for key in sorted(set(keys)) if lock else ():
             fcntl.flock(stack.enter_context(open(LOCAL / f"train-{key}.lock", "w")), fcntl.LOCK_EX)
         yield
 
@@ -93,17 +94,22 @@ def cached_train(cfg: TrainConfig, use_cache: bool = True, init_state=None, extr
 
 
 def cached_train_many(configs, use_cache: bool = True, init_states=None, extras=None, progress=True,
-                      need_state: bool = False, backend: str = "auto", deadline: float | None = None
-                      ) -> list[TrainResult]:
+                      need_state: bool = False, backend: str = "auto", deadline: float | None = None,
+                      lock: bool = True, on_done=None) -> list[TrainResult]:
     """``train_many(configs)`` through the cache: hits are loaded, the rest trained together (``backend``),
     each stored the moment it finishes; interrupted runs resume from their partial folders (``deadline``
-    stops them there on purpose, raising ``train.Stopped``)."""
+    stops them there on purpose, raising ``train.Stopped``). ``lock``: see ``_locked``. ``on_done``:
+    ``f(index, result)`` for each config as it is loaded or finishes (e.g. a sweep's progress bar)."""
     configs = list(configs)
     init_states = [None] * len(configs) if init_states is None else list(init_states)
     extras = [None] * len(configs) if extras is None else list(extras)
     keys = [cache_key(c, e) for c, e in zip(configs, extras)]
-    with _locked(keys):
+    done = on_done or (lambda i, result: None)
+    with _locked(keys, lock):
         results = [_hit(k, need_state) if use_cache else None for k in keys]
+        for i, result in enumerate(results):
+            if result is not None:
+                done(i, result)
         todo = {}  # one computation per key, even if a config is listed twice
         for i, k in enumerate(keys):
             if results[i] is None:
@@ -115,7 +121,7 @@ def cached_train_many(configs, use_cache: bool = True, init_states=None, extras=
             fresh = train_many([configs[i] for i in index], [init_states[i] for i in index],
                                [LOCAL / f"train-{keys[i]}.partial" for i in index], progress=progress,
                                backend=backend, deadline=deadline,
-                               on_result=lambda j, r: _store(r, keys[index[j]], extras[index[j]]))
+                               on_result=lambda j, r: done(index[j], _store(r, keys[index[j]], extras[index[j]])))
             for i, k in enumerate(keys):
                 if results[i] is None:
                     results[i] = fresh[index.index(todo[k])]
@@ -147,3 +153,45 @@ def commit_result(cfg, extra=None) -> Path:
     with atomic_path(COMMITTED / f"train-{key}") as tmp:
         shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("final_state.pt", "*.pt"))
     return COMMITTED / f"train-{key}"
+
+
+# ---- stored tables: results that are a few CSV tables (e.g. λ̂ per run), keyed by a JSON spec ---------------
+
+def table_key(spec: dict) -> str:
+    """16 hex digits identifying a stored-tables result by its ``spec`` (JSON-able: the runs' keys and settings)."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def load_tables(kind: str, spec: dict):
+    """``({name: DataFrame}, meta)`` of the stored ``kind`` result for ``spec`` (committed first), or None."""
+    import pandas as pd
+    path = find(kind, table_key(spec))
+    if path is None:
+        return None
+    meta = json.loads((path / "meta.json").read_text())
+    meta["cache"] = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+    return {p.stem: pd.read_csv(p) for p in sorted(path.glob("*.csv"))}, meta
+
+
+def store_tables(kind: str, spec: dict, tables: dict, meta: dict) -> Path:
+    """Write ``tables`` ({name: DataFrame}) and ``meta`` (with provenance added) atomically to the local cache."""
+    key = table_key(spec)
+    meta = {**meta, "spec": spec, "key": key, "commit": git_commit(),
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    with atomic_path(LOCAL / f"{kind}-{key}") as tmp:
+        tmp.mkdir()
+        for name, table in tables.items():
+            table.to_csv(tmp / f"{name}.csv", index=False)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+    return LOCAL / f"{kind}-{key}"
+
+
+def commit_tables(kind: str, spec: dict) -> Path:
+    """Copy the local stored-tables result of ``spec`` into ``results/``."""
+    key = table_key(spec)
+    src = LOCAL / f"{kind}-{key}"
+    if not (src / "meta.json").exists():
+        raise ValueError(f"no local {kind} result for this spec (key {key}); compute it first")
+    with atomic_path(COMMITTED / f"{kind}-{key}") as tmp:
+        shutil.copytree(src, tmp)
+    return COMMITTED / f"{kind}-{key}"

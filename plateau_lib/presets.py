@@ -192,6 +192,58 @@ def icl_stages(preset: str, overrides: dict | None = None, **llc_fields) -> tupl
     return ICL_STAGES[preset].replace(**(overrides or {})), llc
 
 
+# Task diversity and the transient ridge (Carroll et al.; Raventós et al.; reference icl_regression.md §4.1,
+# §4.3, §7.4). ``paper``: Carroll's data (D = 8, K = 16, sigma^2 = 0.125, nested task sets) and a 2-layer
+# model of 2,641,417 parameters (their "2.65 million"; width 256 and MLP 2048 are the reference's guess
+# of the unpublished shape), M from 1 to 1024 and infinity. Carroll's optimizer, schedule, batch, steps,
+# heads and residual are unpublished (their App. A is not in our copy): Adam with a one-cycle triangle to
+# 1e-3 (Raventós's), batch 256, 100k steps, 4 heads, a standard residual are this book's choices.
+DIVERSITY_MS = {"paper": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, None],
+                "cpu_long": [1, 2, 4, 8, 16, 32, 64, None], "cpu": [1, 2, 8, None]}
+DIVERSITY_PAPER = TrainConfig(task="icl_regression",
+                              task_kwargs={"D": 8, "K": 16, "noise_var": 0.125, "d_mlp": 2048,
+                                           "doubled_residual": False, "n_root": 512},
+                              n_layer=2, n_head=4, d_model=256, lr=1e-3, schedule="one_cycle", steps=100_000,
+                              batch_size=256, eval_every=2_000, eval_batch=2048,
+                              eval_steps=log_linear_steps(100_000, 50, 50))
+# The CPU sweep: D = 2 (instead of 8) and K = 8 (instead of 16), so that in-context learning and memorising
+# M tasks both happen within 10k steps of a 17,603-parameter model (width 32, 2 heads, MLP 64), batch 128,
+# Adam at 3e-3 with a 250-step warm-up and a cosine decay, 64 root-task sequences for the PCA. Committed
+# (``python -m plateau_lib.icl.diversity --workers 2 --commit``); the live ``cpu`` sweep is its first 1,500 steps' worth.
+DIVERSITY_CPU_LONG = DIVERSITY_PAPER.replace(
+    task_kwargs={"D": 2, "K": 8, "noise_var": 0.125, "d_mlp": 64, "doubled_residual": False, "n_root": 64},
+    n_head=2, d_model=32, lr=3e-3, schedule="warmup_cosine", warmup_steps=250, steps=10_000, batch_size=128,
+    eval_every=250, eval_batch=1024, eval_steps=log_linear_steps(10_000, 24, 12))
+DIVERSITY_CPU = DIVERSITY_CPU_LONG.replace(steps=1_500, eval_every=100, eval_batch=512,
+                                           eval_steps=log_linear_steps(1_500, 12, 6))
+DIVERSITY = {"paper": DIVERSITY_PAPER, "cpu_long": DIVERSITY_CPU_LONG, "cpu": DIVERSITY_CPU}
+# SGLD at the final weights of every M (one setting for all M; Carroll's are unpublished): calibrated on these
+# models by ``python -m plateau_lib.icl.diversity`` (the grid below), shown on the transient-ridge page.
+DIVERSITY_LLC = {"paper": dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=1024, num_chains=8, num_draws=2000,
+                               num_burnin_steps=0, n_data=2**18, seed=0),
+                 "cpu_long": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=256, num_chains=4, num_draws=400,
+                                  num_burnin_steps=0, n_data=2**14, seed=0),
+                 "cpu": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=128, num_chains=2, num_draws=100,
+                             num_burnin_steps=0, n_data=2**12, seed=0)}
+DIVERSITY_CALIBRATION = dict(epsilons=[1e-4, 3e-4, 1e-3, 3e-3], nbetas=[None], gammas=[100.0])
+
+
+def diversity(preset: str, Ms=None, seeds=(0,), overrides: dict | None = None, **llc_fields) -> tuple[dict, dict]:
+    """The task-diversity sweep of ``preset`` ("paper", "cpu_long" or "cpu"): ``{(M, seed): config}`` and the
+    SGLD settings, with ``overrides`` of TrainConfig fields (task fields go in ``task_kwargs``) and
+    ``llc_fields`` of the SGLD settings (None ignored)."""
+    from .icl import diversity as div
+    if preset not in DIVERSITY:
+        raise ValueError(f"preset must be one of {sorted(DIVERSITY)}, got {preset!r}")
+    llc = dict(DIVERSITY_LLC[preset])
+    unknown = sorted(set(llc_fields) - set(llc))
+    if unknown:
+        raise ValueError(f"unknown SGLD setting(s) {unknown}; allowed: {sorted(llc)}")
+    llc.update({k: v for k, v in llc_fields.items() if v is not None})
+    base = DIVERSITY[preset].replace(**(overrides or {}))
+    return div.configs(base, DIVERSITY_MS[preset] if Ms is None else Ms, seeds), llc
+
+
 CONFIG_FIELDS = ["task_kwargs", "n_layer", "n_head", "d_model", "softmax", "optimizer", "lr", "steps", "batch_size",
                  "eval_every", "eval_batch"]
 

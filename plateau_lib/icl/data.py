@@ -58,6 +58,19 @@ def sample(batch: int, K: int, D: int, noise_var: float, generator: torch.Genera
     return xs, targets(xs, ws, noise), ws
 
 
+ROOT_PROBE_SEED = 3_000_017  # seeds the root-task probe sequences (offset by the task seed)
+
+
+def root_probe(n: int, K: int, D: int, noise_var: float, task_seed: int = 0, device="cpu"):
+    """Carroll et al.'s fixed PCA inputs: ``n`` sequences of the root task t_1 (the task every nested set
+    shares), drawn on the CPU from their own seed so every run, M and device sees the same ones."""
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"parameter 'n' (number of root-task sequences, B) must be an integer >= 1, got {n!r}")
+    g = torch.Generator().manual_seed(ROOT_PROBE_SEED + task_seed)
+    batch = sample(int(n), K, D, noise_var, g, task_set(1, D, task_seed))
+    return tuple(t.to(device) for t in batch)
+
+
 def ood_batch(batch, g: float, kind: str):
     """Hoogland et al.'s OOD probes, on the same draws scaled by ``g``: "inputs" feeds x' = g x, "tasks"
     uses w' = g w (both x ~ N(0, g²I) or w ~ N(0, g²I)); targets wᵀ(g x) + ε keep the batch's noise ε."""

@@ -11,8 +11,8 @@ predictions, and not divided by D, as in Hoogland et al.):
 - ``loss_ridge``/``delta_ridge`` (and ``delta_ridge_token``): ridge's loss, and Δ of the model to ridge;
   for finite M also ``loss_dmmse``/``delta_dmmse``, ``delta_task_mean`` (Δ to the task-pool mean
   predictor t̄ᵀx, Hoogland et al.'s "task prior" score) and, on the same inputs with fresh Gaussian tasks
-  (Raventós et al.'s 𝒯_True, Carroll et al.'s OOD loss), ``loss_true``, ``delta_ridge_true`` and
-  ``delta_dmmse_true``;
+  (Raventós et al.'s 𝒯_True, Carroll et al.'s OOD loss), ``loss_true`` (with the baselines'
+  ``loss_ridge_true`` and ``loss_dmmse_true``), ``delta_ridge_true`` and ``delta_dmmse_true``;
 - ``pred_sq``: the mean-square prediction (Δ to the zero predictor, the LR1 marker);
 - ICL scores (1-based tokens): ``icl_score`` = ℓ_K − ℓ_1, and the two variants of Hoogland et al.
   App. D.1.2, ``icl_1_D`` = ℓ_D − ℓ_1 (locating the task) and ``icl_D_K`` = ℓ_K − ℓ_D (refining it), with
@@ -21,7 +21,8 @@ predictions, and not divided by D, as in Hoogland et al.):
   (``data.ood_batch``), keeping the batch's noise σ²;
 - ``weight_norm``: the L2 norm of all parameters;
 - arrays: ``attn`` (n_layer, H, 2K, 2K), the batch-mean attention; ``pred``, ``pred_ridge`` and ``y``
-  (n, K) on the first ``n_show`` sequences.
+  (n, K) on the first ``n_show`` sequences; with ``n_root`` > 0, ``pred_root`` (n_root, K): the predictions
+  on the fixed root-task sequences of ``data.root_probe`` (the rows of the joint trajectory PCA).
 """
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ TRUE_TASK_SEED = 2_000_003  # seeds the fresh Gaussian tasks of the 𝒯_True ev
 class ICLRegression:
     """x ~ N(0, I_D), y = wᵀx + N(0, σ²), K pairs; tasks Gaussian (M = None or inf) or uniform over the
     nested set T_M fixed by ``task_seed``. ``d_mlp`` and ``doubled_residual`` configure the model
-    (``model.ICLConfig``); width, depth and heads come from the TrainConfig."""
+    (``model.ICLConfig``); width, depth and heads come from the TrainConfig. ``n_root`` root-task sequences
+    are predicted at every evaluation for the trajectory PCA (0: none)."""
 
     name = "icl_regression"
     omega_is_fixed = False  # no attention-biasing intervention here
@@ -50,9 +52,9 @@ class ICLRegression:
     TOKEN_COLUMNS = {"loss_token": "loss", "delta_ridge_token": "delta_ridge", "delta_dmmse_token": "delta_dmmse"}
 
     def __init__(self, D=4, K=8, noise_var=0.125, M=None, task_seed=0, ood_scale=5.0, d_mlp=64,
-                 doubled_residual=True):
+                 doubled_residual=True, n_root=0):
         self.M = data.check_params(D, K, noise_var, M)
-        for name, value, low in (("task_seed", task_seed, 0), ("d_mlp", d_mlp, 1)):
+        for name, value, low in (("task_seed", task_seed, 0), ("d_mlp", d_mlp, 1), ("n_root", n_root, 0)):
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
                 raise ValueError(f"task parameter {name!r} must be an integer >= {low}, got {value!r}")
         if isinstance(ood_scale, bool) or not isinstance(ood_scale, numbers.Real) or not 0 < ood_scale < math.inf:
@@ -61,6 +63,7 @@ class ICLRegression:
             raise ValueError(f"task parameter 'doubled_residual' must be True or False, got {doubled_residual!r}")
         self.D, self.K, self.noise_var, self.task_seed = int(D), int(K), float(noise_var), int(task_seed)
         self.ood_scale, self.d_mlp, self.doubled_residual = float(ood_scale), int(d_mlp), doubled_residual
+        self.n_root = int(n_root)
         self._tasks = {}    # T_M by device, made on first use
         self._memo = None   # (eval batch, its baselines): computed once per held-out batch
 
@@ -114,6 +117,8 @@ class ICLRegression:
             base["true"] = true
             base["true_ridge"] = B.ridge_predict(true[0], true[1], self.noise_var)
             base["true_dmmse"] = B.dmmse_predict(true[0], true[1], tasks, self.noise_var)
+        if self.n_root:
+            base["root"] = data.root_probe(self.n_root, self.K, self.D, self.noise_var, self.task_seed, xs.device)
         self._memo = (batch, base)
         return base
 
@@ -143,6 +148,8 @@ class ICLRegression:
             out.update(loss_dmmse=(base["dmmse"] - ys).square().mean(), delta_dmmse=B.delta(pred, base["dmmse"]),
                        delta_task_mean=B.delta(pred, base["task_mean"]),
                        loss_true=(true_pred - true_ys).square().mean(),
+                       loss_ridge_true=(base["true_ridge"] - true_ys).square().mean(),
+                       loss_dmmse_true=(base["true_dmmse"] - true_ys).square().mean(),
                        delta_ridge_true=B.delta(true_pred, base["true_ridge"]),
                        delta_dmmse_true=B.delta(true_pred, base["true_dmmse"]))
         out["weight_norm"] = torch.sqrt(sum(p.square().sum() for p in model.parameters()))
@@ -152,6 +159,8 @@ class ICLRegression:
             out["delta_dmmse_token"] = B.delta(pred, base["dmmse"], by_token=True)
         out.update(attn=torch.stack([a.mean(0) for a in inside["attn"]]), pred=pred[:n], pred_ridge=base["ridge"][:n],
                    y=ys[:n])
+        if "root" in base:
+            out["pred_root"] = model(*base["root"][:2])
         return out
 
     def tables(self, evals: list, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, dict]:

@@ -1,0 +1,312 @@
+"""Task diversity (Raventós et al.) and the transient ridge (Carroll et al.): runs over the number of
+pretraining tasks M, read as tidy tables.
+
+- ``configs(base, Ms, seeds)``: one training config per (M, seed), with nested task sets (the sweep is run by
+  ``plateau_lib.sweep.sweep``, in this process or on an executor);
+- ``curves(results)``: per evaluation, the OOD loss (on Gaussian tasks, Carroll's q_∞), the
+  in-distribution loss (on q_M), Δ to dMMSE_M and to ridge on both, and the baselines' losses;
+- ``critical_steps(curves)``: t_M^crit, the step of minimal OOD loss (Carroll App. B.2);
+- ``switch_M(final)``: the smallest M whose final model is nearer ridge than dMMSE_M (the behavioural
+  switch, *not* Raventós's data-scaling crossover M*, which needs two batch sizes);
+- ``trajectory_rows(results)`` and ``predictor_rows(...)``: the rows of the joint trajectory PCA
+  (``plateau_lib.trajectory``), the models' predictions at each checkpoint and the ideal predictors', on
+  the same fixed root-task sequences.
+
+Δ here is per token and not divided by D (Hoogland's convention); ``raventos_delta`` divides by D.
+M = ∞ is written ``math.inf`` in every table (the task's ``M=None``).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import shutil
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import baselines, data
+from .. import cache
+from ..tasks import make_task
+from ..train import TrainConfig
+from ..utils import atomic_path, resolve_device
+
+INF = math.inf
+
+
+def check_Ms(Ms) -> list:
+    """The M grid as a list of positive ints and ``math.inf``; ValueError for an empty grid or M <= 0."""
+    if isinstance(Ms, (str, bytes)) or not hasattr(Ms, "__iter__"):
+        raise ValueError(f"parameter 'Ms' must be a list of task counts M (positive integers, or math.inf), got {Ms!r}")
+    Ms = list(Ms)
+    if not Ms:
+        raise ValueError("parameter 'Ms' (the grid of task counts) is empty; give at least one M >= 1 or math.inf")
+    out = []
+    for M in Ms:
+        if M is None or (isinstance(M, float) and M == INF):
+            out.append(INF)
+        elif isinstance(M, numbers.Integral) and not isinstance(M, bool) and M >= 1:
+            out.append(int(M))
+        else:
+            raise ValueError(f"parameter 'Ms' must hold positive integers or math.inf (M = ∞, Gaussian tasks); got {M!r}")
+    if len(set(out)) != len(out):
+        raise ValueError(f"parameter 'Ms' repeats a value: {Ms}")
+    return out
+
+
+def configs(base: TrainConfig, Ms, seeds=(0,)) -> dict:
+    """``{(M, seed): config}``: ``base`` with ``task_kwargs["M"]`` (None for ∞) and model seed ``seed``. The
+    task sets are nested across M (``data.task_set``: the same ``task_seed`` for every M)."""
+    if base.task != "icl_regression":
+        raise ValueError(f"parameter 'base' must be an icl_regression config, got task {base.task!r}")
+    seeds = list(seeds)
+    if not seeds or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise ValueError(f"parameter 'seeds' must be a non-empty list of integers >= 0, got {seeds!r}")
+    return {(M, s): base.replace(seed=int(s), task_kwargs={**base.task_kwargs, "M": None if M == INF else M})
+            for M in check_Ms(Ms) for s in seeds}
+
+
+def curves(results: dict) -> pd.DataFrame:
+    """Tidy curves of ``{(M, seed): TrainResult}``: step, M, seed, ``ood_loss`` (Gaussian tasks) and
+    ``id_loss`` (q_M) with the baselines' ``*_ridge``/``*_dmmse`` losses, and Δ of the model to dMMSE_M and
+    to ridge on q_M (``delta_*``) and on Gaussian tasks (``delta_*_ood``). For M = ∞ dMMSE is ridge."""
+    frames = []
+    for (M, seed), result in results.items():
+        m = result.metrics
+        if M == INF:
+            f = pd.DataFrame({"ood_loss": m["loss"], "ood_ridge": m["loss_ridge"], "ood_dmmse": m["loss_ridge"],
+                              "id_loss": m["loss"], "id_ridge": m["loss_ridge"], "id_dmmse": m["loss_ridge"],
+                              "delta_dmmse": m["delta_ridge"], "delta_ridge": m["delta_ridge"],
+                              "delta_dmmse_ood": m["delta_ridge"], "delta_ridge_ood": m["delta_ridge"]})
+        else:
+            f = pd.DataFrame({"ood_loss": m["loss_true"], "ood_ridge": m["loss_ridge_true"],
+                              "ood_dmmse": m["loss_dmmse_true"], "id_loss": m["loss"], "id_ridge": m["loss_ridge"],
+                              "id_dmmse": m["loss_dmmse"], "delta_dmmse": m["delta_dmmse"],
+                              "delta_ridge": m["delta_ridge"], "delta_dmmse_ood": m["delta_dmmse_true"],
+                              "delta_ridge_ood": m["delta_ridge_true"]})
+        f.insert(0, "seed", seed)
+        f.insert(0, "M", M)
+        f.insert(0, "step", m["step"].to_numpy())
+        frames.append(f)
+    return pd.concat(frames, ignore_index=True).sort_values(["M", "seed", "step"], ignore_index=True)
+
+
+def critical_steps(curves: pd.DataFrame) -> pd.DataFrame:
+    """t_M^crit per (M, seed): the evaluated step of minimal OOD loss, with that loss and the final one
+    (a t_crit before the last step with a higher final loss is the transient's signature)."""
+    rows = []
+    for (M, seed), g in curves.groupby(["M", "seed"], sort=True):
+        g = g.sort_values("step")
+        i = int(np.argmin(g["ood_loss"].to_numpy()))
+        rows.append({"M": M, "seed": seed, "t_crit": int(g["step"].iloc[i]), "min_ood_loss": g["ood_loss"].iloc[i],
+                     "final_ood_loss": g["ood_loss"].iloc[-1], "last_step": int(g["step"].iloc[-1]),
+                     "rise_after_min": g["ood_loss"].iloc[-1] - g["ood_loss"].iloc[i]})
+    return pd.DataFrame(rows)
+
+
+def final(curves: pd.DataFrame) -> pd.DataFrame:
+    """The last evaluation of every (M, seed)."""
+    return curves.sort_values("step").groupby(["M", "seed"], sort=True).tail(1).sort_values(["M", "seed"],
+                                                                                           ignore_index=True)
+
+
+def switch_M(final_table: pd.DataFrame):
+    """The behavioural switch: the smallest finite M from which on every final model (seed-mean) is nearer
+    ridge than dMMSE_M in function space on q_M (Δ_ridge < Δ_dMMSE); None if no M switches."""
+    mean = final_table[final_table["M"] != INF].groupby("M")[["delta_dmmse", "delta_ridge"]].mean().sort_index()
+    nearer_ridge = (mean["delta_ridge"] < mean["delta_dmmse"]).to_numpy()
+    for i, M in enumerate(mean.index):
+        if nearer_ridge[i:].all():
+            return int(M)
+    return None
+
+
+def raventos_delta(delta, D: int):
+    """Δ in Raventós et al.'s normalisation (their Eq. 4 divides the per-token squared distance by D)."""
+    return delta / D
+
+
+def trajectory_rows(results: dict) -> tuple[dict, dict]:
+    """``({label: (T, B·K) predictions on the root-task probe}, {label: (T,) steps})`` for the joint PCA."""
+    rows, steps = {}, {}
+    for label, result in results.items():
+        if "pred_root" not in result.arrays:
+            raise ValueError(f"run {label!r} kept no root-task predictions: train it with task_kwargs n_root > 0")
+        pred = np.asarray(result.arrays["pred_root"], dtype=np.float64)
+        rows[label], steps[label] = pred.reshape(pred.shape[0], -1), np.asarray(result.arrays["step"])
+    return rows, steps
+
+
+def predictor_rows(task_kwargs: dict, Ms) -> dict:
+    """The ideal predictors on the same root-task probe as the runs (one row each): ``("dMMSE", M)`` for every
+    finite M, and ``("ridge", inf)``. Built from the probe's seed, never fitted."""
+    D, K, noise_var = task_kwargs["D"], task_kwargs["K"], task_kwargs["noise_var"]
+    task_seed, n = task_kwargs.get("task_seed", 0), task_kwargs.get("n_root", 0)
+    xs, ys, _ = data.root_probe(n, K, D, noise_var, task_seed)
+    rows = {("ridge", INF): baselines.ridge_predict(xs, ys, noise_var).reshape(-1).double().numpy()}
+    for M in check_Ms(Ms):
+        if M != INF:
+            tasks = data.task_set(M, D, task_seed)
+            rows[("dMMSE", M)] = baselines.dmmse_predict(xs, ys, tasks, noise_var).reshape(-1).double().numpy()
+    return rows
+
+
+def label_M(M) -> str:
+    """M for legends and tables: '∞' or the integer."""
+    return "∞" if M == INF else str(int(M))
+
+
+# ---- LLC against M (Carroll et al. Fig. 3), at the end of training --------------------------------------
+
+LLC_KIND, CALIBRATION_KIND = "icl_llc_vs_M", "icl_llc_calibration"
+LLC_VERSION = 1
+
+
+def _spec(configs: dict, **settings) -> dict:
+    """What a stored LLC table depends on: each run's cache key and the SGLD settings."""
+    return {"runs": {f"{label_M(M)}/{s}": cache.cache_key(c) for (M, s), c in configs.items()}, **settings,
+            "version": LLC_VERSION}
+
+
+def _final_weights(cfg):
+    """(model of ``cfg`` with its trained final weights, its task, the device): trained if not cached locally."""
+    result = cache.cached_train(cfg, progress=False, need_state=True)
+    task = cfg.make_task()
+    model = task.build_model(cfg)
+    model.load_state_dict(result.final_state)
+    return model, task, resolve_device(cfg.device)
+
+
+def load_llc(configs: dict, llc: dict):
+    """The stored LLC-vs-M table and its meta (committed first, then local), or None; never computes."""
+    found = cache.load_tables(LLC_KIND, _spec(configs, llc=llc))
+    return None if found is None else (found[0]["llc"], found[1])
+
+
+def llc_vs_M(configs: dict, llc: dict, use_cache: bool = True, progress: bool = True) -> tuple[pd.DataFrame, dict]:
+    """λ̂ of every run's final weights on data from its own training distribution q_M, one SGLD setting ``llc``
+    for every M (``n_data`` fixed sequences, ``development.llc_data``; the other keys go to the estimator).
+    Returns (one row per (M, seed) with ``init_loss``, the model's loss on q_M; meta). Each row is kept as
+    soon as it is estimated, so an interrupted table resumes. Trains what is not cached locally."""
+    from ..llc import estimate_llc
+    from ..llc.callbacks import llc_row
+    from .development import llc_data
+    spec = _spec(configs, llc=llc)
+    if use_cache and (found := load_llc(configs, llc)) is not None:
+        return found
+    partial = cache.LOCAL / f"{LLC_KIND}-{cache.table_key(spec)}.partial"
+    partial.mkdir(parents=True, exist_ok=True)
+    done = pd.read_csv(partial / "llc.csv") if (partial / "llc.csv").exists() else pd.DataFrame()
+    settings = {name: v for name, v in llc.items() if name != "n_data"}
+    for (M, seed), cfg in configs.items():
+        if not done.empty and ((done["M"] == M) & (done["seed"] == seed)).any():
+            continue
+        model, task, device = _final_weights(cfg)
+        res = estimate_llc(model, task.loss, llc_data(cfg, llc["n_data"], llc["seed"], device), device=str(device),
+                           **settings)
+        row = pd.DataFrame([{"M": M, "seed": seed, **llc_row(cfg.steps, res)}])
+        done = pd.concat([done, row], ignore_index=True)
+        with atomic_path(partial / "llc.csv") as tmp:
+            done.to_csv(tmp, index=False)
+        if progress:
+            print(f"LLC at M = {label_M(M)}, seed {seed}: {res.llc_mean:.2f} ± {res.llc_se:.2f}", flush=True)
+    meta = {"llc_wall_s": round(float(done["elapsed_s"].sum()), 1), "torch": torch.__version__,
+            "device": str(resolve_device(next(iter(configs.values())).device))}
+    cache.store_tables(LLC_KIND, spec, {"llc": done}, meta)
+    shutil.rmtree(partial, ignore_errors=True)
+    return done, meta
+
+
+def llc_calibration(configs: dict, llc: dict, grid: dict, use_cache: bool = True, progress: bool = True):
+    """The SGLD calibration on these models (``llc.calibration.calibration_sweep`` over ``grid``'s epsilons,
+    nbetas and gammas, the rest of ``llc`` fixed) for each run of ``configs`` (pick a few M). Returns
+    (table: one row per (M, seed, cell); traces: λ̂ running mean per draw, tidy; meta), stored."""
+    from ..llc import calibration_sweep
+    from ..llc.result import traces_table
+    from .development import llc_data
+    spec = _spec(configs, llc=llc, grid=grid)
+    if use_cache and (found := cache.load_tables(CALIBRATION_KIND, spec)) is not None:
+        return found[0]["table"], found[0]["traces"], found[1]
+    tables, traces = [], []
+    fixed = {k: v for k, v in llc.items() if k not in ("n_data", "epsilon", "nbeta", "gamma")}
+    for (M, seed), cfg in configs.items():
+        model, task, device = _final_weights(cfg)
+        table, results = calibration_sweep(model, task.loss, llc_data(cfg, llc["n_data"], llc["seed"], device),
+                                           progress=progress, device=str(device), **grid, **fixed)
+        tables.append(table.assign(M=M, seed=seed))
+        traces.append(traces_table(results).assign(M=M, seed=seed))
+    table, trace = pd.concat(tables, ignore_index=True), pd.concat(traces, ignore_index=True)
+    meta = {"wall_s": round(float(table["elapsed_s"].sum()), 1), "torch": torch.__version__}
+    cache.store_tables(CALIBRATION_KIND, spec, {"table": table, "traces": trace}, meta)
+    return table, trace, meta
+
+
+def ideal_losses(task_kwargs: dict, Ms, n: int = 8192, seed: int = 0) -> pd.DataFrame:
+    """The loss of dMMSE_M and of ridge on q_M (n sequences of each M's training distribution, seeded), the
+    two ideal predictors the trained models are compared with in Carroll et al. Fig. 3."""
+    rows = []
+    for M in check_Ms(Ms):
+        kwargs = {**task_kwargs, "M": None if M == INF else M}
+        task = make_task("icl_regression", **kwargs)
+        xs, ys, _ = task.sample(n, torch.Generator().manual_seed(seed))
+        ridge = (baselines.ridge_predict(xs, ys, task.noise_var) - ys).square().mean()
+        dmmse = ridge if M == INF else (baselines.dmmse_predict(xs, ys, task.tasks(), task.noise_var) - ys).square().mean()
+        rows.append({"M": M, "loss_dmmse": float(dmmse), "loss_ridge": float(ridge)})
+    return pd.DataFrame(rows)
+
+
+CALIBRATION_MS = (2, 8, INF)  # the runs the SGLD setting is calibrated on (low, intermediate, ∞); kept if present
+
+
+def commit(configs: dict, llc: dict, grid: dict | None = None) -> list:
+    """Copy the sweep's training results, its LLC table and (given ``grid``) its calibration into ``results/``."""
+    paths = [cache.commit_result(c) for c in configs.values()]
+    paths.append(cache.commit_tables(LLC_KIND, _spec(configs, llc=llc)))
+    if grid is not None:
+        paths.append(cache.commit_tables(CALIBRATION_KIND, _spec(calibration_runs(configs), llc=llc, grid=grid)))
+    return paths
+
+
+def calibration_runs(configs: dict) -> dict:
+    """The runs of ``configs`` at ``CALIBRATION_MS`` (first seed)."""
+    first = min(s for _, s in configs)
+    return {(M, s): c for (M, s), c in configs.items() if M in CALIBRATION_MS and s == first}
+
+
+def main(argv=None) -> int:
+    """Run a preset's sweep (optionally on a dask LocalCluster), its SGLD calibration and LLC table, and commit."""
+    import argparse
+    import time
+    from ..presets import DIVERSITY, DIVERSITY_CALIBRATION, diversity
+    from ..sweep import sweep
+    from ..utils import cpu_threads
+    parser = argparse.ArgumentParser(description="Task-diversity sweep: training, SGLD calibration, LLC against M.")
+    parser.add_argument("--preset", default="cpu_long", choices=sorted(DIVERSITY))
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--workers", type=int, default=1, help="> 1: train on a dask LocalCluster of this many workers")
+    parser.add_argument("--commit", action="store_true", help="copy the finished results into results/")
+    args = parser.parse_args(argv)
+    cpu_threads()
+    configs, llc = diversity(args.preset, overrides={"device": args.device})
+    t0 = time.perf_counter()
+    if args.workers > 1:
+        from distributed import Client, LocalCluster
+        with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None) as lc, Client(lc) as client:
+            results = sweep(configs, executor=client.get_executor())
+    else:
+        results = sweep(configs)
+    print(f"training: {time.perf_counter() - t0:.0f} s wall for {len(results)} runs", flush=True)
+    print(critical_steps(curves(results)).to_string(index=False), flush=True)
+    table, _, meta = llc_calibration(calibration_runs(configs), llc, DIVERSITY_CALIBRATION)
+    print(table[["M", "epsilon", "llc_final", "llc_mean", "llc_se", "num_diverged", "mala_mean", "converged"]]
+          .to_string(index=False), f"\ncalibration {meta['wall_s']} s", flush=True)
+    llcs, meta = llc_vs_M(configs, llc)
+    print(llcs[["M", "seed", "llc_mean", "llc_se", "init_loss"]].to_string(index=False), f"\nLLC {meta['llc_wall_s']} s")
+    if args.commit:
+        for path in commit(configs, llc, DIVERSITY_CALIBRATION):
+            print(f"committed {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,79 @@
+"""Task-diversity tables: the M grid's validation, t_crit as the argmin, the behavioural switch, the
+predictors on the root-task probe (dMMSE_1 = t_1ᵀx exactly), and a run's root-task predictions."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from plateau_lib.icl import baselines, data, diversity
+from plateau_lib.train import TrainConfig, train
+
+BASE = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4, "noise_var": 0.125, "n_root": 3},
+                   n_layer=1, n_head=1, d_model=8, steps=20, batch_size=8, eval_every=10, eval_batch=16, device="cpu")
+
+
+@pytest.mark.parametrize("Ms, match", [([], "empty"), ([0], "positive"), ([-2], "positive"), ([1.5], "positive"),
+                                       ([2, 2], "repeats"), ("16", "list")])
+def test_bad_M_grid(Ms, match):
+    with pytest.raises(ValueError, match=match):
+        diversity.configs(BASE, Ms)
+
+
+def test_configs_nested_and_labelled():
+    runs = diversity.configs(BASE, [1, 4, None], seeds=[0, 3])
+    assert list(runs) == [(1, 0), (1, 3), (4, 0), (4, 3), (math.inf, 0), (math.inf, 3)]
+    assert runs[(math.inf, 3)].task_kwargs["M"] is None and runs[(4, 3)].seed == 3
+    t4, t1 = runs[(4, 0)].make_task().tasks(), runs[(1, 0)].make_task().tasks()
+    assert torch.equal(t4[:1], t1)  # T_1 ⊂ T_4: the root task is shared
+    with pytest.raises(ValueError, match="seeds"):
+        diversity.configs(BASE, [1], seeds=[])
+
+
+def fake_curves(ood_by_M: dict) -> pd.DataFrame:
+    rows = [{"step": 10 * i, "M": M, "seed": 0, "ood_loss": v, "delta_dmmse": 0.0, "delta_ridge": 0.0}
+            for M, values in ood_by_M.items() for i, v in enumerate(values)]
+    return pd.DataFrame(rows)
+
+
+def test_t_crit_is_the_argmin_of_the_ood_loss():
+    table = diversity.critical_steps(fake_curves({4: [3.0, 2.0, 1.0, 1.5, 2.5], 64: [3.0, 2.0, 1.0, 0.9, 0.8]}))
+    by_M = table.set_index("M")
+    assert by_M.loc[4, "t_crit"] == 20 and by_M.loc[4, "rise_after_min"] == pytest.approx(1.5)
+    assert by_M.loc[64, "t_crit"] == 40 and by_M.loc[64, "rise_after_min"] == 0.0
+
+
+def test_switch_M():
+    final = pd.DataFrame({"M": [1, 4, 16, 64, math.inf], "seed": 0, "delta_dmmse": [0.0, 0.1, 0.5, 0.6, 0.1],
+                          "delta_ridge": [1.0, 0.5, 0.2, 0.1, 0.1]})
+    assert diversity.switch_M(final) == 16
+    assert diversity.switch_M(final.assign(delta_ridge=2.0)) is None
+    # a model nearer ridge at M = 4 but back to dMMSE at 16 does not switch at 4
+    assert diversity.switch_M(final.assign(delta_ridge=[1.0, 0.05, 0.6, 0.1, 0.1])) == 64
+
+
+def test_predictor_rows_on_the_root_probe():
+    kwargs = {**BASE.task_kwargs, "task_seed": 5}
+    rows = diversity.predictor_rows(kwargs, [1, 2, math.inf])
+    assert set(rows) == {("ridge", math.inf), ("dMMSE", 1), ("dMMSE", 2)}
+    xs, ys, ws = data.root_probe(3, 4, 2, 0.125, task_seed=5)
+    t1 = data.task_set(1, 2, 5)[0]
+    assert torch.equal(ws, t1.expand(3, 2))  # every probe sequence is the root task
+    np.testing.assert_allclose(rows[("dMMSE", 1)], (xs @ t1).reshape(-1).double().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(rows[("ridge", math.inf)], baselines.ridge_predict(xs, ys, 0.125).reshape(-1), rtol=1e-6)
+
+
+def test_a_run_keeps_its_root_predictions_and_curves_read_them():
+    runs = diversity.configs(BASE, [2, math.inf])
+    results = {label: train(cfg, progress=False) for label, cfg in runs.items()}
+    rows, steps = diversity.trajectory_rows(results)
+    assert rows[(2, 0)].shape == (3, 3 * 4) and list(steps[(2, 0)]) == [0, 10, 20]
+    curves = diversity.curves(results)
+    assert set(curves["M"]) == {2, math.inf} and curves["ood_loss"].notna().all()
+    inf = curves[curves["M"] == math.inf]
+    assert (inf["ood_loss"] == inf["id_loss"]).all()  # for M = ∞ the training distribution is q_∞
+    assert results[(2, 0)].arrays["pred_root"].shape == (3, 3, 4)
+    with pytest.raises(ValueError, match="n_root"):
+        results[(2, 0)].arrays.pop("pred_root")
+        diversity.trajectory_rows(results)

@@ -1,0 +1,206 @@
+"""The low-M mechanism tests against hand-built exact predictors with known answers."""
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from plateau_lib.icl import low_m
+from plateau_lib.icl.baselines import dmmse_predict, ridge_predict
+from plateau_lib.icl.data import sample, task_set
+from plateau_lib.icl.model import ICLConfig, ICLTransformer
+from plateau_lib.icl.task import ICLRegression
+
+N = 512  # sequences per test run: small and fast
+
+
+class Exact(nn.Module):
+    """A "model" that returns a fixed predictor f(xs, ys, tasks) (tasks kept as a buffer: it has a device)."""
+
+    def __init__(self, fn, tasks):
+        super().__init__()
+        self.fn = fn
+        self.register_buffer("tasks", tasks)
+
+    def forward(self, xs, ys, return_internals=False):
+        return self.fn(xs, ys, self.tasks)
+
+
+def _task(M, **kw):
+    return ICLRegression(D=4, K=8, noise_var=0.125, M=M, **kw)
+
+
+def dmmse_model(task):
+    return Exact(lambda xs, ys, t: dmmse_predict(xs, ys, t, task.noise_var), task.tasks())
+
+
+def ridge_model(task):
+    return Exact(lambda xs, ys, t: ridge_predict(xs, ys, task.noise_var), task.tasks())
+
+
+def scaled_first_task_model(task, c):
+    return Exact(lambda xs, ys, t: c * (xs @ t[0]), task.tasks())
+
+
+def zero_model(task):
+    return Exact(lambda xs, ys, t: torch.zeros_like(ys), task.tasks())
+
+
+def task_mean_model(task):
+    return Exact(lambda xs, ys, t: xs @ t.mean(0), task.tasks())
+
+
+# --- the posterior --------------------------------------------------------------------------------
+
+def test_posterior_reproduces_dmmse_on_random_inputs():
+    tasks = task_set(5, 3, seed=2)
+    xs, ys, _ = sample(64, 6, 3, 0.3, torch.Generator().manual_seed(0), tasks=tasks)
+    w = low_m.posterior_weights(xs, ys, tasks, 0.3)
+    assert w.shape == (64, 6, 5)
+    torch.testing.assert_close(w.sum(-1), torch.ones(64, 6))
+    torch.testing.assert_close(w[:, 0], torch.full((64, 5), 0.2))  # uniform at the first token
+    got = ((w @ tasks) * xs).sum(-1)
+    assert (got - dmmse_predict(xs, ys, tasks, 0.3)).abs().max() < 1e-5
+
+
+def test_single_task_posterior_is_one_and_dmmse_is_the_task():
+    t1 = task_set(1, 4, seed=0)
+    xs, ys, _ = sample(32, 8, 4, 0.125, torch.Generator().manual_seed(1), tasks=t1)
+    assert torch.equal(low_m.posterior_weights(xs, ys, t1, 0.125), torch.ones(32, 8, 1))
+    assert torch.equal(dmmse_predict(xs, ys, t1, 0.125), (xs * t1[0]).sum(-1))
+
+
+def test_two_task_posterior_by_hand():
+    """t₁ = 1, t₂ = −1 (D = 1), σ² = 1/2: squared errors (0, 4) then (0.25, 2.25) give logits −Σ/(2σ²)."""
+    tasks = torch.tensor([[1.0], [-1.0]])
+    xs, ys = torch.tensor([[[1.0], [1.0], [2.0]]]), torch.tensor([[1.0, 0.5, 3.0]])
+    p1 = low_m.posterior_weights(xs, ys, tasks, 0.5)[0, :, 0]
+    torch.testing.assert_close(p1, torch.tensor([0.5, 1 / (1 + math.exp(-4.0)), 1 / (1 + math.exp(-6.0))]))
+
+
+def test_posterior_validates_shapes():
+    xs, ys, tasks = torch.zeros(2, 3, 4), torch.zeros(2, 3), torch.zeros(5, 4)
+    for args, name in [((xs[0], ys, tasks, 1.0), "xs"), ((xs, ys[:, :2], tasks, 1.0), "ys"),
+                       ((xs, ys, tasks[:, :3], 1.0), "tasks"), ((xs, ys, tasks, 0.0), "noise_var")]:
+        with pytest.raises(ValueError, match=name):
+            low_m.posterior_weights(*args)
+
+
+# --- the per-token table --------------------------------------------------------------------------
+
+def test_token_table_of_dmmse_and_ridge_models():
+    task = _task(2)
+    table = low_m.token_table(dmmse_model(task), task, n=N, seed=3)
+    assert list(table["token"]) == list(range(1, 9))
+    assert list(table.columns) == ["token", "mse_model", "mse_dmmse", "mse_ridge", "delta_dmmse", "delta_ridge",
+                                   "p_true"]
+    assert table["delta_dmmse"].max() < 1e-10
+    np.testing.assert_allclose(table["mse_model"], table["mse_dmmse"], rtol=1e-6)
+    t_mean = task.tasks().mean(0)  # first token: dMMSE predicts t̄ᵀx and ridge 0, so Δ ≈ |t̄|²
+    assert table["delta_ridge"].iloc[0] == pytest.approx(float(t_mean @ t_mean), rel=0.2)
+    assert table["p_true"].iloc[0] == pytest.approx(0.5)
+    # E[p_k(true)] never falls with k (a submartingale); allow sampling noise
+    assert table["p_true"].iloc[-1] > 0.9 and (np.diff(table["p_true"]) > -0.01).all()
+    ridge = low_m.token_table(ridge_model(task), task, n=N, seed=3)
+    assert ridge["delta_ridge"].max() < 1e-10 and ridge["delta_dmmse"].iloc[0] > 0.5
+    assert ridge.equals(low_m.token_table(ridge_model(task), task, n=N, seed=3))  # its own seeded generator
+
+
+def test_token_table_validates():
+    task = _task(2)
+    for n in (0, 1.5, True):
+        with pytest.raises(ValueError, match="'n'"):
+            low_m.token_table(dmmse_model(task), task, n=n)
+    with pytest.raises(ValueError, match="'seed'"):
+        low_m.token_table(dmmse_model(task), task, n=8, seed=-1)
+    with pytest.raises(ValueError, match="'task'"):
+        low_m.token_table(dmmse_model(task), ICLRegression(D=4, K=8, M=None), n=8)
+
+
+# --- M = 1 -----------------------------------------------------------------------------------------
+
+def test_single_task_holds_for_the_first_task_and_dmmse():
+    task = _task(1)
+    for model in (scaled_first_task_model(task, 1.0), dmmse_model(task), scaled_first_task_model(task, 1.05)):
+        out = low_m.single_task_test(model, task, n=N, seed=0)
+        assert out["holds"] and out["tol"] == low_m.SINGLE_TOL
+        assert len(out["table"]) == 8 and out["first_token_rel_error"] == out["table"]["rel_error"].iloc[0]
+    assert low_m.single_task_test(dmmse_model(task), task, n=N)["table"]["rel_error"].max() < 1e-12
+    # ridge must learn t₁ from the context: relative error 1 at the first token
+    assert out["table"]["rel_error_ridge"].iloc[0] == pytest.approx(1.0)
+
+
+def test_single_task_fails_for_context_learners_and_wrong_scales():
+    task = _task(1)
+    for model in (ridge_model(task), zero_model(task), scaled_first_task_model(task, 1.2)):
+        assert not low_m.single_task_test(model, task, n=N, seed=0)["holds"]
+    # 1.2·t₁ᵀx has relative error 0.04: it holds only under a looser tolerance
+    assert low_m.single_task_test(scaled_first_task_model(task, 1.2), task, n=N, tol=0.05)["holds"]
+
+
+def test_single_task_validates():
+    with pytest.raises(ValueError, match="'task'.*M = 1"):
+        low_m.single_task_test(dmmse_model(_task(2)), _task(2), n=8)
+    with pytest.raises(ValueError, match="'tol'"):
+        low_m.single_task_test(dmmse_model(_task(1)), _task(1), n=8, tol=-0.1)
+
+
+# --- M = 2 -----------------------------------------------------------------------------------------
+
+def test_two_task_holds_for_dmmse_with_implied_weights_equal_to_the_posterior():
+    task = _task(2)
+    out = low_m.two_task_test(dmmse_model(task), task, n=N, seed=1)
+    t = out["table"]
+    assert out["holds"] and len(t) == 8
+    assert t["rel_delta"].max() < 1e-10 and t["weight_mae"].max() < 1e-4
+    assert t["implied_mean"].iloc[0] == pytest.approx(0.5, abs=1e-4)  # p_1 = 1/2
+    assert t["posterior_mean"].iloc[0] == pytest.approx(0.5) and np.isnan(t["weight_corr"].iloc[0])
+    assert (t["weight_corr"].iloc[1:] > 0.999).all()
+    assert (t["n_used"] > 0.4 * N).all() and (t["n_used"] < N).all()  # the gap drops some sequences
+    assert t["p_true"].iloc[0] == pytest.approx(0.5) and t["p_true"].iloc[-1] > 0.9
+
+
+def test_two_task_fails_for_ridge_zero_and_the_task_mean():
+    task = _task(2)
+    for model in (ridge_model(task), zero_model(task), task_mean_model(task)):
+        out = low_m.two_task_test(model, task, n=N, seed=1)
+        assert not out["holds"]
+    t = low_m.two_task_test(task_mean_model(task), task, n=N, seed=1)["table"]
+    np.testing.assert_allclose(t["implied_mean"], 0.5, atol=1e-4)  # ignores the context: p̂ = 1/2 always
+    assert t["rel_delta"].iloc[0] < 1e-10 and t["rel_delta"].iloc[-1] > 0.1
+
+
+def test_two_task_validates():
+    with pytest.raises(ValueError, match="'task'.*M = 2"):
+        low_m.two_task_test(dmmse_model(_task(1)), _task(1), n=8)
+    for kw, name in [({"tol": 0}, "tol"), ({"weight_tol": math.inf}, "weight_tol"), ({"gap": -1}, "gap"),
+                     ({"n": 0}, "n")]:
+        with pytest.raises(ValueError, match=f"'{name}'"):
+            low_m.two_task_test(dmmse_model(_task(2)), _task(2), **{"n": 8, **kw})
+
+
+# --- attention ---------------------------------------------------------------------------------------
+
+def test_attention_of_a_tiny_transformer():
+    torch.manual_seed(0)
+    task = ICLRegression(D=2, K=4, noise_var=0.125, M=2)
+    model = ICLTransformer(ICLConfig(D=2, K=4, n_layer=2, n_head=2, d_model=8, d_mlp=8))
+    maps = low_m.attention_maps(model, task, n=16, seed=0)
+    assert maps.shape == (2, 2, 8, 8)
+    np.testing.assert_allclose(maps.sum(-1), 1.0, atol=1e-6)
+    assert np.all(np.triu(maps, k=1) == 0)  # causal
+    summary = low_m.attention_summary(model, task, n=16, seed=0)
+    assert list(summary.columns) == ["layer", "head", "token", "target", "mass"] and len(summary) == 2 * 2 * 4 * 3
+    totals = summary.groupby(["layer", "head", "token"])["mass"].sum()
+    np.testing.assert_allclose(totals, 1.0, atol=1e-6)
+    first = summary[summary["token"] == 1].set_index(["layer", "head", "target"])["mass"]
+    np.testing.assert_allclose(first.xs("self", level="target"), 1.0)
+    assert (first.xs("earlier_x", level="target") == 0).all() and (first.xs("earlier_y", level="target") == 0).all()
+    later = summary[(summary["token"] > 1) & (summary["target"] != "self")]["mass"]
+    assert (later > 0).all()  # later queries do see earlier tokens
+    at = (summary["layer"] == 1) & (summary["head"] == 0) & (summary["token"] == 3)
+    row = summary[at].set_index("target")["mass"]
+    assert row["self"] == pytest.approx(maps[1, 0, 4, 4]) and row["earlier_y"] == pytest.approx(maps[1, 0, 4, [1, 3]].sum())
+    with pytest.raises(ValueError, match="'n'"):
+        low_m.attention_summary(model, task, n=0)

@@ -1,0 +1,79 @@
+"""Sweeps: the in-process sweep equals separate runs, and real executors (a dask LocalCluster with two
+workers, submitit's LocalExecutor) give the same numbers into the same cache."""
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from plateau_lib import cache
+from plateau_lib.icl import diversity
+from plateau_lib.sweep import sweep
+from plateau_lib.train import TrainConfig, train
+
+TINY = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4, "noise_var": 0.125, "n_root": 4,
+                                                       "doubled_residual": False},
+                   n_layer=1, n_head=1, d_model=8, lr=3e-3, schedule="one_cycle", steps=30, batch_size=16,
+                   eval_every=10, eval_batch=32, device="cpu")
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    return tmp_path
+
+
+def same(a: dict, b: dict):
+    assert list(a) == list(b)
+    for label in a:
+        pd.testing.assert_frame_equal(a[label].metrics, b[label].metrics, check_exact=True)
+        for name, value in a[label].arrays.items():
+            np.testing.assert_array_equal(value, b[label].arrays[name])
+
+
+def test_sweep_over_two_M_equals_two_separate_runs(isolated):
+    configs = diversity.configs(TINY, [1, math.inf])
+    swept = sweep(configs, use_cache=False, progress=False)
+    for label, cfg in configs.items():
+        alone = train(cfg, progress=False)
+        pd.testing.assert_frame_equal(swept[label].metrics, alone.metrics, check_exact=True)
+    assert len(list((isolated / "local").glob("train-*/meta.json"))) == 2  # each run cached
+    again = sweep(configs, progress=False)  # hits
+    same(swept, again)
+
+
+def test_dask_local_cluster_equals_in_process(isolated):
+    distributed = pytest.importorskip("distributed")
+    configs = diversity.configs(TINY, [1, 2, math.inf])
+    here = sweep(configs, use_cache=False, progress=False)
+    for folder in (isolated / "local").glob("train-*"):  # the workers must recompute, not load
+        folder.rename(folder.with_name("old-" + folder.name))
+    t0 = time.perf_counter()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc, \
+            distributed.Client(lc) as client:
+        remote = sweep(configs, use_cache=True, executor=client.get_executor(), progress=False)
+    print(f"dask LocalCluster sweep (2 workers, 3 runs, with cluster start): {time.perf_counter() - t0:.1f} s")
+    same(here, remote)
+    assert len(list((isolated / "local").glob("train-*/meta.json"))) == 3  # written by the workers
+
+
+def test_submitit_local_executor_equals_in_process(isolated):
+    submitit = pytest.importorskip("submitit")
+    configs = diversity.configs(TINY, [1])
+    here = sweep(configs, use_cache=False, progress=False)
+    for folder in (isolated / "local").glob("train-*"):
+        folder.rename(folder.with_name("old-" + folder.name))
+    executor = submitit.LocalExecutor(folder=isolated / "submitit")
+    executor.update_parameters(timeout_min=10)
+    same(here, sweep(configs, executor=executor, progress=False))
+
+
+def test_bad_executor_and_configs(isolated):
+    with pytest.raises(ValueError, match="executor"):
+        sweep(diversity.configs(TINY, [1]), executor=object())
+    with pytest.raises(ValueError, match="configs"):
+        sweep({})
+    with pytest.raises(ValueError, match="configs"):
+        sweep({"a": "not a config"})
