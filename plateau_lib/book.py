@@ -107,11 +107,13 @@ def readable(table: pd.DataFrame, steps=None) -> pd.DataFrame:
 
 # ---- verdicts and provenance -----------------------------------------------------------------------
 
-def verdicts(figure: str, values: dict, page: str, provenance: dict) -> pd.DataFrame:
+def verdicts(figure: str, values: dict, page: str, provenance: dict, labels: dict | None = None) -> pd.DataFrame:
     """Record the summaries of ``figure`` for each preset shown and return the page's verdict table.
 
     values: ``{preset: {claim metric: our number}}``; provenance: ``{preset: {...}}`` (device, seeds,
-    wall time, source). One column pair (value, verdict) per preset; the rule of each claim last.
+    wall time, source). One column pair (value, verdict) per preset; the rule of each claim last. Presets
+    the Reproducibility page has no column for (e.g. a long CPU run) get their own columns here, headed by
+    ``labels[preset]``, judged by the miniature's rule and not recorded.
     """
     from . import report
     from .verdicts import claims_of
@@ -119,9 +121,11 @@ def verdicts(figure: str, values: dict, page: str, provenance: dict) -> pd.DataF
                           "paper": [c.paper for c in claims_of(figure)]})
     rules = {c.metric: c.rule() for c in claims_of(figure)}
     for preset, by_metric in values.items():
-        rows = {r["metric"]: r for r in report.summary_rows(figure, preset, by_metric)}
-        report.record_summary(figure, preset, by_metric, page, provenance.get(preset, {}))
-        column = report.PRESET_COLUMNS[preset]
+        recorded = preset in report.PRESET_COLUMNS
+        rows = {r["metric"]: r for r in report.summary_rows(figure, preset if recorded else "cpu", by_metric)}
+        if recorded:
+            report.record_summary(figure, preset, by_metric, page, provenance.get(preset, {}))
+        column = report.PRESET_COLUMNS[preset] if recorded else (labels or {}).get(preset, preset)
         table[column] = table["metric"].map(lambda m: rows[m]["shown"] if m in rows else "–")
         table[f"verdict ({preset})"] = table["metric"].map(lambda m: rows[m]["verdict"] if m in rows else "–")
     table["rule"] = table["metric"].map(rules)

@@ -112,7 +112,9 @@ def page_runs(preset: str = "paper") -> dict:
             "mws_attention_bias": {**{("c", *k): v for k, v in bias.items()},
                                    **{("switch", *k): v for k, v in switch.items()}},
             "mws_optimal_init": {"reference": reference, **init},
-            "icl_stages": {"training": ICL_STAGES["paper" if preset == "paper" else "cpu_long"]}}
+            "icl_stages": {"training": ICL_STAGES["paper" if preset == "paper" else "cpu_long"]},
+            "transient_ridge": {("M", M, seed): cfg for (M, seed), cfg in
+                                diversity("paper" if preset == "paper" else "cpu_long")[0].items()}}
 
 
 # The LLC calibration page (Hoogland et al., App. A.5 procedure): SGLD sizes, the sweep grid, golden runs.
@@ -182,14 +184,21 @@ ICL_LLC = {"paper": ICL_LLC_PAPER,
 def icl_stages(preset: str, overrides: dict | None = None, **llc_fields) -> tuple[TrainConfig, dict]:
     """The stages page's training config and SGLD settings for ``preset`` ("paper", "cpu" or "cpu_long"),
     with ``overrides`` of TrainConfig fields and ``llc_fields`` of the SGLD settings (None ignored)."""
-    if preset not in ICL_STAGES:
-        raise ValueError(f"preset must be one of {sorted(ICL_STAGES)}, got {preset!r}")
-    llc = dict(ICL_LLC[preset])
-    unknown = sorted(set(llc_fields) - set(llc))
+    return ICL_STAGES[_preset_of(preset, ICL_STAGES)].replace(**(overrides or {})), sgld(ICL_LLC[preset], llc_fields)
+
+
+def _preset_of(preset: str, table: dict) -> str:
+    if preset not in table:
+        raise ValueError(f"preset must be one of {sorted(table)}, got {preset!r}")
+    return preset
+
+
+def sgld(settings: dict, fields: dict) -> dict:
+    """A copy of the SGLD ``settings`` with ``fields`` applied (None ignored); unknown names are an error."""
+    unknown = sorted(set(fields) - set(settings))
     if unknown:
-        raise ValueError(f"unknown SGLD setting(s) {unknown}; allowed: {sorted(llc)}")
-    llc.update({k: v for k, v in llc_fields.items() if v is not None})
-    return ICL_STAGES[preset].replace(**(overrides or {})), llc
+        raise ValueError(f"unknown SGLD setting(s) {unknown}; allowed: {sorted(settings)}")
+    return {**settings, **{k: v for k, v in fields.items() if v is not None}}
 
 
 # Task diversity and the transient ridge (Carroll et al.; Raventós et al.; reference icl_regression.md §4.1,
@@ -233,15 +242,8 @@ def diversity(preset: str, Ms=None, seeds=(0,), overrides: dict | None = None, *
     SGLD settings, with ``overrides`` of TrainConfig fields (task fields go in ``task_kwargs``) and
     ``llc_fields`` of the SGLD settings (None ignored)."""
     from .icl import diversity as div
-    if preset not in DIVERSITY:
-        raise ValueError(f"preset must be one of {sorted(DIVERSITY)}, got {preset!r}")
-    llc = dict(DIVERSITY_LLC[preset])
-    unknown = sorted(set(llc_fields) - set(llc))
-    if unknown:
-        raise ValueError(f"unknown SGLD setting(s) {unknown}; allowed: {sorted(llc)}")
-    llc.update({k: v for k, v in llc_fields.items() if v is not None})
-    base = DIVERSITY[preset].replace(**(overrides or {}))
-    return div.configs(base, DIVERSITY_MS[preset] if Ms is None else Ms, seeds), llc
+    base = DIVERSITY[_preset_of(preset, DIVERSITY)].replace(**(overrides or {}))
+    return div.configs(base, DIVERSITY_MS[preset] if Ms is None else Ms, seeds), sgld(DIVERSITY_LLC[preset], llc_fields)
 
 
 CONFIG_FIELDS = ["task_kwargs", "n_layer", "n_head", "d_model", "softmax", "optimizer", "lr", "steps", "batch_size",

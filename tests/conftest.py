@@ -31,6 +31,8 @@ SMOKE_PARAMS = {
                         "gammas": [100.0]},
     "icl_stages": {"steps": 40, "d_model": 16, "num_chains": 2, "num_draws": 10, "sgld_batch": 32, "frames": 3,
                    "overrides": {"eval_batch": 64}},
+    "transient_ridge": {"steps": 40, "num_draws": 10, "overrides": {"eval_batch": 64}},
+    "task_diversity": {"steps": 40, "overrides": {"eval_batch": 64}},
 }
 COPIED = ["_config.yml", "_toc.yml", "pyproject.toml", "notebooks", "plateau_lib", "scripts", "package.json",
           "package-lock.json", "results", "book"]

@@ -77,3 +77,45 @@ def test_a_run_keeps_its_root_predictions_and_curves_read_them():
     with pytest.raises(ValueError, match="n_root"):
         results[(2, 0)].arrays.pop("pred_root")
         diversity.trajectory_rows(results)
+
+
+def test_ideal_losses_known_answers():
+    """dMMSE_1 knows the task: its loss on q_1 is the noise σ²; at M = ∞ dMMSE is ridge."""
+    table = diversity.ideal_losses({**BASE.task_kwargs, "K": 8}, [1, 4, math.inf], n=4096).set_index("M")
+    assert table.loc[1, "loss_dmmse"] == pytest.approx(0.125, rel=0.06)
+    assert table.loc[1, "loss_dmmse"] < table.loc[4, "loss_dmmse"] < table.loc[4, "loss_ridge"]
+    assert table.loc[math.inf, "loss_dmmse"] == table.loc[math.inf, "loss_ridge"]
+    assert table.loc[math.inf, "delta_dmmse_ridge"] == 0.0
+    assert table.loc[1, "ood_dmmse"] > table.loc[1, "ood_ridge"]  # one memorised task is useless on new ones
+
+
+def test_transient_Ms_reads_a_dip_then_rise():
+    from plateau_lib.icl import diversity_page as dp
+    curves = fake_curves({2: [3.0, 2.0, 1.5, 1.2, 1.1], 16: [3.0, 1.0, 1.2, 1.4, 1.5], 64: [3.0, 1.0, 0.98, 1.0, 1.01],
+                          math.inf: [3.0, 2.0, 1.0, 1.5, 2.0]})
+    sweep = dp.Sweep("cpu", {}, {}, {}, curves, diversity.critical_steps(curves), diversity.final(curves), None, None)
+    assert dp.transient_Ms(sweep) == [16]  # 64 rises by only 3%, ∞ is not finite, 2 never rises
+
+
+def test_presets_bad_input_before_compute():
+    from plateau_lib.icl import diversity_page as dp
+    from plateau_lib.presets import diversity as preset_sweep
+    with pytest.raises(ValueError, match="preset"):
+        preset_sweep("gpu")
+    with pytest.raises(ValueError, match="SGLD setting"):
+        preset_sweep("cpu", num_chain=3)
+    with pytest.raises(ValueError, match="steps"):
+        dp.sweep_settings("cpu", steps=5)
+    with pytest.raises(ValueError, match="seeds"):
+        dp.sweep_settings("cpu", seeds="[-1]")
+    configs, _ = dp.sweep_settings("cpu", Ms="[1, null]", steps=300)  # papermill passes strings
+    assert list(configs) == [(1, 0), (math.inf, 0)] and configs[(1, 0)].steps == 300
+
+
+def test_paper_sweep_is_carrolls_setting():
+    from plateau_lib.presets import diversity as preset_sweep
+    configs, _ = preset_sweep("paper")
+    cfg = configs[(1024, 0)]
+    assert {k: cfg.task_kwargs[k] for k in ("D", "K", "noise_var")} == {"D": 8, "K": 16, "noise_var": 0.125}
+    assert sum(p.numel() for p in cfg.make_task().build_model(cfg).parameters()) == 2_641_417  # "2.65 million"
+    assert sorted(M for M, _ in configs)[-2:] == [1024, math.inf]

@@ -2,6 +2,7 @@
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn as nn
@@ -204,3 +205,180 @@ def test_attention_of_a_tiny_transformer():
     assert row["self"] == pytest.approx(maps[1, 0, 4, 4]) and row["earlier_y"] == pytest.approx(maps[1, 0, 4, [1, 3]].sum())
     with pytest.raises(ValueError, match="'n'"):
         low_m.attention_summary(model, task, n=0)
+
+
+# --- per-sequence frame, the weight on the true task, sharpness ------------------------------------------
+
+def tempered_dmmse_model(task, factor):
+    """dMMSE with the noise variance multiplied by ``factor``: its log-odds are the Bayes ones / factor."""
+    return Exact(lambda xs, ys, t: dmmse_predict(xs, ys, t, task.noise_var * factor), task.tasks())
+
+
+def test_sequence_frame_of_dmmse_at_two_tasks():
+    task = _task(2)
+    f = low_m.sequence_frame(dmmse_model(task), task, n=N, seed=1)
+    assert len(f) == N * 8 and list(f["token"][:8]) == list(range(1, 9)) and set(f["true"]) == {1, 2}
+    assert (f.groupby("sequence")["true"].nunique() == 1).all()
+    np.testing.assert_allclose(f["model"], f["dmmse"], atol=1e-6)
+    kept = f[f["kept"]]
+    np.testing.assert_allclose(kept["implied"], kept["p1"], atol=1e-4)  # dMMSE's implied weight is the posterior
+    np.testing.assert_allclose(kept["implied_true"], kept["p_true"], atol=1e-4)
+    np.testing.assert_allclose(f["p1"], 1 / (1 + np.exp(-f["log_odds"])), atol=1e-5)
+    np.testing.assert_allclose(f.loc[f["token"] == 1, "p1"], 0.5)
+    # the same sequences as the tests with this seed: the table's mean p_true per token
+    table = low_m.token_table(dmmse_model(task), task, n=N, seed=1)
+    np.testing.assert_allclose(f.groupby("token")["p_true"].mean(), table["p_true"], atol=1e-6)
+    tasks = task.tasks()
+    gap = np.abs(f["t1x"] - f["t2x"]) > low_m.GAP * float((tasks[0] - tasks[1]).norm())
+    assert (gap == f["kept"]).all() and 0 < f["kept"].mean() < 1
+
+
+def test_sequence_frame_at_one_task_and_validation():
+    task = _task(1)
+    f = low_m.sequence_frame(scaled_first_task_model(task, 1.0), task, n=32, seed=0)
+    assert "implied" not in f and (f["p1"] == 1).all() and (f["true"] == 1).all()
+    np.testing.assert_allclose(f["model"], f["t1x"], atol=1e-6)
+    np.testing.assert_allclose(f["dmmse"], f["t1x"], atol=1e-6)
+    with pytest.raises(ValueError, match="'task'.*M = 1 or 2"):
+        low_m.sequence_frame(dmmse_model(_task(3)), _task(3), n=8)
+    with pytest.raises(ValueError, match="'frame'"):
+        low_m.weight_rise(f)
+    with pytest.raises(ValueError, match="'frame'"):
+        low_m.posterior_sharpness(f)
+
+
+def test_weight_rise_of_dmmse_and_of_the_task_mean():
+    task = _task(2)
+    rise = low_m.weight_rise(low_m.sequence_frame(dmmse_model(task), task, n=N, seed=1), c=1.0)
+    assert list(rise.columns) == ["token", "posterior_all", "posterior", "model", "n_used", "tempered"]
+    np.testing.assert_allclose(rise["model"], rise["posterior"], atol=1e-4)
+    np.testing.assert_allclose(rise["tempered"], rise["posterior"], atol=1e-5)
+    assert rise["posterior"].iloc[0] == pytest.approx(0.5) and rise["posterior"].iloc[-1] > 0.9
+    flat = low_m.weight_rise(low_m.sequence_frame(task_mean_model(task), task, n=N, seed=1))
+    np.testing.assert_allclose(flat["model"], 0.5, atol=1e-4)  # ignores the context: never rises
+    assert "tempered" not in flat
+
+
+def test_posterior_sharpness_recovers_the_temperature():
+    task = _task(2)
+    exact = low_m.posterior_sharpness(low_m.sequence_frame(dmmse_model(task), task, n=N, seed=1))
+    assert exact["c"] == pytest.approx(1.0, abs=0.01) and exact["mae_fit"] < 1e-3 and exact["mae_bayes"] < 1e-3
+    assert exact["n"] > 0.4 * N * 7
+    for factor in (2.0, 0.5):
+        out = low_m.posterior_sharpness(low_m.sequence_frame(tempered_dmmse_model(task, factor), task, n=N, seed=1))
+        assert out["c"] == pytest.approx(1 / factor, rel=0.02) and out["mae_fit"] < out["mae_bayes"]
+    flat = low_m.posterior_sharpness(low_m.sequence_frame(task_mean_model(task), task, n=N, seed=1))
+    assert flat["c"] < 0.06  # p̂ = 1/2 everywhere: the flattest c allowed
+
+
+# --- foreign contexts ---------------------------------------------------------------------------------
+
+def test_context_swap_at_one_task():
+    task = _task(1)
+    out = low_m.context_swap_test(scaled_first_task_model(task, 1.0), task, n=N, seed=0)
+    t = out["table"]
+    assert out["holds"] and out["tol"] == low_m.SINGLE_TOL
+    assert list(t.columns) == ["token", "change_model", "change_dmmse", "change_ridge", "rel_delta"]
+    assert (t["change_model"] == 0).all() and (t["change_dmmse"] == 0).all() and t["rel_delta"].max() < 1e-10
+    assert t["change_ridge"].iloc[0] == 0 and (t["change_ridge"].iloc[1:] > 1).all()
+    ridge = low_m.context_swap_test(ridge_model(task), task, n=N, seed=0)
+    assert not ridge["holds"]
+    np.testing.assert_allclose(ridge["table"]["change_model"], ridge["table"]["change_ridge"], rtol=1e-5)
+
+
+def test_context_swap_at_two_tasks():
+    task = _task(2)
+    out = low_m.context_swap_test(dmmse_model(task), task, n=N, seed=0)
+    t = out["table"]
+    assert out["holds"] and t["rel_delta"].max() < 1e-10
+    np.testing.assert_allclose(t["change_model"], t["change_dmmse"], rtol=1e-5)
+    assert t["change_model"].iloc[0] == 0 and (t["change_model"].iloc[1:] > 0.01).all()
+    assert not low_m.context_swap_test(task_mean_model(task), task, n=N, seed=0)["holds"]
+    with pytest.raises(ValueError, match="'tol'"):
+        low_m.context_swap_test(dmmse_model(task), task, n=8, tol=0)
+
+
+# --- tables ---------------------------------------------------------------------------------------------
+
+def test_attention_table_side_by_side():
+    torch.manual_seed(0)
+    task = ICLRegression(D=2, K=4, noise_var=0.125, M=2)
+    model = ICLTransformer(ICLConfig(D=2, K=4, n_layer=2, n_head=2, d_model=8, d_mlp=8))
+    summary = low_m.attention_summary(model, task, n=16, seed=0)
+    table = low_m.attention_table({"1": summary, "2": summary})
+    assert table.shape == (4, 6) and list(table.columns.get_level_values(1)[:3]) == ["self", "earlier_x", "earlier_y"]
+    np.testing.assert_allclose(table["1"].sum(axis=1), 1.0, atol=1e-6)
+    last = summary[(summary["token"] == 4) & (summary["layer"] == 1) & (summary["head"] == 0)].set_index("target")
+    assert table.loc[(1, 0), ("2", "earlier_y")] == pytest.approx(last.loc["earlier_y", "mass"])
+    np.testing.assert_allclose(low_m.attention_table({"1": summary}, token=1)[("1", "self")], 1.0)
+
+
+def test_llc_contrast():
+    table = pd.DataFrame({"M": [1, 1, 2, 2, 4], "seed": [0, 1, 0, 1, 0], "llc_mean": [1.0, 2.0, 4.0, 6.0, 9.0],
+                          "llc_se": [0.3, 0.3, 0.4, 0.4, 1.0]})
+    out = low_m.llc_contrast(table)
+    assert out == {"low": 1.5, "high": 5.0, "diff": 3.5, "z": pytest.approx(3.5 / 0.5)}
+    assert low_m.llc_contrast(table, 2, 4)["diff"] == pytest.approx(4.0)
+    with pytest.raises(ValueError, match="M = \\[8\\]"):
+        low_m.llc_contrast(table, 1, 8)
+
+
+def test_mechanism_table_of_exact_and_wrong_predictors():
+    one, two = _task(1), _task(2)
+    args = dict(n=N, seed=1)
+    single = low_m.single_task_test(dmmse_model(one), one, **args)
+    frame = low_m.sequence_frame(dmmse_model(two), two, **args)
+    table = low_m.mechanism_table(single, low_m.two_task_test(dmmse_model(two), two, **args),
+                                  low_m.context_swap_test(dmmse_model(one), one, **args),
+                                  low_m.posterior_sharpness(frame), {"z": 5.0})
+    assert list(table.columns) == ["M", "hypothesis", "measure", "tolerance", "value", "holds"]
+    assert len(table) == 7 and table["holds"].all()
+    assert list(table["M"]) == ["M = 1"] * 3 + ["M = 2"] * 3 + ["λ̂"]
+    wrong = low_m.mechanism_table(low_m.single_task_test(ridge_model(one), one, **args),
+                                  low_m.two_task_test(task_mean_model(two), two, **args))
+    assert len(wrong) == 4 and not wrong["holds"].any()  # ridge learns t₁ from the context; t̄ᵀx never updates
+
+
+# --- figures: drawn at page width without error ------------------------------------------------------------
+
+def test_figures_draw():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    one, two = _task(1), _task(2)
+    frame = low_m.sequence_frame(dmmse_model(two), two, n=64, seed=0)
+    torch.manual_seed(0)
+    tiny = ICLTransformer(ICLConfig(D=2, K=4, n_layer=2, n_head=2, d_model=8, d_mlp=8))
+    llc = pd.DataFrame({"M": [1, 2, 8, math.inf], "seed": 0, "llc_mean": [1.0, 2.0, 5.0, 9.0], "llc_se": 0.2})
+    figs = [low_m.token_figure({1: low_m.token_table(dmmse_model(one), one, n=64),
+                                2: low_m.token_table(dmmse_model(two), two, n=64)}, one.noise_var),
+            low_m.posterior_figure(frame, low_m.posterior_sharpness(frame)),
+            low_m.sequence_figure(frame, 0, title="M = 2"),
+            low_m.sequence_figure(low_m.sequence_frame(dmmse_model(one), one, n=8), 3),
+            low_m.context_figure({1: low_m.context_swap_test(dmmse_model(one), one, n=64),
+                                  2: low_m.context_swap_test(dmmse_model(two), two, n=64)}),
+            low_m.attention_figure(low_m.attention_maps(tiny, ICLRegression(D=2, K=4, M=2), n=8), "tiny"),
+            low_m.llc_against_M_figure({"a": llc, "b": llc[llc["M"] < 3]})]
+    for fig in figs:
+        assert fig.get_figwidth() == pytest.approx(7.5)
+        plt.close(fig)
+    assert low_m.token_labels(2) == ["x1", "y1", "x2", "y2"]
+    with pytest.raises(ValueError, match="'sequence'"):
+        low_m.sequence_figure(frame, 10_000)
+
+
+def test_task_table_and_mechanism_summary():
+    task = _task(2)
+    t = low_m.task_table(task)
+    assert list(t.index) == ["t₁", "t₂"] and list(t.columns[:4]) == [f"component {d}" for d in range(1, 5)]
+    tasks = task.tasks()
+    assert t["norm"].iloc[1] == pytest.approx(float(tasks[1].norm()))
+    assert t["distance to t₁"].iloc[0] == 0
+    assert t["evidence per pair (nats)"].iloc[1] == pytest.approx(float((tasks[1] - tasks[0]).square().sum()) / 0.25)
+    assert "distance to t₁" not in low_m.task_table(_task(1))
+    with pytest.raises(ValueError, match="'task'"):
+        low_m.task_table(ICLRegression(D=4, K=8, M=None))
+    rows = pd.DataFrame({"M": ["M = 1", "M = 2"], "hypothesis": ["a", "b"], "tolerance": ["< 0.02", "< 0.1"],
+                         "value": [0.001, 0.25], "holds": [True, False]})
+    assert low_m.mechanism_summary(rows) == "**1 of 2 tests hold.** Not holding: M = 2, *b*: 0.25 against < 0.1."
+    assert low_m.mechanism_summary(rows.iloc[:1]).startswith("**1 of 1 tests hold.** The stated mechanism")

@@ -51,7 +51,7 @@ def test_dask_local_cluster_equals_in_process(isolated):
     for folder in (isolated / "local").glob("train-*"):  # the workers must recompute, not load
         folder.rename(folder.with_name("old-" + folder.name))
     t0 = time.perf_counter()
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc, \
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as lc, \
             distributed.Client(lc) as client:
         remote = sweep(configs, use_cache=True, executor=client.get_executor(), progress=False)
     print(f"dask LocalCluster sweep (2 workers, 3 runs, with cluster start): {time.perf_counter() - t0:.1f} s")

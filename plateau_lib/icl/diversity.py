@@ -45,8 +45,8 @@ def check_Ms(Ms) -> list:
     for M in Ms:
         if M is None or (isinstance(M, float) and M == INF):
             out.append(INF)
-        elif isinstance(M, numbers.Integral) and not isinstance(M, bool) and M >= 1:
-            out.append(int(M))
+        elif not isinstance(M, bool) and isinstance(M, numbers.Real) and M >= 1 and float(M).is_integer():
+            out.append(int(M))  # 8.0 (M read back from a table whose column also holds ∞) is 8
         else:
             raise ValueError(f"parameter 'Ms' must hold positive integers or math.inf (M = ∞, Gaussian tasks); got {M!r}")
     if len(set(out)) != len(out):
@@ -168,7 +168,7 @@ def _spec(configs: dict, **settings) -> dict:
             "version": LLC_VERSION}
 
 
-def _final_weights(cfg):
+def final_model(cfg):
     """(model of ``cfg`` with its trained final weights, its task, the device): trained if not cached locally."""
     result = cache.cached_train(cfg, progress=False, need_state=True)
     task = cfg.make_task()
@@ -201,7 +201,7 @@ def llc_vs_M(configs: dict, llc: dict, use_cache: bool = True, progress: bool = 
     for (M, seed), cfg in configs.items():
         if not done.empty and ((done["M"] == M) & (done["seed"] == seed)).any():
             continue
-        model, task, device = _final_weights(cfg)
+        model, task, device = final_model(cfg)
         res = estimate_llc(model, task.loss, llc_data(cfg, llc["n_data"], llc["seed"], device), device=str(device),
                            **settings)
         row = pd.DataFrame([{"M": M, "seed": seed, **llc_row(cfg.steps, res)}])
@@ -214,7 +214,14 @@ def llc_vs_M(configs: dict, llc: dict, use_cache: bool = True, progress: bool = 
             "device": str(resolve_device(next(iter(configs.values())).device))}
     cache.store_tables(LLC_KIND, spec, {"llc": done}, meta)
     shutil.rmtree(partial, ignore_errors=True)
-    return done, meta
+    table, meta = load_llc(configs, llc)
+    return table, {**meta, "cache": None}
+
+
+def load_calibration(configs: dict, llc: dict, grid: dict):
+    """The stored calibration (table, traces, meta) of these runs, or None; never computes."""
+    found = cache.load_tables(CALIBRATION_KIND, _spec(calibration_runs(configs), llc=llc, grid=grid))
+    return None if found is None else (found[0]["table"], found[0]["traces"], found[1])
 
 
 def llc_calibration(configs: dict, llc: dict, grid: dict, use_cache: bool = True, progress: bool = True):
@@ -230,7 +237,7 @@ def llc_calibration(configs: dict, llc: dict, grid: dict, use_cache: bool = True
     tables, traces = [], []
     fixed = {k: v for k, v in llc.items() if k not in ("n_data", "epsilon", "nbeta", "gamma")}
     for (M, seed), cfg in configs.items():
-        model, task, device = _final_weights(cfg)
+        model, task, device = final_model(cfg)
         table, results = calibration_sweep(model, task.loss, llc_data(cfg, llc["n_data"], llc["seed"], device),
                                            progress=progress, device=str(device), **grid, **fixed)
         tables.append(table.assign(M=M, seed=seed))
@@ -238,20 +245,29 @@ def llc_calibration(configs: dict, llc: dict, grid: dict, use_cache: bool = True
     table, trace = pd.concat(tables, ignore_index=True), pd.concat(traces, ignore_index=True)
     meta = {"wall_s": round(float(table["elapsed_s"].sum()), 1), "torch": torch.__version__}
     cache.store_tables(CALIBRATION_KIND, spec, {"table": table, "traces": trace}, meta)
-    return table, trace, meta
+    return table, trace, {**cache.load_tables(CALIBRATION_KIND, spec)[1], "cache": None}
 
 
 def ideal_losses(task_kwargs: dict, Ms, n: int = 8192, seed: int = 0) -> pd.DataFrame:
-    """The loss of dMMSE_M and of ridge on q_M (n sequences of each M's training distribution, seeded), the
-    two ideal predictors the trained models are compared with in Carroll et al. Fig. 3."""
+    """The two ideal predictors of every M (Carroll Fig. 3; Raventós Fig. 2): the loss of dMMSE_M and of ridge
+    on q_M (``loss_*``) and on Gaussian tasks (``ood_*``), and Δ(dMMSE_M, ridge) on each (``delta_dmmse_ridge``,
+    ``delta_dmmse_ridge_ood``), on n seeded sequences of each distribution (per token, not divided by D)."""
     rows = []
+    gaussian = make_task("icl_regression", **{**task_kwargs, "M": None})
+    g_xs, g_ys, _ = gaussian.sample(n, torch.Generator().manual_seed(seed + 1))
+    g_ridge = baselines.ridge_predict(g_xs, g_ys, gaussian.noise_var)
     for M in check_Ms(Ms):
-        kwargs = {**task_kwargs, "M": None if M == INF else M}
-        task = make_task("icl_regression", **kwargs)
+        task = make_task("icl_regression", **{**task_kwargs, "M": None if M == INF else M})
         xs, ys, _ = task.sample(n, torch.Generator().manual_seed(seed))
-        ridge = (baselines.ridge_predict(xs, ys, task.noise_var) - ys).square().mean()
-        dmmse = ridge if M == INF else (baselines.dmmse_predict(xs, ys, task.tasks(), task.noise_var) - ys).square().mean()
-        rows.append({"M": M, "loss_dmmse": float(dmmse), "loss_ridge": float(ridge)})
+        ridge = baselines.ridge_predict(xs, ys, task.noise_var)
+        dmmse = ridge if M == INF else baselines.dmmse_predict(xs, ys, task.tasks(), task.noise_var)
+        g_dmmse = g_ridge if M == INF else baselines.dmmse_predict(g_xs, g_ys, task.tasks(), task.noise_var)
+        rows.append({"M": M, "loss_dmmse": float((dmmse - ys).square().mean()),
+                     "loss_ridge": float((ridge - ys).square().mean()),
+                     "ood_dmmse": float((g_dmmse - g_ys).square().mean()),
+                     "ood_ridge": float((g_ridge - g_ys).square().mean()),
+                     "delta_dmmse_ridge": float(baselines.delta(dmmse, ridge)),
+                     "delta_dmmse_ridge_ood": float(baselines.delta(g_dmmse, g_ridge))})
     return pd.DataFrame(rows)
 
 
@@ -291,7 +307,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     if args.workers > 1:
         from distributed import Client, LocalCluster
-        with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None) as lc, Client(lc) as client:
+        with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0") as lc, Client(lc) as client:
             results = sweep(configs, executor=client.get_executor())
     else:
         results = sweep(configs)

@@ -9,6 +9,10 @@ p_k(m) = softmax_m(−Σ_{j<k} (y_j − t_mᵀx_j)² / (2σ²)), uniform at the 
 
 The tests below measure both on fresh sequences of the training distribution, per token (1-based), and
 judge them by the documented tolerances; ``attention_summary`` shows where each x-token's query looks.
+``sequence_frame`` keeps every (sequence, token) for the M = 2 weight analysis (``weight_rise``: how fast
+the weight on the true task rises with k; ``posterior_sharpness``: the model as a tempered posterior), and
+``context_swap_test`` replaces the context by a foreign task's (the causal check that M = 1 ignores it).
+``mechanism_table`` gathers the verdicts; the ``*_figure`` functions draw the page ``low_task_diversity``.
 """
 from __future__ import annotations
 
@@ -16,10 +20,14 @@ import itertools
 import math
 import numbers
 
+import matplotlib as mpl
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
 import torch
 
+from ..plots import PAGE_WIDTH
 from . import baselines as B
 
 SINGLE_TOL = 0.02   # M = 1: E[(ŷ − t₁ᵀx)²] < 2% of E[(t₁ᵀx)²] at every token (ignoring the context scores 1)
@@ -169,3 +177,396 @@ def attention_summary(model, task, n=512, seed=0) -> pd.DataFrame:
     index = pd.MultiIndex.from_product([range(L), range(H), range(1, T // 2 + 1), ["self", "earlier_x", "earlier_y"]],
                                        names=["layer", "head", "token", "target"])
     return pd.Series(mass.reshape(-1), index=index, name="mass").reset_index()
+
+
+# ---- per-sequence predictions, the implied weight and its sharpness ----------------------------------------
+
+SWAP_SEED_OFFSET = 7_919  # the foreign contexts' generator: seed + this, so they differ from the sequences'
+
+
+def sequence_frame(model, task, n=2048, seed=0) -> pd.DataFrame:
+    """Tidy, one row per (sequence, token k = 1..K) of n fresh training sequences (the same ones as the tests
+    with this seed): the noisy ``y``, the predictions of the model, dMMSE and ridge, the task predictions
+    ``t1x`` (and ``t2x`` at M = 2), ``true`` (1-based index of the sequence's task), and the posterior weight
+    ``p1`` of t₁ before the prediction. At M = 2 also ``log_odds`` = log p₁/p₂, the model's implied weight on
+    t₁ ``implied`` = (ŷ − t₂ᵀx)/(t₁ᵀx − t₂ᵀx), ``kept`` (|(t₁ − t₂)ᵀx| > GAP·|t₁ − t₂|, where p̂ is well
+    defined), and both weights on the true task (``p_true``, ``implied_true``). M must be 1 or 2."""
+    if task.M not in (1, 2):
+        raise ValueError(f"parameter 'task' must have M = 1 or 2, got M = {task.M}")
+    xs, ys, ws, pred, tasks = _sequences(model, task, n, seed)
+    n_seq, K = ys.shape
+    post = posterior_weights(xs, ys, tasks, task.noise_var)
+    true = _true_index(ws, tasks)
+    cols = {"y": ys, "model": pred, "dmmse": B.dmmse_predict(xs, ys, tasks, task.noise_var),
+            "ridge": B.ridge_predict(xs, ys, task.noise_var), "t1x": xs @ tasks[0], "p1": post[..., 0]}
+    frame = {"sequence": np.repeat(np.arange(n_seq), K), "token": np.tile(np.arange(1, K + 1), n_seq),
+             "true": np.repeat(_numpy(true).astype(int) + 1, K)}
+    frame.update({name: _numpy(v).reshape(-1) for name, v in cols.items()})
+    out = pd.DataFrame(frame)
+    if task.M == 2:
+        a, b = xs @ tasks[0], xs @ tasks[1]
+        sq = (ys.unsqueeze(-1) - xs @ tasks.to(xs).T).square()
+        logits = -B._before(sq) / (2 * task.noise_var)
+        out["t2x"] = _numpy(b).reshape(-1)
+        out["log_odds"] = _numpy(logits[..., 0] - logits[..., 1]).reshape(-1)
+        out["implied"] = _numpy((pred - b) / (a - b)).reshape(-1)
+        out["kept"] = ((a - b).abs() > GAP * (tasks[0] - tasks[1]).norm()).cpu().numpy().reshape(-1)
+        first = out["true"] == 1
+        out["p_true"] = np.where(first, out["p1"], 1 - out["p1"])
+        out["implied_true"] = np.where(first, out["implied"], 1 - out["implied"])
+    return out
+
+
+def _two_task_frame(frame):
+    if "implied" not in frame:
+        raise ValueError("parameter 'frame' must be a sequence_frame of an M = 2 task")
+    return frame
+
+
+def _sigmoid(z):
+    """1 / (1 + e^(−z)) without overflow."""
+    return 0.5 * (1 + np.tanh(np.asarray(z, dtype=float) / 2))
+
+
+def weight_rise(frame: pd.DataFrame, c: float | None = None) -> pd.DataFrame:
+    """How fast the weight on the true task rises with k (M = 2): per token, the posterior's mean weight on
+    the true task over all sequences (``posterior_all``) and over the ``n_used`` kept sequences
+    (``posterior``), and the model's implied weight on it over the same kept sequences (``model``). With
+    ``c`` (``posterior_sharpness``), also the tempered posterior's, sigmoid(c · log-odds of the true task)
+    (``tempered``)."""
+    f = _two_task_frame(frame)
+    kept = f[f["kept"]]
+    by = kept.groupby("token")
+    table = pd.DataFrame({"posterior_all": f.groupby("token")["p_true"].mean(), "posterior": by["p_true"].mean(),
+                          "model": by["implied_true"].mean(), "n_used": by.size()})
+    if c is not None:
+        z = np.where(kept["true"] == 1, kept["log_odds"], -kept["log_odds"])
+        table["tempered"] = pd.Series(_sigmoid(c * z), index=kept.index).groupby(kept["token"]).mean()
+    return table.reset_index().astype({"n_used": int})
+
+
+def posterior_sharpness(frame: pd.DataFrame, low: float = 0.05, high: float = 20.0) -> dict:
+    """The model's posterior as a tempered dMMSE (M = 2): the factor c in p̂ ≈ sigmoid(c · log p₁/p₂) that fits
+    the implied weights best (least squares over the kept sequences at tokens k ≥ 2, c searched on a log grid
+    in [low, high] and refined). c = 1 is Bayes; c < 1 a flatter posterior, as if the noise variance were
+    σ²/c; c > 1 a sharper one. Returns {c, mae_bayes (c = 1), mae_fit, n}."""
+    f = _two_task_frame(frame)
+    f = f[f["kept"] & (f["token"] > 1)]
+    if f.empty:
+        return {"c": float("nan"), "mae_bayes": float("nan"), "mae_fit": float("nan"), "n": 0}
+    z, ph = f["log_odds"].to_numpy(), f["implied"].to_numpy()
+
+    def sse(cs):
+        return ((ph[None, :] - _sigmoid(np.outer(cs, z))) ** 2).sum(1)
+
+    grid = np.exp(np.linspace(np.log(low), np.log(high), 241))
+    i = int(sse(grid).argmin())
+    fine = np.exp(np.linspace(np.log(grid[max(i - 1, 0)]), np.log(grid[min(i + 1, len(grid) - 1)]), 201))
+    c = float(fine[int(sse(fine).argmin())])
+
+    def mae(cc):
+        return float(np.abs(ph - _sigmoid(cc * z)).mean())
+
+    return {"c": c, "mae_bayes": mae(1.0), "mae_fit": mae(c), "n": int(len(z))}
+
+
+def context_swap_test(model, task, n=2048, seed=0, tol=SINGLE_TOL) -> dict:
+    """Does the model respond to a foreign context as dMMSE does? The same inputs xs with the y's of a fresh
+    Gaussian task w ~ N(0, I_D) (plus noise), far outside q_M. Per token, relative to the second moment of
+    dMMSE's in-distribution prediction: how much the model's prediction changes (``change_model``), dMMSE's
+    and ridge's for comparison, and ``rel_delta``, the model's distance to dMMSE on the foreign contexts.
+    At M = 1 dMMSE never changes, so ``holds`` (every rel_delta < tol) says the context is ignored.
+    Returns {table, tol, holds}."""
+    tol = _positive("tol", tol)
+    xs, ys, _, pred, tasks = _sequences(model, task, n, seed)
+    g = torch.Generator(device=xs.device).manual_seed(seed + SWAP_SEED_OFFSET)
+    w = torch.randn(xs.shape[0], xs.shape[2], generator=g, device=xs.device)
+    ys2 = (xs @ w.unsqueeze(-1)).squeeze(-1) + torch.randn(ys.shape, generator=g, device=xs.device) * math.sqrt(task.noise_var)
+    with torch.no_grad():
+        pred2 = model(xs, ys2)
+    d1, d2 = B.dmmse_predict(xs, ys, tasks, task.noise_var), B.dmmse_predict(xs, ys2, tasks, task.noise_var)
+    r1, r2 = B.ridge_predict(xs, ys, task.noise_var), B.ridge_predict(xs, ys2, task.noise_var)
+    scale = d1.square().mean(0)
+    cols = {"change_model": (pred2 - pred), "change_dmmse": (d2 - d1), "change_ridge": (r2 - r1),
+            "rel_delta": (pred2 - d2)}
+    table = pd.DataFrame({"token": np.arange(1, task.K + 1),
+                          **{k: _numpy(v.square().mean(0) / scale) for k, v in cols.items()}})
+    return {"table": table, "tol": tol, "holds": bool((table["rel_delta"] < tol).all())}
+
+
+def attention_table(summaries: dict, token: int | None = None) -> pd.DataFrame:
+    """``attention_summary`` frames ``{label: summary}`` side by side at one query token (default the last):
+    one row per (layer, head), one column per (label, target) with the attention mass."""
+    frames = {}
+    for label, s in summaries.items():
+        k = int(s["token"].max()) if token is None else token
+        frames[label] = s[s["token"] == k].pivot_table(index=["layer", "head"], columns="target", values="mass")
+    table = pd.concat(frames, axis=1, names=["M", "target"])
+    return table.reindex(columns=["self", "earlier_x", "earlier_y"], level="target")
+
+
+def llc_contrast(llc_table: pd.DataFrame, low: int = 1, high: int = 2) -> dict:
+    """λ̂ at M = ``low`` against M = ``high`` of one LLC table (seed means): both values, their difference
+    and its size in standard errors (``z``). Needs both M in the table."""
+    t = llc_table.groupby("M").agg(llc=("llc_mean", "mean"), se=("llc_se", "mean"))
+    missing = [M for M in (low, high) if M not in t.index]
+    if missing:
+        raise ValueError(f"the LLC table has no M = {missing}")
+    a, b = t.loc[low], t.loc[high]
+    diff = float(b["llc"] - a["llc"])
+    se = float(math.hypot(a["se"], b["se"]))
+    return {"low": float(a["llc"]), "high": float(b["llc"]), "diff": diff, "z": diff / se if se > 0 else float("inf")}
+
+
+def mechanism_table(single: dict, two: dict, swap: dict | None = None, sharpness: dict | None = None,
+                    llc: dict | None = None) -> pd.DataFrame:
+    """One row per test of the stated mechanism: hypothesis, measure, tolerance, value, holds.
+
+    single: ``single_task_test`` (M = 1); two: ``two_task_test`` (M = 2); swap: ``context_swap_test`` of
+    the M = 1 model; sharpness: ``posterior_sharpness`` (M = 2, reported, judged against [0.8, 1.25]);
+    llc: ``llc_contrast`` (λ̂ at M = 2 above M = 1 by more than 2 standard errors)."""
+    s, t = single["table"], two["table"]
+    rows = [
+        ("M = 1", "predicts t₁ᵀx at the first token", "E[(ŷ − t₁ᵀx)²] / E[(t₁ᵀx)²] at k = 1",
+         f"< {single['tol']:g}", s["rel_error"].iloc[0], s["rel_error"].iloc[0] < single["tol"]),
+        ("M = 1", "… and at every later token", "largest of the same over k",
+         f"< {single['tol']:g}", s["rel_error"].max(), single["holds"]),
+    ]
+    if swap is not None:
+        rows.append(("M = 1", "ignores the context", "largest change under a foreign context, relative",
+                     f"< {swap['tol']:g}", swap["table"]["rel_delta"].max(), swap["holds"]))
+    rows += [
+        ("M = 2", "predicts as dMMSE₂", "largest Δ(model, dMMSE) / Var(dMMSE) over k",
+         f"< {two['tol']:g}", t["rel_delta"].max(), bool((t["rel_delta"] < two["tol"]).all())),
+        ("M = 2", "its weight on t₁ is the posterior p_k", "largest mean |p̂ − p_k| over k",
+         f"< {two['weight_tol']:g}", t["weight_mae"].max(), bool((t["weight_mae"] < two["weight_tol"]).all())),
+    ]
+    if sharpness is not None:
+        rows.append(("M = 2", "… with the Bayes temperature", "fitted c in p̂ ≈ sigmoid(c · log p₁/p₂)",
+                     "0.8 to 1.25", sharpness["c"], 0.8 <= sharpness["c"] <= 1.25))
+    if llc is not None:
+        rows.append(("λ̂", "the one-task solution is simpler", "(λ̂₂ − λ̂₁) / SE", "> 2", llc["z"], llc["z"] > 2))
+    return pd.DataFrame(rows, columns=["M", "hypothesis", "measure", "tolerance", "value", "holds"])
+
+
+
+def task_table(task) -> pd.DataFrame:
+    """The task set T_M of a finite-M task: one row per task (t₁, t₂, …) with its components and norm; for
+    M ≥ 2 also each task's distance to t₁ and the expected evidence a single pair gives against t₁ when it
+    is true, |t_m − t₁|² / (2σ²) (nats: the mean log-likelihood ratio, as E[xxᵀ] = I)."""
+    tasks = task.tasks()
+    if tasks is None:
+        raise ValueError("parameter 'task' must have a finite task set (M < ∞)")
+    t = _numpy(tasks)
+    sub = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+    table = pd.DataFrame(t, columns=[f"component {d + 1}" for d in range(t.shape[1])],
+                         index=pd.Index([f"t{str(m + 1).translate(sub)}" for m in range(len(t))], name="task"))
+    table["norm"] = np.linalg.norm(t, axis=1)
+    if len(t) > 1:
+        table["distance to t₁"] = np.linalg.norm(t - t[0], axis=1)
+        table["evidence per pair (nats)"] = table["distance to t₁"] ** 2 / (2 * task.noise_var)
+    return table
+
+
+def mechanism_summary(table: pd.DataFrame) -> str:
+    """One Markdown sentence on a ``mechanism_table``: how many tests hold, and each that does not, with its
+    value against its tolerance."""
+    failed = table[~table["holds"].astype(bool)]
+    head = f"**{len(table) - len(failed)} of {len(table)} tests hold.**"
+    if failed.empty:
+        return head + " The stated mechanism accounts for every measurement on this page."
+    items = "; ".join(f"{r['M']}, *{r['hypothesis']}*: {r['value']:.3g} against {r['tolerance']}"
+                      for _, r in failed.iterrows())
+    return f"{head} Not holding: {items}."
+
+# ---- figures (page width, fonts from book.setup) -----------------------------------------------------------
+
+STYLE = {"model": dict(color="k", ls="-", marker="o", ms=4, lw=1.6, label="trained model"),
+         "dmmse": dict(color="tab:blue", ls="--", lw=1.6, label="dMMSE$_M$ (Bayes)"),
+         "ridge": dict(color="tab:red", ls=":", lw=1.8, label="ridge"),
+         "tempered": dict(color="tab:orange", ls="-.", lw=1.6, label="tempered posterior (fitted c)")}
+
+
+def _label(M) -> str:
+    return f"M = {M}"
+
+
+def _token_axis(ax, K):
+    ax.set_xticks(range(1, K + 1))
+    ax.set_xlabel("token k (pairs seen: k − 1)")
+
+
+def token_figure(tables: dict, noise_var: float | None = None):
+    """Per token, for each M of ``tables`` ({M: token_table}) in its own column: the MSE of the model, dMMSE
+    and ridge (top; σ² dotted grey, the noise floor), and Δ of the model to dMMSE and to ridge (bottom, log)."""
+    n = len(tables)
+    fig, axes = plt.subplots(2, n, figsize=(PAGE_WIDTH, 5.4), sharex=True, sharey="row", squeeze=False)
+    for j, (M, t) in enumerate(tables.items()):
+        top, bottom = axes[0, j], axes[1, j]
+        for name in ("model", "dmmse", "ridge"):
+            top.plot(t["token"], t[f"mse_{name}"], **STYLE[name])
+        if noise_var is not None:
+            top.axhline(noise_var, color="grey", ls=":", lw=1, label="σ² (noise floor)")
+        bottom.plot(t["token"], t["delta_dmmse"], **{**STYLE["dmmse"], "marker": "s", "ms": 4,
+                                                      "label": "Δ(model, dMMSE$_M$)"})
+        bottom.plot(t["token"], t["delta_ridge"], **{**STYLE["ridge"], "marker": "^", "ms": 4,
+                                                      "label": "Δ(model, ridge)"})
+        bottom.set_yscale("log")
+        top.set_title(_label(M))
+        _token_axis(bottom, len(t))
+    axes[0, 0].set_ylabel("MSE against y")
+    axes[1, 0].set_ylabel("Δ per token")
+    axes[0, -1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    axes[1, -1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    return fig
+
+
+def posterior_figure(frame: pd.DataFrame, sharpness: dict | None = None, max_points: int = 4000, seed: int = 0):
+    """M = 2. Left: the model's implied weight on t₁ (p̂) against dMMSE's posterior weight p_k, one dot per
+    kept (sequence, token) at k ≥ 2 (at most ``max_points``, drawn at random), coloured by token, with the
+    diagonal (Bayes) and the tempered curve of ``sharpness``. Right: the mean weight on the true task
+    against k (``weight_rise``): the posterior, the model's implied weight and, with ``sharpness``, the
+    tempered posterior."""
+    f = _two_task_frame(frame)
+    pts = f[f["kept"] & (f["token"] > 1)]
+    if len(pts) > max_points:
+        pts = pts.sample(max_points, random_state=seed)
+    c = None if sharpness is None else sharpness["c"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.6), gridspec_kw={"width_ratios": [1.1, 1]})
+    K = int(f["token"].max())
+    sc = a.scatter(pts["p1"], pts["implied"].clip(-0.5, 1.5), c=pts["token"], cmap="viridis", vmin=2, vmax=K,
+                   s=5, alpha=0.5, linewidths=0, rasterized=True)
+    grid = np.linspace(0.005, 0.995, 200)
+    a.plot([0, 1], [0, 1], color="tab:blue", ls="--", lw=1.4, label="p̂ = p (Bayes)")
+    if c is not None:
+        a.plot(grid, _sigmoid(c * np.log(grid / (1 - grid))), **{**STYLE["tempered"], "label": f"tempered, c = {c:.2f}"})
+    a.set(xlim=(0, 1), ylim=(-0.5, 1.5), xlabel="posterior weight on t₁, $p_k$", ylabel="model's implied weight p̂")
+    a.legend(loc="upper left")
+    fig.colorbar(sc, ax=a, label="token k", ticks=range(2, K + 1))
+    rise = weight_rise(f, c)
+    b.plot(rise["token"], rise["posterior"], **{**STYLE["dmmse"], "marker": "s", "ms": 4, "label": "posterior (dMMSE₂)"})
+    b.plot(rise["token"], rise["model"], **{**STYLE["model"], "label": "model's implied weight"})
+    if c is not None:
+        b.plot(rise["token"], rise["tempered"], **{**STYLE["tempered"], "label": f"tempered, c = {c:.2f}"})
+    b.axhline(0.5, color="grey", ls=":", lw=1)
+    b.set(ylabel="mean weight on the true task", ylim=(0.45, 1.0))
+    _token_axis(b, K)
+    b.legend(loc="lower right")
+    return fig
+
+
+def sequence_figure(frame: pd.DataFrame, sequence: int, title: str = ""):
+    """One sequence token by token: y, t₁ᵀx (and t₂ᵀx), and the predictions of the model, dMMSE and ridge;
+    at M = 2 below them the weight on the true task, the posterior's and the model's implied p̂ (hollow where
+    |(t₁ − t₂)ᵀx| is too small for p̂ to mean much)."""
+    s = frame[frame["sequence"] == sequence]
+    if s.empty:
+        raise ValueError(f"parameter 'sequence': no sequence {sequence!r} in the frame")
+    two = "implied" in s
+    fig, axes = plt.subplots(2 if two else 1, 1, figsize=(PAGE_WIDTH, 5.2 if two else 3.0), sharex=True,
+                             squeeze=False, gridspec_kw={"height_ratios": [1.5, 1] if two else [1]})
+    ax, k = axes[0, 0], s["token"]
+    true = int(s["true"].iloc[0])
+    ax.plot(k, s["y"], "o", color="grey", ms=6, label="y (noisy target)")
+    ax.plot(k, s["t1x"], "_", color="tab:green", ms=14, mew=2.5, label="t₁ᵀx" + (" (true task)" if true == 1 else ""))
+    if two:
+        ax.plot(k, s["t2x"], "_", color="tab:purple", ms=14, mew=2.5,
+                label="t₂ᵀx" + (" (true task)" if true == 2 else ""))
+    for name in ("ridge", "dmmse", "model"):
+        ax.plot(k, s[name], **STYLE[name])
+    ax.set_ylabel("prediction of y_k")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if two:
+        b = axes[1, 0]
+        b.plot(k, s["p_true"], **{**STYLE["dmmse"], "marker": "s", "ms": 5, "label": "posterior"})
+        b.plot(k, s["implied_true"], color="k", lw=1.2, label="model's implied p̂")
+        b.plot(k[s["kept"]], s["implied_true"][s["kept"]], "o", color="k", ms=6)
+        b.plot(k[~s["kept"]], s["implied_true"][~s["kept"]], "o", mfc="white", mec="k", ms=6,
+               label="p̂ where (t₁ − t₂)ᵀx ≈ 0")
+        b.axhline(0.5, color="grey", ls=":", lw=1)
+        b.set(ylabel="weight on the true task", ylim=(-0.25, 1.25))
+        b.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _token_axis(axes[-1, 0], int(s["token"].max()))
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def context_figure(swaps: dict):
+    """For each M of ``swaps`` ({M: context_swap_test}): how much the predictions change when the context's
+    y's come from a foreign Gaussian task, relative (log scale, k ≥ 2; a predictor that never changes is
+    named in the panel instead of drawn)."""
+    fig, axes = plt.subplots(1, len(swaps), figsize=(PAGE_WIDTH, 3.2), sharey=True, squeeze=False)
+    for ax, (M, out) in zip(axes[0], swaps.items()):
+        t = out["table"][out["table"]["token"] > 1]
+        still = []
+        for name in ("model", "dmmse", "ridge"):
+            v = t[f"change_{name}"]
+            if (v > 0).any():
+                ax.plot(t["token"], v.where(v > 0), **STYLE[name])
+            else:
+                still.append(STYLE[name]["label"])
+        if still:
+            ax.text(0.5, 0.5, f"{', '.join(still)}: no change", transform=ax.transAxes, ha="center", va="center",
+                    color=STYLE["dmmse"]["color"])
+        ax.set_yscale("log")
+        ax.set_title(_label(M))
+        ax.set_xticks(t["token"])
+        ax.set_xlabel("token k (pairs seen: k − 1)")
+    axes[0, 0].set_ylabel("change / E[dMMSE prediction²]")
+    axes[0, -1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    return fig
+
+
+def token_labels(K: int) -> list[str]:
+    """x1, y1, x2, … yK: the token order of the transformer's input (plain digits: subscripts are too small
+    at 9 pt)."""
+    return [f"{v}{k}" for k in range(1, K + 1) for v in ("x", "y")]
+
+
+def attention_figure(maps: np.ndarray, title: str = ""):
+    """Batch-mean attention (``attention_maps``: layer × head × query × key) as one heat map per layer and
+    head (square-root colour scale, shared), with the tokens x₁, y₁, … on both axes."""
+    L, H, T, _ = maps.shape
+    labels = token_labels(T // 2)
+    fig, axes = plt.subplots(L, H, figsize=(PAGE_WIDTH, 3.3 * L + 0.4), squeeze=False)
+    norm = mpl.colors.PowerNorm(0.5, vmin=0, vmax=1)
+    masked = np.where(np.triu(np.ones((T, T), bool), 1), np.nan, maps)
+    for l in range(L):
+        for h in range(H):
+            ax = axes[l, h]
+            im = ax.imshow(masked[l, h], cmap="magma_r", norm=norm, interpolation="nearest")
+            ax.set_xticks(range(T), labels, rotation=90)
+            ax.set_yticks(range(T), labels)
+            ax.tick_params(length=0)
+            ax.grid(False)
+            ax.set_title(f"layer {l + 1}, head {h + 1}")
+            if h == 0:
+                ax.set_ylabel("query")
+            if l == L - 1:
+                ax.set_xlabel("key")
+    fig.colorbar(im, ax=axes, label="attention (batch mean)", shrink=0.8)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def llc_against_M_figure(tables: dict, highlight=(1, 2)):
+    """λ̂ of the final weights against M for each sweep ``{label: llc_table}`` (seed means ± SE), M on a
+    categorical axis (∞ last), the M of ``highlight`` shaded."""
+    Ms = sorted({M for t in tables.values() for M in t["M"]})
+    x = {M: i for i, M in enumerate(Ms)}
+    fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 3.4))
+    colours = sns.color_palette("dark", len(tables))
+    for (label, t), colour, marker in zip(tables.items(), colours, "os^D"):
+        g = t.groupby("M").agg(llc=("llc_mean", "mean"), se=("llc_se", "mean")).reindex(Ms).dropna()
+        ax.errorbar([x[M] for M in g.index], g["llc"], yerr=g["se"], fmt=f"{marker}-", color=colour, capsize=3,
+                    ms=6, lw=1.4, label=label)
+    shown = [x[M] for M in highlight if M in x]
+    if shown and len(shown) < len(Ms):
+        ax.axvspan(min(shown) - 0.4, max(shown) + 0.4, color="gold", alpha=0.25, lw=0,
+                   label=" and ".join(f"M = {M}" for M in highlight if M in x))
+    ax.set_xticks(range(len(Ms)), ["∞" if M == math.inf else str(int(M)) for M in Ms])
+    ax.set(xlabel="M (pretraining tasks)", ylabel="λ̂ (final weights)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig

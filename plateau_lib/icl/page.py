@@ -245,21 +245,10 @@ def stage_values(dev, stages) -> dict:
 
 
 def verdict_table(values: dict, page: str, provenance: dict) -> pd.DataFrame:
-    """``book.verdicts`` for the presets the Reproducibility page has a column for ("cpu", "paper"); any other
-    preset shown (the long CPU run) gets its own columns here, judged by the miniature's rule and not recorded."""
-    from .. import report
+    """``book.verdicts`` of this figure: "cpu" and "paper" recorded for the Reproducibility page, the long CPU
+    run in its own columns, judged by the miniature's rule."""
     from ..book import verdicts
-    recorded = {p: v for p, v in values.items() if p in report.PRESET_COLUMNS}
-    table = verdicts(FIGURE, recorded, page, provenance)
-    rule = table.pop("rule")
-    for preset, by_metric in values.items():
-        if preset in recorded:
-            continue
-        rows = {r["metric"]: r for r in report.summary_rows(FIGURE, "cpu", by_metric)}
-        table[LABELS.get(preset, preset)] = [rows[m]["shown"] if m in rows else "–" for m in table.index]
-        table[f"verdict ({preset})"] = [rows[m]["verdict"] if m in rows else "–" for m in table.index]
-    table["rule"] = rule
-    return table
+    return verdicts(FIGURE, values, page, provenance, LABELS)
 
 
 # ---- figures -------------------------------------------------------------------------------------------

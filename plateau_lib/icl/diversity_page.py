@@ -1,0 +1,484 @@
+"""Page helpers of the task-diversity chapters (``transient_ridge``, ``task_diversity``, ``low_task_diversity``):
+the live sweep, the stored sweeps, their figures, verdict values and provenance.
+
+The live ``cpu`` sweep is the same on every page (same configs, so one build trains it once and the other
+pages load it from the cache). The long CPU sweep and the ``paper`` sweep are loaded only if stored; they are
+never trained by a page.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from .. import cache
+from ..plots import PAGE_WIDTH
+from ..sweep import sweep
+from ..train import TrainResult
+from . import diversity as div
+
+LABELS = {"cpu": "live cpu sweep", "cpu_long": "long CPU sweep", "paper": "paper preset"}
+
+
+@dataclass
+class Sweep:
+    """One sweep as a page shows it: its configs and SGLD settings, the training results, their curves,
+    t_crit per run, the final evaluations, and the LLC table (None where it was not computed)."""
+    preset: str
+    configs: dict
+    llc: dict
+    results: dict
+    curves: pd.DataFrame
+    critical: pd.DataFrame
+    final: pd.DataFrame
+    llc_table: pd.DataFrame | None
+    llc_meta: dict | None
+
+
+def _assemble(preset, configs, llc, results, llc_found) -> Sweep:
+    curves = div.curves(results)
+    table, meta = llc_found if llc_found is not None else (None, None)
+    return Sweep(preset, configs, llc, results, curves, div.critical_steps(curves), div.final(curves), table, meta)
+
+
+def sweep_settings(preset: str, Ms=None, seeds=None, steps=None, overrides=None, **llc_fields) -> tuple[dict, dict]:
+    """``presets.diversity`` with the pages' knobs: ``steps`` (None: the preset's) rebuilds the log + linear
+    evaluation steps for the new length; ``seeds`` None is [0]."""
+    from ..params import int_list, parsed
+    from ..presets import DIVERSITY, diversity, log_linear_steps
+    Ms, seeds = parsed(Ms, "Ms"), int_list(seeds, "seeds", [0])
+    changes = dict(overrides or {})
+    if steps is not None:
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 10:
+            raise ValueError(f"parameter 'steps' must be an integer >= 10, got {steps!r}")
+        base = DIVERSITY[preset] if preset in DIVERSITY else None
+        if base is not None:
+            changes.update(steps=steps, eval_steps=log_linear_steps(steps, 12, 6),
+                           eval_every=max(1, round(base.eval_every * steps / base.steps)))
+    return diversity(preset, Ms, seeds, changes, **llc_fields)
+
+
+def live(preset: str = "cpu", Ms=None, seeds=None, steps=None, overrides=None, use_cache: bool = True,
+         with_llc: bool = True, executor=None, progress: bool = True, **llc_fields) -> Sweep:
+    """Train (or load) the page's sweep, and the LLC at the end of every run (``with_llc``)."""
+    configs, llc = sweep_settings(preset, Ms, seeds, steps, overrides, **llc_fields)
+    results = sweep(configs, use_cache=use_cache, executor=executor, progress=progress)
+    found = div.llc_vs_M(configs, llc, use_cache=use_cache, progress=False) if with_llc else None
+    return _assemble(preset, configs, llc, results, found)
+
+
+def stored(preset: str) -> Sweep | None:
+    """The committed (or locally finished) sweep of ``preset`` with its LLC table, or None; never trains."""
+    configs, llc = sweep_settings(preset)
+    results = {}
+    for label, cfg in configs.items():
+        path = cache.find("train", cache.cache_key(cfg))
+        if path is None:
+            return None
+        results[label] = TrainResult.load(path)
+        results[label].meta["cache"] = str(path.relative_to(cache.ROOT)) if path.is_relative_to(cache.ROOT) else str(path)
+    return _assemble(preset, configs, llc, results, div.load_llc(configs, llc))
+
+
+def shown_sweeps(live_sweep: Sweep) -> dict:
+    """``{preset: Sweep}``: the live sweep, then every stored sweep of another preset."""
+    shown = {live_sweep.preset: live_sweep}
+    for preset in ("cpu_long", "paper"):
+        if preset != live_sweep.preset and (found := stored(preset)) is not None:
+            shown[preset] = found
+    return shown
+
+
+def missing_note(preset: str) -> str:
+    """Markdown for a sweep that is not stored."""
+    how = ("`python -m plateau_lib.icl.diversity --preset cpu_long --workers 2 --commit` (about an hour on 2 cores)"
+           if preset == "cpu_long" else "a GPU through `make paper`")
+    return f"The {LABELS.get(preset, preset)} is not stored in this checkout; produce it with {how}."
+
+
+# ---- figures -----------------------------------------------------------------------------------------
+
+def palette(Ms) -> dict:
+    """One colour per M, dark (low M) to light (high M), ∞ in black."""
+    finite = sorted(M for M in set(Ms) if M != div.INF)
+    colours = sns.color_palette("viridis", max(1, len(finite)))
+    out = {M: colours[i] for i, M in enumerate(finite)}
+    out[div.INF] = (0.0, 0.0, 0.0)
+    return out
+
+
+def _log_step(ax):
+    ax.set_xscale("symlog", linthresh=10)
+    ax.set_xlabel("step")
+
+
+def curves_figure(s: Sweep, title: str = ""):
+    """Carroll Fig. 1 (top and bottom left): the OOD loss over training for every M with t_M^crit circled and
+    each M's dMMSE OOD loss dashed, ridge's dotted; then Δ to dMMSE_M and to ridge on q_M."""
+    c, colours = s.curves, palette(s.curves["M"])
+    fig, ax = plt.subplot_mosaic([["ood", "ood"], ["dmmse", "ridge"]], figsize=(PAGE_WIDTH, 6.2))
+    axes = [ax["ood"], ax["dmmse"], ax["ridge"]]
+    for (M, seed), g in c.groupby(["M", "seed"]):
+        kw = dict(color=colours[M], lw=1.5, label=div.label_M(M) if seed == c["seed"].min() else None)
+        axes[0].plot(g["step"], g["ood_loss"], **kw)
+        axes[1].plot(g["step"], g["delta_dmmse"], **kw)
+        axes[2].plot(g["step"], g["delta_ridge"], **kw)
+        if M != div.INF:
+            axes[0].axhline(g["ood_dmmse"].iloc[-1], color=colours[M], ls="--", lw=0.8)
+    axes[0].axhline(c["ood_ridge"].iloc[-1], color="crimson", ls=":", lw=1.5, label="ridge")
+    for _, r in s.critical.iterrows():
+        axes[0].plot(r["t_crit"], r["min_ood_loss"], "o", mfc="none", mec=colours[r["M"]], ms=9, mew=1.8)
+    names = ("OOD loss on Gaussian tasks (○ t$_M^{crit}$; dashed: dMMSE$_M$'s, dotted: ridge's)",
+             "Δ to dMMSE$_M$ (on $q_M$)", "Δ to ridge (on $q_M$)")
+    for a, name in zip(axes, names):
+        _log_step(a)
+        a.set_title(name)
+        a.set_yscale("log")
+        a.yaxis.set_minor_formatter(mpl.ticker.NullFormatter())
+    axes[0].set_ylabel("loss per token")
+    axes[1].set_ylabel("Δ per token")
+    axes[0].legend(title="M", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def pca_figure(s: Sweep, n_components: int = 2, smooth_window: int = 3, title: str = ""):
+    """Carroll Fig. 1 (right): every run's trajectory in the PC1-PC2 plane of the joint PCA (lightly smoothed,
+    start ○, end ●), with the dMMSE_M predictors (★, M's colour) and ridge (✕) projected, not fitted."""
+    from .. import trajectory
+    pca, proj, pred = pca_of(s, n_components)
+    colours = palette(s.curves["M"])
+    fig, ax = plt.subplots(figsize=(PAGE_WIDTH * 0.75, 4.6))
+    for (M, seed), g in proj.groupby("label", sort=False):
+        xy = trajectory.smooth(g[["PC1", "PC2"]].to_numpy(), smooth_window)
+        ax.plot(xy[:, 0], xy[:, 1], color=colours[M], lw=1.4, label=div.label_M(M) if seed == 0 else None)
+        ax.plot(*xy[0], "o", mfc="white", mec=colours[M], ms=5)
+        ax.plot(*xy[-1], "o", color=colours[M], ms=6)
+    for (kind, M), row in pred.iterrows():
+        if kind == "ridge":
+            ax.plot(row["PC1"], row["PC2"], "X", color="crimson", ms=11, mec="white", label="ridge")
+        elif M in colours:
+            ax.plot(row["PC1"], row["PC2"], "*", color=colours[M], ms=13, mec="k", mew=0.6)
+    ratio = pca.explained_variance_ratio
+    ax.set_xlabel(f"PC1 ({ratio[0]:.1%} of the variance)")
+    ax.set_ylabel(f"PC2 ({ratio[1]:.1%})")
+    ax.legend(title="M  (★ dMMSE$_M$)", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.set_title(title or "Joint trajectory PCA of the predictions on root-task sequences")
+    return fig
+
+
+def pca_of(s: Sweep, n_components: int = 2):
+    """(the fitted joint PCA, the runs' projections (label, step, PC…), the predictors' projections indexed by
+    (kind, M))."""
+    from .. import trajectory
+    rows, steps = div.trajectory_rows(s.results)
+    pca = trajectory.fit_joint_pca(rows, n_components)
+    proj = trajectory.projections(pca, rows, steps)
+    proj["M"] = [label[0] for label in proj["label"]]
+    proj["ood_loss"] = np.concatenate([s.results[label].metrics.set_index("step").loc[steps[label]].pipe(
+        lambda m: m["loss_true"] if "loss_true" in m else m["loss"]).to_numpy() for label in rows])
+    kwargs = next(iter(s.configs.values())).task_kwargs
+    predictors = div.predictor_rows(kwargs, sorted({M for M, _ in s.configs}))
+    pred = pd.DataFrame(trajectory.project(pca, np.stack(list(predictors.values()))),
+                        index=pd.MultiIndex.from_tuples(list(predictors), names=["kind", "M"]),
+                        columns=[f"PC{i + 1}" for i in range(n_components)])
+    return pca, proj, pred
+
+
+def llc_figure(s: Sweep, title: str = ""):
+    """Carroll Fig. 3: against M, the final models' loss on q_M beside dMMSE_M's and ridge's, and λ̂ of every
+    final model (± SE over chains) with λ̂ at M = ∞ as a line."""
+    kwargs = next(iter(s.configs.values())).task_kwargs
+    Ms = sorted({M for M, _ in s.configs})
+    ideal = div.ideal_losses(kwargs, Ms)
+    finite = [M for M in Ms if M != div.INF]
+    x = {M: i for i, M in enumerate(Ms)}
+    fig, axes = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.3))
+    ax = axes[0]
+    ax.plot([x[M] for M in Ms], ideal["loss_dmmse"], "s--", color="tab:blue", label="dMMSE$_M$")
+    ax.plot([x[M] for M in Ms], ideal["loss_ridge"], "^:", color="tab:red", label="ridge")
+    fin = s.final.groupby("M")["id_loss"].mean()
+    ax.plot([x[M] for M in fin.index], fin.to_numpy(), "o-", color="k", label="trained model")
+    ax.set_ylabel("loss on $q_M$")
+    ax.legend()
+    ax = axes[1]
+    if s.llc_table is not None:
+        t = s.llc_table.groupby("M").agg(llc=("llc_mean", "mean"), se=("llc_se", "mean")).reindex(Ms)
+        ax.errorbar([x[M] for M in finite], t.loc[finite, "llc"], yerr=t.loc[finite, "se"], fmt="o-", color="k",
+                    capsize=3, label="final model")
+        if div.INF in t.index:
+            ax.axhline(t.loc[div.INF, "llc"], color="crimson", ls="--", label="λ̂ at M = ∞")
+        ax.set_ylabel("λ̂ (final weights)")
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "no LLC table stored", ha="center", transform=ax.transAxes)
+    for ax in axes:
+        ax.set_xticks(range(len(Ms)), [div.label_M(M) for M in Ms])
+        ax.set_xlabel("M (pretraining tasks)")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+# ---- tables, verdict values and provenance --------------------------------------------------------------
+
+def per_M_table(s: Sweep) -> pd.DataFrame:
+    """Per M (seed-mean): final Δ to dMMSE_M and to ridge (on q_M, per token), t_crit, the OOD rise after it,
+    λ̂ and what the final model is nearer to."""
+    f = s.final.groupby("M")[["delta_dmmse", "delta_ridge", "id_loss", "ood_loss"]].mean()
+    c = s.critical.groupby("M")[["t_crit", "rise_after_min", "last_step"]].mean()
+    table = f.join(c)
+    if s.llc_table is not None:
+        table = table.join(s.llc_table.groupby("M")[["llc_mean", "llc_se"]].mean())
+    table["nearer to"] = np.where(table.index == div.INF, "ridge (= dMMSE$_\\infty$)",
+                                  np.where(table["delta_ridge"] < table["delta_dmmse"], "ridge", "dMMSE$_M$"))
+    table.index = [div.label_M(M) for M in table.index]
+    table.index.name = "M"
+    return table
+
+
+def transient_Ms(s: Sweep, rise: float = 0.05) -> list:
+    """Finite M whose OOD loss rises by more than ``rise`` (relative) after its minimum, before the end: the
+    transient's signature (Carroll: the OOD loss first falls toward ridge's, then rises to dMMSE_M's)."""
+    c = s.critical.groupby("M")[["min_ood_loss", "rise_after_min", "t_crit", "last_step"]].mean()
+    keep = (c.index != div.INF) & (c["rise_after_min"] > rise * c["min_ood_loss"]) & (c["t_crit"] < c["last_step"])
+    return [int(M) for M in c.index[keep]]
+
+
+def provenance_rows(shown: dict) -> list[dict]:
+    """One row per training run and one per LLC table of every sweep shown."""
+    from ..book import run_provenance
+    rows = []
+    for preset, s in shown.items():
+        rows += run_provenance({(div.label_M(M), seed): r for (M, seed), r in s.results.items()}, preset)
+        if s.llc_meta is not None:
+            rows.append({"preset": preset, "run": "LLC at the final weights, every M", "device": s.llc_meta.get("device"),
+                         "wall time (s)": s.llc_meta.get("llc_wall_s"),
+                         "source": s.llc_meta.get("cache") or "computed in this build",
+                         "commit": s.llc_meta.get("commit"), "date": str(s.llc_meta.get("date", ""))[:10]})
+    return rows
+
+
+def provenance_summary(s: Sweep) -> dict:
+    from ..book import provenance_summary as summary
+    return summary(s.results)
+
+
+def is_finite(M) -> bool:
+    return M != div.INF and not (isinstance(M, float) and math.isnan(M))
+
+
+def diversity_figure(s: Sweep, title: str = ""):
+    """Raventós Fig. 2 in miniature, against M: (left) the final model's loss beside dMMSE_M's and ridge's,
+    (middle) Δ(PT, dMMSE_M), (right) Δ(PT, ridge); top row on the pretraining tasks (q_M), bottom row on
+    Gaussian tasks (𝒯_True). Everything per token and divided by D (their Eq. 4)."""
+    kwargs = next(iter(s.configs.values())).task_kwargs
+    D = kwargs["D"]
+    Ms = sorted({M for M, _ in s.configs})
+    ideal = div.ideal_losses(kwargs, Ms).set_index("M")
+    fin = s.final.groupby("M").mean(numeric_only=True).reindex(Ms)
+    x = np.arange(len(Ms))
+    fig, axes = plt.subplots(2, 3, figsize=(PAGE_WIDTH, 5.2), sharex=True)
+    for row, (where, loss, dd, dr, base) in enumerate([("pretraining tasks", "id_loss", "delta_dmmse", "delta_ridge", "loss"),
+                                                         ("Gaussian tasks", "ood_loss", "delta_dmmse_ood",
+                                                          "delta_ridge_ood", "ood")]):
+        ax = axes[row, 0]
+        ax.plot(x, fin[loss] / D, "o-", color="k", label="PT (trained)")
+        ax.plot(x, ideal[f"{base}_dmmse"] / D, "s--", color="tab:blue", label="dMMSE$_M$")
+        ax.plot(x, ideal[f"{base}_ridge"] / D, "^:", color="crimson", label="ridge")
+        ax.set_ylabel(f"{where}\\nloss ÷ D")
+        axes[row, 1].plot(x, fin[dd] / D, "o-", color="tab:blue")
+        axes[row, 2].plot(x, fin[dr] / D, "o-", color="crimson")
+        for a in axes[row, 1:]:
+            a.set_yscale("log")
+    axes[0, 0].legend(fontsize=9)
+    axes[0, 1].set_title("Δ(PT, dMMSE$_M$) ÷ D")
+    axes[0, 2].set_title("Δ(PT, ridge) ÷ D")
+    axes[0, 0].set_title("loss ÷ D")
+    for a in axes[1]:
+        a.set_xticks(x, [div.label_M(M) for M in Ms])
+        a.set_xlabel("M")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def transient_values(s: Sweep, n_components: int = 2) -> dict:
+    """Our numbers for the transient-ridge claims (``verdicts.py``, "Carroll Figs. 1, 3")."""
+    from scipy.stats import spearmanr
+    f = s.final.groupby("M")[["delta_dmmse", "delta_ridge"]].mean()
+    finite = [M for M in f.index if M != div.INF]
+    lo, hi = min(finite), max(finite)
+    transient = transient_Ms(s)
+    t = s.critical.groupby("M")["t_crit"].mean()
+    pca, proj, _ = pca_of(s, n_components)
+    values = {
+        "final Δ to dMMSE ÷ Δ to ridge at the smallest M (on q_M)": f.loc[lo, "delta_dmmse"] / f.loc[lo, "delta_ridge"],
+        "finite M with a transient (OOD loss rises > 5% after its minimum)": float(len(transient)),
+        "rank correlation of t_crit with M (M with a transient)":
+            float(spearmanr(transient, t.loc[transient]).statistic) if len(transient) >= 3 else None,
+        "final Δ to ridge ÷ Δ to dMMSE at the largest finite M (on q_M)": f.loc[hi, "delta_ridge"] / f.loc[hi, "delta_dmmse"],
+        "behavioural switch: smallest M whose final model is nearer ridge": div.switch_M(s.final),
+        "|correlation of PC2 with the OOD loss| over all checkpoints": abs(float(np.corrcoef(proj["PC2"], proj["ood_loss"])[0, 1])),
+        "variance explained by PC1 + PC2": float(pca.explained_variance_ratio[:2].sum()),
+    }
+    if s.llc_table is not None:
+        llc = s.llc_table.groupby("M")["llc_mean"].mean()
+        dmmse_like = [M for M in finite if f.loc[M, "delta_dmmse"] < f.loc[M, "delta_ridge"]]
+        if div.INF in llc.index:
+            values["λ̂ at the smallest M ÷ λ̂ at M = ∞"] = llc.loc[lo] / llc.loc[div.INF]
+            values["λ̂ at the largest dMMSE-like M ÷ λ̂ at M = ∞"] = (
+                llc.loc[max(dmmse_like)] / llc.loc[div.INF] if dmmse_like else None)
+    return {k: (None if v is None else float(v)) for k, v in values.items()}
+
+
+def diversity_values(s: Sweep) -> dict:
+    """Our numbers for the task-diversity claims ("Raventós Fig. 2"), Δ divided by D as in their Eq. 4."""
+    kwargs = next(iter(s.configs.values())).task_kwargs
+    D = kwargs["D"]
+    f = s.final.groupby("M").mean(numeric_only=True)
+    finite = [M for M in f.index if M != div.INF]
+    lo, hi = min(finite), max(finite)
+    ideal = div.ideal_losses(kwargs, [hi]).set_index("M")
+    values = {"Δ^Pretrain(PT, dMMSE) ÷ D at the smallest M": f.loc[lo, "delta_dmmse"] / D,
+              "Δ^True(PT, ridge) ÷ Δ^True(dMMSE_M, ridge) at the largest finite M":
+                  f.loc[hi, "delta_ridge_ood"] / ideal.loc[hi, "delta_dmmse_ridge_ood"]}
+    if div.INF in f.index:
+        values["Δ^True(PT, ridge) ÷ D at M = ∞"] = f.loc[div.INF, "delta_ridge_ood"] / D
+    return {k: float(v) for k, v in values.items()}
+
+
+TRANSIENT_FIGURE, DIVERSITY_FIGURE = "Carroll Figs. 1, 3 (transient ridge)", "Raventós Fig. 2 (task diversity)"
+
+
+def verdict_table(figure: str, shown: dict, values_of, page: str) -> pd.DataFrame:
+    """``book.verdicts`` of ``figure`` over the sweeps shown (``values_of(sweep)`` gives each one's numbers)."""
+    from ..book import verdicts
+    return verdicts(figure, {p: values_of(s) for p, s in shown.items()}, page,
+                    {p: provenance_summary(s) for p, s in shown.items()}, LABELS)
+
+
+# ---- settings, calibration, widgets, closing note ------------------------------------------------------
+
+SETTINGS = ["steps", "d_model", "n_head", "n_layer", "batch_size", "lr", "schedule", "warmup_steps", "eval_batch"]
+TASK_SETTINGS = ["D", "K", "noise_var", "d_mlp", "doubled_residual", "n_root"]
+
+
+def settings_table(s: Sweep) -> pd.DataFrame:
+    """The sweep's task, model, training and SGLD settings beside the ``paper`` preset's (≠ marks a change)."""
+    from ..presets import DIVERSITY_LLC, DIVERSITY_MS, DIVERSITY_PAPER
+    cfg = next(iter(s.configs.values())).to_dict()
+    ref = DIVERSITY_PAPER.to_dict()
+    rows = [{"setting": "M grid", "this sweep": ", ".join(div.label_M(M) for M in sorted({M for M, _ in s.configs})),
+             "paper preset": ", ".join(div.label_M(div.INF if M is None else M) for M in DIVERSITY_MS["paper"])},
+            {"setting": "seeds", "this sweep": str(sorted({seed for _, seed in s.configs})), "paper preset": "[0]"}]
+    rows += [{"setting": f"task {k}", "this sweep": cfg["task_kwargs"].get(k), "paper preset": ref["task_kwargs"].get(k)}
+             for k in TASK_SETTINGS]
+    rows += [{"setting": f"training {k}", "this sweep": cfg[k], "paper preset": ref[k]} for k in SETTINGS]
+    rows += [{"setting": f"SGLD {k}", "this sweep": v, "paper preset": DIVERSITY_LLC["paper"].get(k)}
+             for k, v in s.llc.items()]
+    table = pd.DataFrame(rows).set_index("setting").astype(str)
+    table["changed"] = np.where(table["this sweep"] != table["paper preset"], "≠", "")
+    return table
+
+
+def calibration_figure(table: pd.DataFrame, chosen: float, title: str = ""):
+    """λ̂ at the final weights against the SGLD step size ε, one line per calibration M, the chosen ε marked;
+    ✕ where a chain diverged."""
+    colours = palette(table["M"])
+    fig, ax = plt.subplots(figsize=(PAGE_WIDTH * 0.7, 3.3))
+    for M, g in table.sort_values("epsilon").groupby("M"):
+        ax.errorbar(g["epsilon"], g["llc_final"], yerr=g["llc_se"], fmt="o-", color=colours[M], capsize=3,
+                    label=f"M = {div.label_M(M)}")
+        bad = g[g["num_diverged"] > 0]
+        ax.plot(bad["epsilon"], bad["llc_final"], "x", color="crimson", ms=10, mew=2)
+    ax.axvline(chosen, color="0.4", ls="--", label=f"chosen ε = {chosen:g}")
+    ax.set_xscale("log")
+    ax.set_xlabel("SGLD step size ε")
+    ax.set_ylabel("λ̂ (mean of the last quarter of draws)")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.set_title(title or "Calibration at the final weights")
+    return fig
+
+
+def M_frames(s: Sweep) -> dict:
+    """``{"M = …": figure}``: one M's OOD loss (t_crit circled, its dMMSE and ridge levels) and Δ curves, for
+    the M selector."""
+    colours = palette(s.curves["M"])
+    frames = {}
+    for M, g in s.curves.groupby("M"):
+        g = g[g["seed"] == g["seed"].min()]
+        fig, axes = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 2.9))
+        axes[0].plot(g["step"], g["ood_loss"], color=colours[M], lw=1.6, label="model")
+        axes[0].axhline(g["ood_ridge"].iloc[-1], color="crimson", ls=":", label="ridge")
+        if M != div.INF:
+            axes[0].axhline(g["ood_dmmse"].iloc[-1], color=colours[M], ls="--", label="dMMSE$_M$")
+        r = s.critical[s.critical["M"] == M].iloc[0]
+        axes[0].plot(r["t_crit"], r["min_ood_loss"], "o", mfc="none", mec="k", ms=9, label="t$^{crit}$")
+        axes[0].set_title("OOD loss")
+        axes[1].plot(g["step"], g["delta_dmmse"], color="tab:blue", label="Δ to dMMSE$_M$")
+        axes[1].plot(g["step"], g["delta_ridge"], color="crimson", label="Δ to ridge")
+        axes[1].set_title("Δ on $q_M$")
+        for ax in axes:
+            _log_step(ax)
+            ax.set_yscale("log")
+            ax.yaxis.set_minor_formatter(mpl.ticker.NullFormatter())
+            ax.legend(fontsize=9)
+        fig.suptitle(f"M = {div.label_M(M)}")
+        frames[f"M = {div.label_M(M)}"] = fig
+        plt.close(fig)
+    return frames
+
+
+def checkpoint_frames(s: Sweep, n: int = 8, n_components: int = 2) -> dict:
+    """``{"step …": figure}``: every run's position in the PC1-PC2 plane at about ``n`` evaluations spread in
+    log-steps (its path so far drawn thin), the predictors marked, for the checkpoint slider."""
+    pca, proj, pred = pca_of(s, n_components)
+    colours = palette(s.curves["M"])
+    steps = np.array(sorted(proj["step"].unique()))
+    picks = np.unique(np.searchsorted(steps, np.geomspace(1, steps[-1] + 1, n) - 1).clip(0, len(steps) - 1))
+    lims = [(proj[c].min(), proj[c].max()) for c in ("PC1", "PC2")]
+    frames = {}
+    for i in picks:
+        fig, ax = plt.subplots(figsize=(PAGE_WIDTH * 0.7, 4.0))
+        for label, g in proj.groupby("label", sort=False):
+            g = g[g["step"] <= steps[i]]
+            ax.plot(g["PC1"], g["PC2"], color=colours[label[0]], lw=0.8, alpha=0.6)
+            ax.plot(g["PC1"].iloc[-1], g["PC2"].iloc[-1], "o", color=colours[label[0]], ms=7,
+                    label=div.label_M(label[0]) if label[1] == 0 else None)
+        for (kind, M), row in pred.iterrows():
+            if kind == "ridge":
+                ax.plot(row["PC1"], row["PC2"], "X", color="crimson", ms=11, mec="white", label="ridge")
+            elif M in colours:
+                ax.plot(row["PC1"], row["PC2"], "*", color=colours[M], ms=12, mec="k", mew=0.6)
+        ax.set(xlim=lims[0], ylim=lims[1], xlabel="PC1", ylabel="PC2", title=f"step {steps[i]:,}")
+        ax.legend(title="M", loc="center left", bbox_to_anchor=(1.01, 0.5))
+        frames[f"step {steps[i]:,}"] = fig
+        plt.close(fig)
+    return frames
+
+
+def closing_note(shown: dict) -> str:
+    """Markdown: for each sweep shown, per M the final Δ to dMMSE_M and to ridge, t_crit and λ̂; the switch M;
+    the M with a transient; the wall times."""
+    parts = []
+    for preset, s in shown.items():
+        t = per_M_table(s)
+        lines = [f"**{LABELS.get(preset, preset)}** ({int(s.curves['step'].max()):,} steps, "
+                 f"training {sum(r.meta.get('wall_time_s') or 0 for r in s.results.values()):,.0f} s in all"
+                 + (f", LLC {s.llc_meta.get('llc_wall_s')} s" if s.llc_meta else "") + "):"]
+        for M, r in t.iterrows():
+            llc = f", λ̂ {r['llc_mean']:.1f} ± {r['llc_se']:.1f}" if "llc_mean" in t and pd.notna(r.get("llc_mean")) else ""
+            lines.append(f"- M = {M}: Δ to dMMSE {r['delta_dmmse']:.4f}, Δ to ridge {r['delta_ridge']:.4f} "
+                         f"(nearer {r['nearer to']}), t_crit {r['t_crit']:,.0f}{llc}")
+        switch = div.switch_M(s.final)
+        lines.append(f"- behavioural switch: {'none in this grid' if switch is None else f'M = {switch}'}; "
+                     f"M with a transient: {transient_Ms(s) or 'none'}")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
