@@ -33,6 +33,8 @@ SMOKE_PARAMS = {
                    "overrides": {"eval_batch": 64}},
     "transient_ridge": {"steps": 40, "num_draws": 10, "overrides": {"eval_batch": 64}},
     "task_diversity": {"steps": 40, "overrides": {"eval_batch": 64}},
+    "low_task_diversity": {"steps": 40, "overrides": {"eval_batch": 64}, "num_draws": 10, "n_sequences": 256,
+                           "sequences": 2},
 }
 COPIED = ["_config.yml", "_toc.yml", "pyproject.toml", "notebooks", "plateau_lib", "scripts", "package.json",
           "package-lock.json", "results", "book"]

@@ -482,3 +482,10 @@ def closing_note(shown: dict) -> str:
                      f"M with a transient: {transient_Ms(s) or 'none'}")
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
+
+
+def calibration_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The calibration cells by M and ε: λ̂ (last quarter of draws) ± SE, diverged chains, converged."""
+    shown = table[["M", "epsilon", "nbeta", "gamma", "llc_final", "llc_se", "num_diverged", "converged"]].copy()
+    shown["M"] = shown["M"].map(div.label_M)
+    return shown.set_index(["M", "epsilon"])

@@ -553,7 +553,7 @@ def attention_figure(maps: np.ndarray, title: str = ""):
 
 def llc_against_M_figure(tables: dict, highlight=(1, 2)):
     """λ̂ of the final weights against M for each sweep ``{label: llc_table}`` (seed means ± SE), M on a
-    categorical axis (∞ last), the M of ``highlight`` shaded."""
+    categorical axis (∞ last), the M of ``highlight`` shaded; a log λ̂ axis when the values span over 10×."""
     Ms = sorted({M for t in tables.values() for M in t["M"]})
     x = {M: i for i, M in enumerate(Ms)}
     fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 3.4))
@@ -566,6 +566,12 @@ def llc_against_M_figure(tables: dict, highlight=(1, 2)):
     if shown and len(shown) < len(Ms):
         ax.axvspan(min(shown) - 0.4, max(shown) + 0.4, color="gold", alpha=0.25, lw=0,
                    label=" and ".join(f"M = {M}" for M in highlight if M in x))
+    values = pd.concat([t["llc_mean"] for t in tables.values()])
+    if (values > 0).all() and values.max() > 10 * values.min():
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(mpl.ticker.LogLocator(base=10, subs=(1, 2, 5)))
+        ax.yaxis.set_major_formatter(mpl.ticker.StrMethodFormatter("{x:g}"))
+        ax.yaxis.set_minor_formatter(mpl.ticker.NullFormatter())
     ax.set_xticks(range(len(Ms)), ["∞" if M == math.inf else str(int(M)) for M in Ms])
     ax.set(xlabel="M (pretraining tasks)", ylabel="λ̂ (final weights)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
