@@ -382,3 +382,11 @@ def test_task_table_and_mechanism_summary():
                          "value": [0.001, 0.25], "holds": [True, False]})
     assert low_m.mechanism_summary(rows) == "**1 of 2 tests hold.** Not holding: M = 2, *b*: 0.25 against < 0.1."
     assert low_m.mechanism_summary(rows.iloc[:1]).startswith("**1 of 1 tests hold.** The stated mechanism")
+
+
+def test_mechanism_tests_all_hold_for_exact_dmmse_and_not_for_ridge():
+    exact = {M: (dmmse_model(_task(M)), _task(M)) for M in (1, 2)}
+    table = low_m.mechanism_tests(exact, n=512)
+    assert table["holds"].all() and len(table) == 6  # no λ̂ row without a table
+    wrong = {M: (ridge_model(_task(M)), _task(M)) for M in (1, 2)}
+    assert not low_m.mechanism_tests(wrong, n=512)["holds"].any()

@@ -168,6 +168,12 @@ def _spec(configs: dict, **settings) -> dict:
             "version": LLC_VERSION}
 
 
+def has_final_weights(cfg) -> bool:
+    """Whether the final weights of ``cfg`` are stored (committed or local), so ``final_model`` need not train."""
+    key = cache.cache_key(cfg)
+    return any((base / f"train-{key}" / "final_state.pt").exists() for base in (cache.COMMITTED, cache.LOCAL))
+
+
 def final_model(cfg):
     """(model of ``cfg`` with its trained final weights, its task, the device): trained if not cached locally."""
     result = cache.cached_train(cfg, progress=False, need_state=True)

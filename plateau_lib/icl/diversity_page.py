@@ -138,6 +138,7 @@ def curves_figure(s: Sweep, title: str = ""):
     for a, name in zip(axes, names):
         _log_step(a)
         a.set_title(name)
+    for a in axes[1:]:  # distances span decades; the OOD loss does not
         a.set_yscale("log")
         a.yaxis.set_minor_formatter(mpl.ticker.NullFormatter())
     axes[0].set_ylabel("loss per token")
@@ -214,6 +215,8 @@ def llc_figure(s: Sweep, title: str = ""):
                     capsize=3, label="final model")
         if div.INF in t.index:
             ax.axhline(t.loc[div.INF, "llc"], color="crimson", ls="--", label="λ̂ at M = ∞")
+            ax.errorbar([x[div.INF]], [t.loc[div.INF, "llc"]], yerr=[t.loc[div.INF, "se"]], fmt="o", color="crimson",
+                        capsize=3)
         ax.set_ylabel("λ̂ (final weights)")
         ax.legend()
     else:
@@ -236,8 +239,8 @@ def per_M_table(s: Sweep) -> pd.DataFrame:
     table = f.join(c)
     if s.llc_table is not None:
         table = table.join(s.llc_table.groupby("M")[["llc_mean", "llc_se"]].mean())
-    table["nearer to"] = np.where(table.index == div.INF, "ridge (= dMMSE$_\\infty$)",
-                                  np.where(table["delta_ridge"] < table["delta_dmmse"], "ridge", "dMMSE$_M$"))
+    table["nearer to"] = np.where(table.index == div.INF, "ridge (= dMMSE at M = ∞)",
+                                  np.where(table["delta_ridge"] < table["delta_dmmse"], "ridge", "dMMSE_M"))
     table.index = [div.label_M(M) for M in table.index]
     table.index.name = "M"
     return table
@@ -370,6 +373,11 @@ SETTINGS = ["steps", "d_model", "n_head", "n_layer", "batch_size", "lr", "schedu
 TASK_SETTINGS = ["D", "K", "noise_var", "d_mlp", "doubled_residual", "n_root"]
 
 
+def _setting(value):
+    """An SGLD setting for the table: None (nbeta) is the estimator's default m / ln m."""
+    return "default (batch ÷ ln batch)" if value is None else value
+
+
 def settings_table(s: Sweep) -> pd.DataFrame:
     """The sweep's task, model, training and SGLD settings beside the ``paper`` preset's (≠ marks a change)."""
     from ..presets import DIVERSITY_LLC, DIVERSITY_MS, DIVERSITY_PAPER
@@ -381,7 +389,7 @@ def settings_table(s: Sweep) -> pd.DataFrame:
     rows += [{"setting": f"task {k}", "this sweep": cfg["task_kwargs"].get(k), "paper preset": ref["task_kwargs"].get(k)}
              for k in TASK_SETTINGS]
     rows += [{"setting": f"training {k}", "this sweep": cfg[k], "paper preset": ref[k]} for k in SETTINGS]
-    rows += [{"setting": f"SGLD {k}", "this sweep": v, "paper preset": DIVERSITY_LLC["paper"].get(k)}
+    rows += [{"setting": f"SGLD {k}", "this sweep": _setting(v), "paper preset": _setting(DIVERSITY_LLC["paper"].get(k))}
              for k, v in s.llc.items()]
     table = pd.DataFrame(rows).set_index("setting").astype(str)
     table["changed"] = np.where(table["this sweep"] != table["paper preset"], "≠", "")

@@ -350,6 +350,15 @@ def mechanism_table(single: dict, two: dict, swap: dict | None = None, sharpness
 
 
 
+def mechanism_tests(models: dict, llc_table: pd.DataFrame | None = None, n: int = 2048, seed: int = 0) -> pd.DataFrame:
+    """``mechanism_table`` of every test at once, for ``models`` {1: (model, task), 2: (model, task)} (e.g. the
+    final weights of another sweep) and its λ̂ table (None: no λ̂ row)."""
+    frame = sequence_frame(*models[2], n=n, seed=seed)
+    return mechanism_table(single_task_test(*models[1], n=n, seed=seed), two_task_test(*models[2], n=n, seed=seed),
+                           context_swap_test(*models[1], n=n, seed=seed), posterior_sharpness(frame),
+                           None if llc_table is None else llc_contrast(llc_table))
+
+
 def task_table(task) -> pd.DataFrame:
     """The task set T_M of a finite-M task: one row per task (t₁, t₂, …) with its components and norm; for
     M ≥ 2 also each task's distance to t₁ and the expected evidence a single pair gives against t₁ when it
