@@ -119,3 +119,13 @@ def test_paper_sweep_is_carrolls_setting():
     assert {k: cfg.task_kwargs[k] for k in ("D", "K", "noise_var")} == {"D": 8, "K": 16, "noise_var": 0.125}
     assert sum(p.numel() for p in cfg.make_task().build_model(cfg).parameters()) == 2_641_417  # "2.65 million"
     assert sorted(M for M, _ in configs)[-2:] == [1024, math.inf]
+
+
+def test_flat_epsilon_is_the_largest_step_before_lambda_grows():
+    rows = [(M, eps, v) for M, values in {2: [2.9, 2.8, 3.1, 13.5], 8: [23.3, 23.8, 31.0, 40.0]}.items()
+            for eps, v in zip([1e-4, 3e-4, 1e-3, 3e-3], values)]
+    table = pd.DataFrame(rows, columns=["M", "epsilon", "llc_final"]).assign(num_diverged=0)
+    assert diversity.flat_epsilon(table) == 3e-4  # 1e-3 moves M = 8 by 30%
+    assert diversity.flat_epsilon(table, tol=0.5) == 1e-3
+    table.loc[(table["epsilon"] == 3e-4) & (table["M"] == 8), "num_diverged"] = 1
+    assert diversity.flat_epsilon(table) is None

@@ -280,6 +280,22 @@ def ideal_losses(task_kwargs: dict, Ms, n: int = 8192, seed: int = 0) -> pd.Data
 CALIBRATION_MS = (2, 8, INF)  # the runs the SGLD setting is calibrated on (low, intermediate, ∞); kept if present
 
 
+def flat_epsilon(table: pd.DataFrame, tol: float = 0.1):
+    """The calibration rule: the largest step size ε whose λ̂ (``llc_final``) is within ``tol`` (relative) of λ̂
+    at the next smaller ε for every calibrated M, with no diverged chain; None if no ε qualifies. Past it, λ̂
+    grows with ε: the chains leave the local basin."""
+    eps = sorted(table["epsilon"].unique())
+    best = None
+    for small, large in zip(eps, eps[1:]):
+        a = table[table["epsilon"] == small].set_index("M")
+        b = table[table["epsilon"] == large].set_index("M")
+        ok = (b["num_diverged"] == 0) & ((b["llc_final"] - a["llc_final"]).abs() <= tol * a["llc_final"].abs())
+        if not ok.all():
+            break
+        best = float(large)
+    return best
+
+
 def commit(configs: dict, llc: dict, grid: dict | None = None) -> list:
     """Copy the sweep's training results, its LLC table and (given ``grid``) its calibration into ``results/``."""
     paths = [cache.commit_result(c) for c in configs.values()]

@@ -497,3 +497,26 @@ def calibration_table(table: pd.DataFrame) -> pd.DataFrame:
     shown = table[["M", "epsilon", "nbeta", "gamma", "llc_final", "llc_se", "num_diverged", "converged"]].copy()
     shown["M"] = shown["M"].map(div.label_M)
     return shown.set_index(["M", "epsilon"])
+
+
+def calibration_traces_figure(traces: pd.DataFrame, title: str = ""):
+    """The running λ̂ of every chain over the draws, one panel per calibrated step size ε and one colour per M:
+    a usable ε gives traces that flatten and agree across chains."""
+    import ast
+    t = traces.copy()
+    t["epsilon"] = [ast.literal_eval(c)[0] for c in t["cell"]]
+    t["M"] = t["M"].map(div.label_M)
+    eps = sorted(t["epsilon"].unique())
+    fig, axes = plt.subplots(1, len(eps), figsize=(PAGE_WIDTH, 2.9), sharey=False)
+    for ax, e in zip(np.atleast_1d(axes), eps):
+        cell = t[t["epsilon"] == e]
+        bad = cell.groupby(["M", "chain"])["diverged"].any()
+        keep = cell.set_index(["M", "chain"]).index.map(lambda k: not bad[k])
+        sns.lineplot(cell[keep], x="draw", y="value", hue="M", units="chain", estimator=None, lw=0.8, ax=ax,
+                     legend=ax is np.atleast_1d(axes)[-1], palette="viridis", hue_order=sorted(t["M"].unique()))
+        ax.set_title(f"ε = {e:g}" + (f" ({int(bad.sum())} diverged)" if bad.any() else ""))
+        ax.set_ylabel("running λ̂" if e == eps[0] else "")
+    sns.move_legend(np.atleast_1d(axes)[-1], "center left", bbox_to_anchor=(1.01, 0.5), title="M")
+    if title:
+        fig.suptitle(title)
+    return fig
