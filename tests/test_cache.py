@@ -82,3 +82,19 @@ def test_plain_lookup_shows_committed_and_recompute_shows_what_it_computed(store
 def test_commit_result_needs_a_local_result(stores):
     with pytest.raises(ValueError, match="no local result"):
         cache.commit_result(TrainConfig(**TINY))
+
+
+def test_stored_tables_round_trip(tmp_path, monkeypatch):
+    import pandas as pd
+    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    spec = {"runs": {"1/0": "abc"}, "llc": {"epsilon": 3e-4}}
+    assert cache.load_tables("kind", spec) is None
+    table = pd.DataFrame({"M": [1.0, float("inf")], "holds": [True, False]})
+    cache.store_tables("kind", spec, {"llc": table}, {"wall_s": 1.5})
+    tables, meta = cache.load_tables("kind", spec)
+    pd.testing.assert_frame_equal(tables["llc"], table)
+    assert meta["wall_s"] == 1.5 and meta["spec"] == spec and meta["cache"].endswith(f"kind-{cache.table_key(spec)}")
+    assert cache.load_tables("kind", {**spec, "llc": {"epsilon": 1e-3}}) is None  # another setting, another key
+    path = cache.commit_tables("kind", spec)
+    assert path.parent == tmp_path / "committed" and cache.load_tables("kind", spec)[1]["cache"] == str(path)

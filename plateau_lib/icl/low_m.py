@@ -359,6 +359,28 @@ def mechanism_tests(models: dict, llc_table: pd.DataFrame | None = None, n: int 
                            None if llc_table is None else llc_contrast(llc_table))
 
 
+TESTS_KIND = "icl_low_m_tests"
+
+
+def stored_mechanism_tests(configs: dict, llc_table: pd.DataFrame | None = None, n: int = 2048, seed: int = 0):
+    """``mechanism_tests`` of a sweep's M = 1 and M = 2 runs (``configs`` {(M, seed): TrainConfig}), as a stored
+    table: weights are never committed, so a committed sweep carries this table instead. Loaded if stored,
+    computed (and stored locally) if the final weights are on this machine, else None."""
+    from .. import cache
+    from .diversity import final_model, has_final_weights
+    runs = {M: configs[(M, 0)] for M in (1, 2)}
+    spec = {"runs": {M: cache.cache_key(c) for M, c in runs.items()}, "n": n, "seed": seed,
+            "llc": None if llc_table is None else llc_table[["M", "llc_mean", "llc_se"]].round(6).to_dict("list")}
+    found = cache.load_tables(TESTS_KIND, spec)
+    if found is not None:
+        return found[0]["tests"]
+    if not all(has_final_weights(c) for c in runs.values()):
+        return None
+    table = mechanism_tests({M: final_model(c)[:2] for M, c in runs.items()}, llc_table, n=n, seed=seed)
+    cache.store_tables(TESTS_KIND, spec, {"tests": table}, {})
+    return table
+
+
 def task_table(task) -> pd.DataFrame:
     """The task set T_M of a finite-M task: one row per task (t₁, t₂, …) with its components and norm; for
     M ≥ 2 also each task's distance to t₁ and the expected evidence a single pair gives against t₁ when it
