@@ -112,6 +112,16 @@ def palette(Ms) -> dict:
     return out
 
 
+def _log_y(ax):
+    """A log y-axis with labels: 1-2-5 ticks when the drawn range spans under two decades (else decades only)."""
+    ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    if hi / lo < 100:
+        ax.yaxis.set_major_locator(mpl.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(mpl.ticker.FormatStrFormatter("%.2g"))
+    ax.yaxis.set_minor_formatter(mpl.ticker.NullFormatter())
+
+
 def _log_step(ax):
     ax.set_xscale("symlog", linthresh=10)
     ax.set_xlabel("step")
@@ -139,8 +149,7 @@ def curves_figure(s: Sweep, title: str = ""):
         _log_step(a)
         a.set_title(name)
     for a in axes[1:]:  # distances span decades; the OOD loss does not
-        a.set_yscale("log")
-        a.yaxis.set_minor_formatter(mpl.ticker.NullFormatter())
+        _log_y(a)
     axes[0].set_ylabel("loss per token")
     axes[1].set_ylabel("Δ per token")
     axes[0].legend(title="M", loc="center left", bbox_to_anchor=(1.01, 0.5))
@@ -232,16 +241,24 @@ def llc_figure(s: Sweep, title: str = ""):
 # ---- tables, verdict values and provenance --------------------------------------------------------------
 
 def per_M_table(s: Sweep) -> pd.DataFrame:
-    """Per M (seed-mean): final Δ to dMMSE_M and to ridge (on q_M, per token), t_crit, the OOD rise after it,
-    λ̂ and what the final model is nearer to."""
+    """Per M (seed-mean), formatted for the page: final Δ to dMMSE_M and to ridge (on q_M, per token), the
+    final losses, t_crit and how much the OOD loss rose after it, λ̂ ± SE, and what the final model is nearer."""
     f = s.final.groupby("M")[["delta_dmmse", "delta_ridge", "id_loss", "ood_loss"]].mean()
-    c = s.critical.groupby("M")[["t_crit", "rise_after_min", "last_step"]].mean()
-    table = f.join(c)
+    c = s.critical.groupby("M")[["t_crit", "rise_after_min", "min_ood_loss"]].mean()
+    t = f.join(c)
+    table = pd.DataFrame({"Δ to dMMSE_M": t["delta_dmmse"].map("{:.2e}".format),
+                          "Δ to ridge": t["delta_ridge"].map("{:.3f}".format),
+                          "loss on q_M": t["id_loss"].map("{:.3f}".format),
+                          "OOD loss": t["ood_loss"].map("{:.3f}".format),
+                          "t_crit": t["t_crit"].map("{:,.0f}".format),
+                          "OOD rise after t_crit": (t["rise_after_min"] / t["min_ood_loss"]).map("{:.1%}".format)},
+                         index=t.index)
     if s.llc_table is not None:
-        table = table.join(s.llc_table.groupby("M")[["llc_mean", "llc_se"]].mean())
-    table["nearer to"] = np.where(table.index == div.INF, "ridge (= dMMSE at M = ∞)",
-                                  np.where(table["delta_ridge"] < table["delta_dmmse"], "ridge", "dMMSE_M"))
-    table.index = [div.label_M(M) for M in table.index]
+        llc = s.llc_table.groupby("M")[["llc_mean", "llc_se"]].mean().reindex(t.index)
+        table["λ̂"] = [f"{m:.1f} ± {e:.1f}" for m, e in zip(llc["llc_mean"], llc["llc_se"])]
+    table["nearer to"] = np.where(t.index == div.INF, "ridge (= dMMSE at M = ∞)",
+                                  np.where(t["delta_ridge"] < t["delta_dmmse"], "ridge", "dMMSE_M"))
+    table.index = [div.label_M(M) for M in t.index]
     table.index.name = "M"
     return table
 
@@ -295,11 +312,11 @@ def diversity_figure(s: Sweep, title: str = ""):
         ax.plot(x, fin[loss] / D, "o-", color="k", label="PT (trained)")
         ax.plot(x, ideal[f"{base}_dmmse"] / D, "s--", color="tab:blue", label="dMMSE$_M$")
         ax.plot(x, ideal[f"{base}_ridge"] / D, "^:", color="crimson", label="ridge")
-        ax.set_ylabel(f"{where}\\nloss ÷ D")
+        ax.set_ylabel(f"{where}\nloss ÷ D")
         axes[row, 1].plot(x, fin[dd] / D, "o-", color="tab:blue")
         axes[row, 2].plot(x, fin[dr] / D, "o-", color="crimson")
         for a in axes[row, 1:]:
-            a.set_yscale("log")
+            _log_y(a)
     axes[0, 0].legend(fontsize=9)
     axes[0, 1].set_title("Δ(PT, dMMSE$_M$) ÷ D")
     axes[0, 2].set_title("Δ(PT, ridge) ÷ D")
@@ -435,9 +452,8 @@ def M_frames(s: Sweep) -> dict:
         axes[1].set_title("Δ on $q_M$")
         for ax in axes:
             _log_step(ax)
-            ax.set_yscale("log")
-            ax.yaxis.set_minor_formatter(mpl.ticker.NullFormatter())
             ax.legend(fontsize=9)
+        _log_y(axes[1])
         fig.suptitle(f"M = {div.label_M(M)}")
         frames[f"M = {div.label_M(M)}"] = fig
         plt.close(fig)
@@ -451,7 +467,8 @@ def checkpoint_frames(s: Sweep, n: int = 8, n_components: int = 2) -> dict:
     colours = palette(s.curves["M"])
     steps = np.array(sorted(proj["step"].unique()))
     picks = np.unique(np.searchsorted(steps, np.geomspace(1, steps[-1] + 1, n) - 1).clip(0, len(steps) - 1))
-    lims = [(proj[c].min(), proj[c].max()) for c in ("PC1", "PC2")]
+    lims = [(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo)) for lo, hi in
+            ((min(proj[c].min(), pred[c].min()), max(proj[c].max(), pred[c].max())) for c in ("PC1", "PC2"))]
     frames = {}
     for i in picks:
         fig, ax = plt.subplots(figsize=(PAGE_WIDTH * 0.7, 4.0))
@@ -482,9 +499,9 @@ def closing_note(shown: dict) -> str:
                  f"training {sum(r.meta.get('wall_time_s') or 0 for r in s.results.values()):,.0f} s in all"
                  + (f", LLC {s.llc_meta.get('llc_wall_s')} s" if s.llc_meta else "") + "):"]
         for M, r in t.iterrows():
-            llc = f", λ̂ {r['llc_mean']:.1f} ± {r['llc_se']:.1f}" if "llc_mean" in t and pd.notna(r.get("llc_mean")) else ""
-            lines.append(f"- M = {M}: Δ to dMMSE {r['delta_dmmse']:.4f}, Δ to ridge {r['delta_ridge']:.4f} "
-                         f"(nearer {r['nearer to']}), t_crit {r['t_crit']:,.0f}{llc}")
+            llc = f", λ̂ {r['λ̂']}" if "λ̂" in t else ""
+            lines.append(f"- M = {M}: Δ to dMMSE {r['Δ to dMMSE_M']}, Δ to ridge {r['Δ to ridge']} "
+                         f"(nearer {r['nearer to']}), t_crit {r['t_crit']}{llc}")
         switch = div.switch_M(s.final)
         lines.append(f"- behavioural switch: {'none in this grid' if switch is None else f'M = {switch}'}; "
                      f"M with a transient: {transient_Ms(s) or 'none'}")

@@ -405,7 +405,7 @@ def mechanism_summary(table: pd.DataFrame) -> str:
     failed = table[~table["holds"].astype(bool)]
     head = f"**{len(table) - len(failed)} of {len(table)} tests hold.**"
     if failed.empty:
-        return head + " The stated mechanism accounts for every measurement on this page."
+        return head + " The stated mechanism accounts for every test in the table."
     items = "; ".join(f"{r['M']}, *{r['hypothesis']}*: {r['value']:.3g} against {r['tolerance']}"
                       for _, r in failed.iterrows())
     return f"{head} Not holding: {items}."
