@@ -12,7 +12,8 @@ pretraining tasks M, read as tidy tables.
   (``plateau_lib.trajectory``), the models' predictions at each checkpoint and the ideal predictors', on
   the same fixed root-task sequences.
 
-Δ here is per token and not divided by D (Hoogland's convention); ``raventos_delta`` divides by D.
+Δ here is per token and not divided by D (Hoogland's convention); the task-diversity page divides by D
+(Raventós et al.'s Eq. 4).
 M = ∞ is written ``math.inf`` in every table (the task's ``M=None``).
 """
 from __future__ import annotations
@@ -119,11 +120,6 @@ def switch_M(final_table: pd.DataFrame):
         if nearer_ridge[i:].all():
             return int(M)
     return None
-
-
-def raventos_delta(delta, D: int):
-    """Δ in Raventós et al.'s normalisation (their Eq. 4 divides the per-token squared distance by D)."""
-    return delta / D
 
 
 def trajectory_rows(results: dict) -> tuple[dict, dict]:

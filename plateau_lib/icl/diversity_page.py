@@ -7,8 +7,7 @@ never trained by a page.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
@@ -38,6 +37,14 @@ class Sweep:
     final: pd.DataFrame
     llc_table: pd.DataFrame | None
     llc_meta: dict | None
+    memo: dict = field(default_factory=dict)  # the joint PCA and the ideal predictors' losses, computed once
+
+    def ideal(self) -> pd.DataFrame:
+        """``diversity.ideal_losses`` of this sweep's task and M grid, indexed by M (computed once)."""
+        if "ideal" not in self.memo:
+            kwargs = next(iter(self.configs.values())).task_kwargs
+            self.memo["ideal"] = div.ideal_losses(kwargs, sorted({M for M, _ in self.configs})).set_index("M")
+        return self.memo["ideal"]
 
 
 def _assemble(preset, configs, llc, results, llc_found) -> Sweep:
@@ -56,7 +63,7 @@ def sweep_settings(preset: str, Ms=None, seeds=None, steps=None, overrides=None,
     if steps is not None:
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 10:
             raise ValueError(f"parameter 'steps' must be an integer >= 10, got {steps!r}")
-        base = DIVERSITY[preset] if preset in DIVERSITY else None
+        base = DIVERSITY.get(preset)  # an unknown preset is refused by ``diversity`` below
         if base is not None:
             changes.update(steps=steps, eval_steps=log_linear_steps(steps, 12, 6),
                            eval_every=max(1, round(base.eval_every * steps / base.steps)))
@@ -92,6 +99,23 @@ def shown_sweeps(live_sweep: Sweep) -> dict:
         if preset != live_sweep.preset and (found := stored(preset)) is not None:
             shown[preset] = found
     return shown
+
+
+def show_stored(shown: dict, preset: str, figures, n_components: int = 2) -> Sweep | None:
+    """Draw ``figures`` (names of ``FIGURES``) of the stored sweep ``preset`` shown on the page and return it,
+    or display how to produce it and return None."""
+    from IPython.display import Markdown, display
+    s = shown.get(preset)
+    if s is None:
+        display(Markdown(missing_note(preset)))
+        return None
+    title = f"{LABELS.get(preset, preset)}: {int(s.curves['step'].max()):,} steps"
+    for name in figures:
+        if name == "pca":
+            pca_figure(s, n_components, title=f"Joint trajectory PCA, {title}")
+        else:
+            FIGURES[name](s, title=title)
+    return s
 
 
 def missing_note(preset: str) -> str:
@@ -184,15 +208,21 @@ def pca_figure(s: Sweep, n_components: int = 2, smooth_window: int = 3, title: s
 
 
 def pca_of(s: Sweep, n_components: int = 2):
-    """(the fitted joint PCA, the runs' projections (label, step, PC…), the predictors' projections indexed by
-    (kind, M))."""
+    """(the fitted joint PCA, the runs' projections (label, step, PC…, M, ood_loss), the predictors'
+    projections indexed by (kind, M)), fitted once per sweep and number of components."""
+    if ("pca", n_components) not in s.memo:
+        s.memo[("pca", n_components)] = _fit_pca(s, n_components)
+    return s.memo[("pca", n_components)]
+
+
+def _fit_pca(s: Sweep, n_components: int):
     from .. import trajectory
     rows, steps = div.trajectory_rows(s.results)
     pca = trajectory.fit_joint_pca(rows, n_components)
     proj = trajectory.projections(pca, rows, steps)
     proj["M"] = [label[0] for label in proj["label"]]
-    proj["ood_loss"] = np.concatenate([s.results[label].metrics.set_index("step").loc[steps[label]].pipe(
-        lambda m: m["loss_true"] if "loss_true" in m else m["loss"]).to_numpy() for label in rows])
+    ood = s.curves.set_index(["M", "seed", "step"])["ood_loss"]
+    proj["ood_loss"] = [ood[(M, seed, step)] for (M, seed), step in zip(proj["label"], proj["step"])]
     kwargs = next(iter(s.configs.values())).task_kwargs
     predictors = div.predictor_rows(kwargs, sorted({M for M, _ in s.configs}))
     pred = pd.DataFrame(trajectory.project(pca, np.stack(list(predictors.values()))),
@@ -204,9 +234,8 @@ def pca_of(s: Sweep, n_components: int = 2):
 def llc_figure(s: Sweep, title: str = ""):
     """Carroll Fig. 3: against M, the final models' loss on q_M beside dMMSE_M's and ridge's, and λ̂ of every
     final model (± SE over chains) with λ̂ at M = ∞ as a line."""
-    kwargs = next(iter(s.configs.values())).task_kwargs
     Ms = sorted({M for M, _ in s.configs})
-    ideal = div.ideal_losses(kwargs, Ms)
+    ideal = s.ideal().reindex(Ms)
     finite = [M for M in Ms if M != div.INF]
     x = {M: i for i, M in enumerate(Ms)}
     fig, axes = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.3))
@@ -290,10 +319,6 @@ def provenance_summary(s: Sweep) -> dict:
     return summary(s.results)
 
 
-def is_finite(M) -> bool:
-    return M != div.INF and not (isinstance(M, float) and math.isnan(M))
-
-
 def diversity_figure(s: Sweep, title: str = ""):
     """Raventós Fig. 2 in miniature, against M: (left) the final model's loss beside dMMSE_M's and ridge's,
     (middle) Δ(PT, dMMSE_M), (right) Δ(PT, ridge); top row on the pretraining tasks (q_M), bottom row on
@@ -301,7 +326,7 @@ def diversity_figure(s: Sweep, title: str = ""):
     kwargs = next(iter(s.configs.values())).task_kwargs
     D = kwargs["D"]
     Ms = sorted({M for M, _ in s.configs})
-    ideal = div.ideal_losses(kwargs, Ms).set_index("M")
+    ideal = s.ideal().reindex(Ms)
     fin = s.final.groupby("M").mean(numeric_only=True).reindex(Ms)
     x = np.arange(len(Ms))
     fig, axes = plt.subplots(2, 3, figsize=(PAGE_WIDTH, 5.2), sharex=True)
@@ -365,7 +390,7 @@ def diversity_values(s: Sweep) -> dict:
     f = s.final.groupby("M").mean(numeric_only=True)
     finite = [M for M in f.index if M != div.INF]
     lo, hi = min(finite), max(finite)
-    ideal = div.ideal_losses(kwargs, [hi]).set_index("M")
+    ideal = s.ideal()
     values = {"Δ^Pretrain(PT, dMMSE) ÷ D at the smallest M": f.loc[lo, "delta_dmmse"] / D,
               "Δ^True(PT, ridge) ÷ Δ^True(dMMSE_M, ridge) at the largest finite M":
                   f.loc[hi, "delta_ridge_ood"] / ideal.loc[hi, "delta_dmmse_ridge_ood"]}
@@ -374,6 +399,7 @@ def diversity_values(s: Sweep) -> dict:
     return {k: float(v) for k, v in values.items()}
 
 
+FIGURES = {"curves": curves_figure, "pca": pca_figure, "llc": llc_figure, "diversity": diversity_figure}
 TRANSIENT_FIGURE, DIVERSITY_FIGURE = "Carroll Figs. 1, 3 (transient ridge)", "Raventós Fig. 2 (task diversity)"
 
 
