@@ -195,3 +195,23 @@ def commit_tables(kind: str, spec: dict) -> Path:
     with atomic_path(COMMITTED / f"{kind}-{key}") as tmp:
         shutil.copytree(src, tmp)
     return COMMITTED / f"{kind}-{key}"
+
+
+# ---- tables built row by row (one λ̂ per checkpoint or per run): kept after every row, so work resumes --------
+
+def partial_rows(kind: str, key: str):
+    """The rows kept so far of the ``kind`` table being built under ``key`` (an empty DataFrame at first)."""
+    import pandas as pd
+    path = LOCAL / f"{kind}-{key}.partial" / "rows.csv"
+    return pd.read_csv(path) if path.exists() else pd.DataFrame()
+
+
+def keep_rows(kind: str, key: str, rows) -> None:
+    """Write the rows so far atomically (called after every new row)."""
+    with atomic_path(LOCAL / f"{kind}-{key}.partial" / "rows.csv") as tmp:
+        rows.to_csv(tmp, index=False)
+
+
+def drop_partial(kind: str, key: str) -> None:
+    """Remove the partial rows once the finished table is stored."""
+    shutil.rmtree(LOCAL / f"{kind}-{key}.partial", ignore_errors=True)

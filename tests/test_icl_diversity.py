@@ -129,3 +129,20 @@ def test_flat_epsilon_is_the_largest_step_before_lambda_grows():
     assert diversity.flat_epsilon(table, tol=0.5) == 1e-3
     table.loc[(table["epsilon"] == 3e-4) & (table["M"] == 8), "num_diverged"] = 1
     assert diversity.flat_epsilon(table) is None
+
+
+def test_llc_table_resumes_from_its_kept_rows(tmp_path, monkeypatch):
+    """Rows kept before an interruption are reused, not re-estimated; the finished table drops the partial."""
+    from plateau_lib import cache
+    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    configs = diversity.configs(BASE, [2, math.inf])
+    llc = dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=8, num_chains=1, num_draws=5, num_burnin_steps=0,
+               n_data=32, seed=0)
+    key = cache.table_key(diversity._spec(configs, llc=llc))
+    kept = pd.DataFrame([{"M": 2, "seed": 0, "step": 20, "llc_mean": 123.0, "llc_se": 0.0, "elapsed_s": 0.0}])
+    cache.keep_rows(diversity.LLC_KIND, key, kept)
+    table, _ = diversity.llc_vs_M(configs, llc, progress=False)
+    assert table.loc[table["M"] == 2, "llc_mean"].item() == 123.0  # kept, not recomputed
+    assert np.isfinite(table.loc[table["M"] == math.inf, "llc_mean"].item())  # the missing row was estimated
+    assert cache.partial_rows(diversity.LLC_KIND, key).empty  # partial dropped once stored

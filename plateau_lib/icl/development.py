@@ -126,9 +126,7 @@ def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = Tr
         raise ValueError(f"the local result of this run lacks checkpoints {missing[:5]}...; recompute it with "
                          "use_cache=False")
     k = key(cfg, llc)
-    partial = cache.LOCAL / f"{KIND}-{k}.partial"
-    partial.mkdir(parents=True, exist_ok=True)
-    done = pd.read_csv(partial / "llc.csv") if (partial / "llc.csv").exists() else pd.DataFrame()
+    done = cache.partial_rows(KIND, k)
     model = cfg.make_task().build_model(cfg)
     settings = {k2: v for k2, v in llc.items() if k2 != "n_data"}
     data = llc_data(cfg, llc["n_data"], llc["seed"], device)
@@ -137,8 +135,7 @@ def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = Tr
         row = llc_over_checkpoints(model, cfg.make_task().loss, data, [(step, ckpts[step])], progress=False,
                                    device=str(device), **settings)
         done = pd.concat([done, row], ignore_index=True)
-        with atomic_path(partial / "llc.csv") as tmp:
-            done.to_csv(tmp, index=False)
+        cache.keep_rows(KIND, k, done)
         if progress:
             print(f"LLC at step {step}: {row['llc_mean'].iloc[0]:.1f}", flush=True)
     structure = pd.DataFrame([structure_row(s, torch.load(p, weights_only=True)) for s, p in sorted(ckpts.items())])
@@ -152,7 +149,7 @@ def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = Tr
         done.sort_values("step").to_csv(tmp / "llc.csv", index=False)
         structure.to_csv(tmp / "structure.csv", index=False)
         write_json(tmp / "meta.json", meta)
-    shutil.rmtree(partial, ignore_errors=True)
+    cache.drop_partial(KIND, k)
     meta["cache"] = None
     return Development(train, done.sort_values("step").reset_index(drop=True), structure, meta)
 

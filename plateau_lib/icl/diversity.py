@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import shutil
 
 import numpy as np
 import pandas as pd
@@ -30,7 +29,7 @@ from . import baselines, data
 from .. import cache
 from ..tasks import make_task
 from ..train import TrainConfig
-from ..utils import atomic_path, resolve_device
+from ..utils import resolve_device
 
 INF = math.inf
 
@@ -196,9 +195,8 @@ def llc_vs_M(configs: dict, llc: dict, use_cache: bool = True, progress: bool = 
     spec = _spec(configs, llc=llc)
     if use_cache and (found := load_llc(configs, llc)) is not None:
         return found
-    partial = cache.LOCAL / f"{LLC_KIND}-{cache.table_key(spec)}.partial"
-    partial.mkdir(parents=True, exist_ok=True)
-    done = pd.read_csv(partial / "llc.csv") if (partial / "llc.csv").exists() else pd.DataFrame()
+    key = cache.table_key(spec)
+    done = cache.partial_rows(LLC_KIND, key)
     settings = {name: v for name, v in llc.items() if name != "n_data"}
     for (M, seed), cfg in configs.items():
         if not done.empty and ((done["M"] == M) & (done["seed"] == seed)).any():
@@ -208,14 +206,13 @@ def llc_vs_M(configs: dict, llc: dict, use_cache: bool = True, progress: bool = 
                            **settings)
         row = pd.DataFrame([{"M": M, "seed": seed, **llc_row(cfg.steps, res)}])
         done = pd.concat([done, row], ignore_index=True)
-        with atomic_path(partial / "llc.csv") as tmp:
-            done.to_csv(tmp, index=False)
+        cache.keep_rows(LLC_KIND, key, done)
         if progress:
             print(f"LLC at M = {label_M(M)}, seed {seed}: {res.llc_mean:.2f} ± {res.llc_se:.2f}", flush=True)
     meta = {"llc_wall_s": round(float(done["elapsed_s"].sum()), 1), "torch": torch.__version__,
             "device": str(resolve_device(next(iter(configs.values())).device))}
     cache.store_tables(LLC_KIND, spec, {"llc": done}, meta)
-    shutil.rmtree(partial, ignore_errors=True)
+    cache.drop_partial(LLC_KIND, key)
     table, meta = load_llc(configs, llc)
     return table, {**meta, "cache": None}
 
