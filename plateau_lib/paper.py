@@ -14,6 +14,11 @@ results under ``results/`` and the partial states back under ``.cache/results/``
 (given those folders) resumes where the last one stopped. Results carry their provenance: config,
 commit (``$PLATEAU_COMMIT`` where the copy has no ``.git``), device, date and wall time.
 
+The collapse page's miniature language models (``plateau_lib.llm``) are in the same queue, after the training
+runs: each is trained, analysed and its tables committed (``results/llm_collapse-<key>/``). Their checkpoints are
+too large to pack, so a miniature must finish within one command; one stopped at the budget resumes only on the
+same machine.
+
     python -m plateau_lib.paper --list                 # every run, its status and estimated GPU time
     python -m plateau_lib.paper --budget-s 500 --tar $OUT/paper.tar.gz
     python -m plateau_lib.paper --unpack paper.tar.gz  # back home: results/ and resumable partial states
@@ -149,6 +154,32 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
     return written
 
 
+def llm_status(preset: str = "paper") -> list[tuple]:
+    """``(label, config, status)`` of the collapse page's miniatures for ``preset`` (committed or missing)."""
+    from . import llm
+    return [(f"{arch} miniature, seed {seed}", cfg,
+             COMMITTED if llm.stored(cfg, prompt_seed=cfg.prompt_seed(0), committed_only=True) else MISSING)
+            for (arch, seed), cfg in presets.llm_miniatures(preset).items()]
+
+
+def run_llm(preset: str = "paper", device: str = "auto", deadline: float | None = None) -> list[Path]:
+    """Train, analyse and commit the missing miniatures of the collapse page; returns the folders written."""
+    from . import llm
+    written = []
+    for label, cfg, state in llm_status(preset):
+        if state == COMMITTED:
+            continue
+        try:
+            llm.miniature_collapse(cfg.replace(device=str(resolve_device(device))), prompt_seed=cfg.prompt_seed(0),
+                                   progress=False, deadline=deadline)
+        except TimeoutError as err:
+            print(f"llm_collapse {label}: {err}", flush=True)
+            break
+        written.append(llm.commit(cfg, prompt_seed=cfg.prompt_seed(0)))
+        print(f"llm_collapse {label} -> {written[-1].name}", flush=True)
+    return written
+
+
 def partial_folders() -> list[Path]:
     """Resume states of runs stopped part-way (carried to the next command to continue them)."""
     return sorted(p for p in cache.LOCAL.glob("train-*.partial") if (p / "resume.pt").exists())
@@ -165,15 +196,20 @@ def pack(tar_path: Path, written: list[Path]) -> Path:
 
 
 def declared_keys() -> set[str]:
-    """The result key of every run any page declares, in any preset."""
-    return {cache.cache_key(e.config, e.extra) for preset in presets.PRESETS for e in _entries(None, preset)}
+    """The result key of every run any page declares, in any preset (training runs and the miniatures' tables)."""
+    from . import llm
+    runs = {f"train-{cache.cache_key(e.config, e.extra)}" for preset in presets.PRESETS for e in _entries(None, preset)}
+    tables = {llm.stored_name(cfg, prompt_seed=cfg.prompt_seed(0)) for preset in presets.PRESETS
+              for _, cfg, _ in llm_status(preset)}
+    return runs | tables
 
 
 def unpack(tar_path: Path, root: Path | None = None) -> list[str]:
     """Put a packed queue's results under ``results/`` and its partial states under ``.cache/results/``.
 
-    Every member is checked before anything is written: only ``results/train-<key>/`` and
-    ``.cache/results/train-<key>.partial/`` of runs some page still declares are accepted.
+    Every member is checked before anything is written: only ``results/train-<key>/``,
+    ``results/llm_collapse-<key>/`` and ``.cache/results/train-<key>.partial/`` of runs some page still declares
+    are accepted.
     """
     root = cache.ROOT if root is None else Path(root)
     keys = declared_keys()
@@ -183,12 +219,13 @@ def unpack(tar_path: Path, root: Path | None = None) -> list[str]:
             parts = Path(m.name).parts
             top = parts[:2] if parts[:1] == (".cache",) else parts[:1]
             folder = parts[len(top)] if len(parts) > len(top) else ""
-            key = folder.removeprefix("train-").removesuffix(".partial")
-            ok = (top in {("results",), (".cache", "results")} and folder.startswith("train-") and ".." not in parts
+            key = folder.removesuffix(".partial") if top == (".cache", "results") else folder
+            kinds = ("train-",) if top == (".cache", "results") else ("train-", "llm_collapse-")
+            ok = (top in {("results",), (".cache", "results")} and folder.startswith(kinds) and ".." not in parts
                   and (m.isfile() or m.isdir()))
             if not ok:
-                raise ValueError(f"unexpected member {m.name!r} in {tar_path}: only results/train-<key>/ and "
-                                 ".cache/results/train-<key>.partial/ are unpacked")
+                raise ValueError(f"unexpected member {m.name!r} in {tar_path}: only results/train-<key>/, "
+                                 "results/llm_collapse-<key>/ and .cache/results/train-<key>.partial/ are unpacked")
             if key not in keys:
                 raise ValueError(f"{tar_path} holds {folder!r}, a run no page declares any more (presets.page_runs); "
                                  "nothing was unpacked")
@@ -248,17 +285,27 @@ def main(argv=None) -> int:
             print(f"unpacked {folder}")
         print(f"indexed the committed runs in {write_index()}")
         return 0
+    with_llm = not args.page or "llm_collapse" in args.page
+    pages = [p for p in args.page or () if p != "llm_collapse"] or (None if not args.page else [])
     if args.list:
-        print_status(status(args.page, args.preset), args.preset)
+        if pages != []:
+            print_status(status(pages, args.preset), args.preset)
+        for label, cfg, state in llm_status(args.preset) if with_llm else ():
+            print(f"  {'llm_collapse':<20} {label:<28} {state:<27} {cfg.steps:>5} steps  "
+                  f"{cfg.batch_size} x {cfg.context} tokens per step")
         return 0
     try:
         dev = _check_device(args.device, args.preset, args.force_cpu)
     except ValueError as err:
         parser.error(str(err))
-    todo = pending(args.page, args.preset, args.replace_cpu)
+    todo = pending(pages, args.preset, args.replace_cpu) if pages != [] else []
     print(f"{len(todo)} {args.preset} run(s) to compute on {dev}", flush=True)
-    written = run_queue(args.page, args.budget_s, args.device, args.preset, args.replace_cpu, args.force_cpu,
-                        args.backend)
+    started = time.time()
+    written = run_queue(pages, args.budget_s, args.device, args.preset, args.replace_cpu, args.force_cpu,
+                        args.backend) if todo else []
+    if with_llm:
+        deadline = None if args.budget_s is None else started + args.budget_s
+        written += run_llm(args.preset, args.device, deadline)
     print(f"indexed the committed runs in {write_index()}")
     if args.tar:
         pack(args.tar, written)

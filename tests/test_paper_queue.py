@@ -81,3 +81,19 @@ def test_unpack_refuses_runs_no_page_declares(tiny_queue, tmp_path):
     with pytest.raises(ValueError, match="no page declares"):
         paper.unpack(tmp_path / "stray.tar.gz", tmp_path / "elsewhere")
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_queue_trains_analyses_commits_and_packs_the_miniature_language_models(tiny_queue, tmp_path, monkeypatch):
+    from plateau_lib import llm
+    tiny = llm.MiniatureConfig(n_layer=1, d_model=16, n_head=2, d_ff=32, batch_size=2, context=8, steps=2)
+    monkeypatch.setattr(presets, "llm_miniatures", lambda preset: {("pythia", 0): tiny})
+    monkeypatch.setattr(llm, "LOCAL", tmp_path / "llm")
+    monkeypatch.setattr(llm, "corpus_tokens", lambda arch, sources: torch.arange(3, 503).numpy())
+    monkeypatch.setattr(llm, "prompts", lambda n, seed: ["What is a plant?", "Why is the sky blue?"][:n] * (n // 2))
+    assert [s for _, _, s in paper.llm_status()] == [paper.MISSING]
+    written = paper.run_llm(device="cpu")
+    assert [p.name for p in written] == [llm.stored_name(tiny)] and paper.llm_status()[0][2] == paper.COMMITTED
+    assert not list(written[0].rglob("*.safetensors")), "checkpoints are never committed"
+    assert paper.run_llm(device="cpu") == []
+    tar = paper.pack(tmp_path / "q.tar.gz", written)
+    assert paper.unpack(tar, tmp_path / "home") == [f"results/{written[0].name}"]
