@@ -78,9 +78,9 @@ def cosine_matrix(hidden, task):
     return torch.einsum("bad,bcd->ac", h, h) / h.shape[0]
 
 
-def mean_cosine(cos, task):
-    """The paper's collapse metric: mean of ``cos`` over the task's pairs (its exclusions applied)."""
-    rows, cols = zip(*task.cosine_pairs)
+def mean_cosine(cos, pairs):
+    """The paper's collapse metric: mean of ``cos`` over (row, col) ``pairs`` (a task's, its exclusions applied)."""
+    rows, cols = zip(*pairs)
     return cos[list(rows), list(cols)].mean()
 
 
@@ -125,13 +125,14 @@ def data_repetition(task, generator, n=4096):
 
 
 @torch.no_grad()
-def evaluate(model, seqs, task, attn_bias=None, layer=-1, hidden_site="final_ln"):
+def evaluate(model, seqs, task, attn_bias=None, hidden_site="final_ln", hidden_layer=-1):
     """All chapter metrics on one batch; tensors stay on the device (no host syncs). Greedy generation
     reuses the teacher-forced pass's key/value cache for the prompt.
 
     Returns scalars (loss, loss_out, acc, acc_tf, acc_first, acc_rest, rho, rho_data, entropy,
-    entropy_data, cosine, apm) and arrays (acc_pos (G,), acc_tf_pos (G,), cos (G, G),
-    attn (T, T) batch-mean of the chosen layer's scores).
+    entropy_data, cosine, apm, then the task's cosine segments) and arrays (acc_pos (G,), acc_tf_pos (G,),
+    cos (G, G), attn (T, T) batch-mean of the scores of ``task.omega_layer``, the layer the APM reads).
+    ``hidden_layer`` picks the layer of a per-layer ``hidden_site`` for the cosines.
     """
     was_training = model.training
     model.eval()
@@ -140,8 +141,8 @@ def evaluate(model, seqs, task, attn_bias=None, layer=-1, hidden_site="final_ln"
     true_out = seqs[:, task.prompt_len:]
     greedy = greedy_outputs(model, seqs, task, attn_bias, caches, logits)
     tf = teacher_forced_outputs(logits, task)
-    hidden = inside[hidden_site] if hidden_site in ("embed", "final_ln") else inside[hidden_site][layer]
-    attn = inside["attn"][layer]
+    hidden = inside[hidden_site] if hidden_site in ("embed", "final_ln") else inside[hidden_site][hidden_layer]
+    attn = inside["attn"][task.omega_layer]
     acc_pos = position_accuracy(greedy, true_out)
     cos = cosine_matrix(hidden, task)
     model.train(was_training)
@@ -156,8 +157,9 @@ def evaluate(model, seqs, task, attn_bias=None, layer=-1, hidden_site="final_ln"
         "rho_data": repetition_frequency(true_out),
         "entropy": sequence_entropy(greedy, task.vocab_size),
         "entropy_data": sequence_entropy(true_out, task.vocab_size),
-        "cosine": mean_cosine(cos, task),
+        "cosine": mean_cosine(cos, task.cosine_pairs),
         "apm": attention_progress(attn, seqs, task),
+        **{name: mean_cosine(cos, pairs) for name, pairs in task.cosine_segments.items()},
         "acc_pos": acc_pos,
         "acc_tf_pos": position_accuracy(tf, true_out),
         "cos": cos,

@@ -11,8 +11,12 @@ knows:
   ``prompt_len - 1 + j`` (the *output-predicting* positions, ``out_positions``);
 - ``omega(seqs)``: the optimal attention set Ω as a bool mask (B, T, T) over query x key positions of
   the model input (length ``seq_len - 1``), used by the Attention Progress Measure;
+- ``omega_layer``: the layer whose attention Ω describes, which the APM reads (the last layer, except for
+  histogram, whose Ω the paper defines on layer 1 of its 2-layer model);
 - ``cosine_pairs``: the (row, col) pairs of output-predicting positions averaged in the paper's
-  representation-collapse metric (its per-task exclusions).
+  representation-collapse metric (its per-task exclusions);
+- ``cosine_segments``: named sets of such pairs, each averaged into a scalar of its own where the paper
+  reports several collapse means (concatenated MWS: one per column segment).
 """
 from __future__ import annotations
 
@@ -47,6 +51,7 @@ class Task:
     gen_len: int
     vocab_size: int
     cosine_pairs: list = field(repr=False, default_factory=list)
+    cosine_segments: dict = field(repr=False, default_factory=dict)
 
     @property
     def seq_len(self) -> int:
@@ -70,6 +75,7 @@ class Task:
         return torch.randint(low, high, shape, generator=generator, device=device)
 
     omega_is_fixed = True  # False where Ω depends on the sequence (permutation): no fixed bias mask exists
+    omega_layer = -1       # the layer (index) whose attention Ω describes; the APM reads this layer
 
     def omega(self, seqs: torch.Tensor) -> torch.Tensor:
         """Optimal attention set Ω as a bool mask (B, T, T), T = seq_len - 1 (query, key)."""
@@ -99,13 +105,18 @@ class Task:
         """The training loss: next-token cross-entropy at every position (the paper's)."""
         return M.loss_all(model(seqs[:, :-1], attn_bias=attn_bias), seqs)
 
+    @property
+    def scalars(self) -> tuple:
+        """Names of the scalar metrics ``evaluate`` returns: the chapter's, then one per cosine segment."""
+        return M.SCALARS + tuple(self.cosine_segments)
+
     def evaluate(self, model, seqs, attn_bias=None) -> dict:
         """Every chapter metric on the held-out batch (``metrics.evaluate``)."""
         return M.evaluate(model, seqs, self, attn_bias=attn_bias)
 
     def tables(self, evals: list, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
         """``evals`` [(step, host dict)] -> (scalar metrics by step, accuracies by step and position, arrays)."""
-        metrics = pd.DataFrame([{"step": s, "seed": seed, **{k: float(out[k]) for k in M.SCALARS}}
+        metrics = pd.DataFrame([{"step": s, "seed": seed, **{k: float(out[k]) for k in self.scalars}}
                                 for s, out in evals])
         positions = pd.DataFrame([{"step": s, "seed": seed, "position": j + 1, "acc": float(out["acc_pos"][j]),
                                    "acc_tf": float(out["acc_tf_pos"][j])}
@@ -220,7 +231,9 @@ class Histogram(Task):
         sep = torch.zeros((batch, 1), dtype=torch.long, device=device)
         return torch.cat([x, sep, counts], dim=1)
 
-    def _omega_rows(self):  # first layer: each output position looks at its own input token
+    omega_layer = 0  # Ω is layer 1's pattern (each output position reads its own input); layer 2 counts
+
+    def _omega_rows(self):
         for j in range(self.n):
             yield self.prompt_len - 1 + j, [j]
 
@@ -284,18 +297,25 @@ class Addition(Task):
 
 
 class ConcatMWS(Task):
-    """Concatenated MWS ('123_disjoint_454'): 4 copies (k=1), 5 pair sums (k=2), 4 triple sums (k=3)."""
+    """Concatenated MWS ('123_disjoint_454'): 4 copies (k=1), 5 pair sums (k=2), 4 triple sums (k=3).
+
+    Collapse, as in the paper's ``train_mws_concat.py``: ``cosine_1..3`` average the lower-triangle pairs
+    (a, b), b < a, whose column b is the position predicting an output of segment 1, 2 or 3 (the paper's
+    Σ logit_cs[:, :4] / 42, Σ logit_cs[:, 4:9] / 30, Σ logit_cs[:, 9:] / 6); the row a runs over all later
+    positions, in any segment. The three column segments split all 78 pairs, so ``cosine`` pools them.
+    """
 
     SEGMENTS = ((1, range(0, 4)), (2, range(5, 10)), (3, range(12, 16)))  # (k, 0-based last input of each window)
 
     def __init__(self, p=17):
         _check_int("p", p, 16)
         self.p = p
-        pairs, start = [], 0
-        for _, ends in self.SEGMENTS:
-            pairs += _lower_pairs(range(start, start + len(ends)))
+        outputs = range(13)
+        segments, start = {}, 0
+        for i, (_, ends) in enumerate(self.SEGMENTS, 1):
+            segments[f"cosine_{i}"] = _lower_pairs(outputs, range(start, start + len(ends)))
             start += len(ends)
-        super().__init__("concat_mws", 16, 17, 13, p + 1, pairs)
+        super().__init__("concat_mws", 16, 17, 13, p + 1, _lower_pairs(outputs), segments)
 
     def _windows(self):
         return [list(range(e - k + 1, e + 1)) for k, ends in self.SEGMENTS for e in ends]

@@ -47,10 +47,25 @@ def test_cosine_excludes_the_partial_solution_position():
     cos = M.cosine_matrix(hidden, MWS)
     assert cos.shape == (16, 16) and torch.allclose(cos.diagonal(), torch.ones(16))
     assert cos[0, 1:].abs().max() == 0 and torch.allclose(cos[1:, 1:], torch.ones(15, 15))
-    assert M.mean_cosine(cos, MWS).item() == 1.0   # the paper's /105 average ignores column 0
+    assert M.mean_cosine(cos, MWS.cosine_pairs).item() == 1.0   # the paper's /105 average ignores column 0
     hidden[1, 20, 0] = -1.0          # one antiparallel vector in one sequence
     cos = M.cosine_matrix(hidden, MWS)
     assert math.isclose(cos[4, 1].item(), 0.0, abs_tol=1e-7)  # (+1 + -1) / 2
+
+
+def test_concat_mws_cosine_segments_are_the_papers_column_sums():
+    """cosine_1..3 against train_mws_concat.py transcribed: with logit_cs the strict lower triangle of the
+    13 x 13 matrix, Σ logit_cs[:, :4] / 42, Σ logit_cs[:, 4:9] / 30 and Σ logit_cs[:, 9:] / 6."""
+    task = make_task("concat_mws")
+    a = torch.rand(13, 13, generator=torch.Generator().manual_seed(0))
+    cos = a + a.T
+    logit_cs = torch.tril(cos, diagonal=-1)
+    paper = {"cosine_1": logit_cs[:, :4].sum() / 42, "cosine_2": logit_cs[:, 4:9].sum() / 30,
+             "cosine_3": logit_cs[:, 9:].sum() / 6}
+    assert list(task.cosine_segments) == list(paper)
+    for name, value in paper.items():
+        assert math.isclose(M.mean_cosine(cos, task.cosine_segments[name]).item(), value.item(), rel_tol=1e-6), name
+    assert math.isclose(M.mean_cosine(cos, task.cosine_pairs).item(), logit_cs.sum().item() / 78, rel_tol=1e-6)
 
 
 def test_apm_by_hand():
@@ -142,6 +157,67 @@ class MWSOracle(torch.nn.Module):
         for _ in range(n_new):
             out = torch.cat([out, self(out, attn_bias=attn_bias)[:, -1].argmax(-1, keepdim=True)], 1)
         return out
+
+
+class FixedInternals(torch.nn.Module):
+    """Stands in for GPT in ``evaluate``: uniform logits, with hand-set attention scores per layer (each (T, T))
+    and final hidden states (T, d), the same for every sequence; generation emits zeros."""
+
+    def __init__(self, task, attn, hidden):
+        super().__init__()
+        self.cfg = types.SimpleNamespace(n_layer=len(attn))
+        self.task, self.attn, self.hidden = task, attn, hidden
+
+    def forward(self, idx, attn_bias=None, return_internals=False, caches=None):
+        B, T = idx.shape
+        if caches is not None:  # a stand-in cache, so evaluate can slice it
+            for cache in caches:
+                cache["k"] = cache["v"] = torch.zeros(B, 1, T, 1)
+        logits = torch.zeros(B, T, self.task.vocab_size)
+        if not return_internals:
+            return logits
+        return logits, {"attn": [a[:T, :T].expand(B, 1, T, T) for a in self.attn],
+                        "final_ln": self.hidden[:T].expand(B, T, -1)}
+
+    def generate(self, prompt, n_new, attn_bias=None, caches=None, logits=None):
+        return torch.cat([prompt, prompt.new_zeros(prompt.shape[0], n_new)], 1)
+
+
+def test_histogram_apm_reads_layer_one_where_omega_is_defined(gen):
+    """The paper defines the histogram's Ω on layer 1 of its 2-layer model (att_prog_measure1: the query
+    predicting y_j reads x_j): layer-1 attention equal to Ω gives APM 1, whatever the last layer does."""
+    task = make_task("histogram")
+    seqs = task.sample(4, gen)
+    T = task.block_size
+    layer1 = torch.zeros(T, T)
+    for j in range(16):
+        layer1[16 + j, j] = 1.0               # query 16 + j predicts y_{j+1} = count(x_{j+1}) and reads x_{j+1}
+    layer2 = torch.tril(torch.ones(T, T))     # every causal key alike: APM 16 / 392 were it read
+    out = M.evaluate(FixedInternals(task, [layer1, layer2], torch.ones(T, 4)), seqs, task)
+    assert out["apm"].item() == 1.0
+    assert torch.equal(out["attn"], layer1)   # the stored map is the layer the APM reads
+    assert M.evaluate(FixedInternals(task, [layer1], torch.ones(T, 4)), seqs, task)["apm"].item() == 1.0  # 1 layer
+
+
+def test_concat_mws_cosines_by_hand(gen):
+    """Hidden states by segment: e0 at the 4 positions predicting the copies (16..19), e1 at the 5 predicting the
+    pair sums (20..24), e0 + e1 at the 4 predicting the triple sums (25..28). Column segment 1 holds 6 pairs
+    inside segment 1 (cos 1), 20 with a segment-2 row (cos 0) and 16 with a segment-3 row (cos 1/√2); column
+    segment 2 holds 10 pairs inside (cos 1) and 20 with a segment-3 row (1/√2); column segment 3 holds 6 (1)."""
+    task = make_task("concat_mws")
+    hidden = torch.ones(task.block_size, 2)
+    hidden[16:20] = torch.tensor([1.0, 0.0])
+    hidden[20:25] = torch.tensor([0.0, 1.0])
+    r = 1 / math.sqrt(2)
+    out = M.evaluate(FixedInternals(task, [torch.ones(task.block_size, task.block_size)], hidden),
+                     task.sample(4, gen), task)
+    expect = {"cosine_1": (6 + 16 * r) / 42, "cosine_2": (10 + 20 * r) / 30, "cosine_3": 1.0,
+              "cosine": (22 + 36 * r) / 78}   # all 78 pairs pooled
+    for name, value in expect.items():
+        assert math.isclose(out[name].item(), value, rel_tol=1e-6), name
+    metrics, _, _ = task.tables([(0, out)], seed=0)
+    assert list(metrics.columns[-3:]) == ["cosine_1", "cosine_2", "cosine_3"]
+    assert make_task("mws").scalars == M.SCALARS   # tasks without segments keep the chapter's table
 
 
 def _rho_by_hand(outputs):

@@ -60,10 +60,19 @@ def test_mws_omega_is_the_reference_mask(gen):
 
 
 def test_cosine_pair_counts_follow_the_paper():
-    counts = {("mws", ()): 105, ("repeat", (("k", 2),)): 42, ("repeat", (("k", 4),)): 12,
-              ("addition", ()): 6, ("copy", ()): 120, ("prefix_sum", ()): 105}
+    counts = {("mws", ()): 105, ("repeat", (("k", 1),)): 105, ("repeat", (("k", 2),)): 42,
+              ("repeat", (("k", 4),)): 12, ("addition", ()): 6, ("copy", ()): 120, ("reverse", ()): 120,
+              ("prefix_sum", ()): 105, ("histogram", ()): 120, ("permutation", ()): 120, ("concat_mws", ()): 78}
     for (name, kw), n in counts.items():
         assert len(make_task(name, **dict(kw)).cosine_pairs) == n
+
+
+def test_concat_mws_cosine_segments_are_the_papers_columns():
+    """train_mws_concat.py: three means over columns 0..3 (/42), 4..8 (/30) and 9..12 (/6) of the strictly
+    lower-triangular 13 x 13 matrix; a column's pairs take every later row, in any segment."""
+    segments = make_task("concat_mws").cosine_segments
+    for (name, pairs), cols, n in zip(segments.items(), (range(0, 4), range(4, 9), range(9, 13)), (42, 30, 6)):
+        assert sorted(pairs) == sorted((a, b) for b in cols for a in range(b + 1, 13)) and len(pairs) == n, name
 
 
 def test_sampling_is_seeded():
