@@ -34,6 +34,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from .metrics import adjacent_repeats as repetition  # the paper's per-prompt repetition: the MWS pages' ρ
 from .utils import atomic_path, resolve_device, seed_everything, torch_save
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # this module never downloads; set before transformers is imported
@@ -82,11 +83,6 @@ def mean_cosine(cos: torch.Tensor) -> torch.Tensor:
     """Mean of the strict lower triangle of (..., n, n) cosines: the paper's ``sum(cs) / (0.5 n (n - 1))``."""
     n = cos.shape[-1]
     return torch.tril(cos, diagonal=-1).sum((-1, -2)) / (n * (n - 1) / 2)
-
-
-def repetition(tokens: torch.Tensor) -> torch.Tensor:
-    """(..., n) generated tokens -> fraction of the n - 1 adjacent pairs that are equal (the paper's metric)."""
-    return (tokens[..., 1:] == tokens[..., :-1]).double().mean(-1)
 
 
 def distinct_fraction(tokens: torch.Tensor) -> torch.Tensor:
@@ -548,8 +544,8 @@ COSINE_COLUMNS = [f"cos_{i}_{j}" for i, j in PAIRS]
 
 def analyse_checkpoints(checkpoints: dict, questions: list[str], device: str = "auto", batch_size: int = 32,
                         rows: pd.DataFrame | None = None, on_step=None, progress: bool = True) -> pd.DataFrame:
-    """One row per (step, prompt): ``mean_cos``, ``repetition``, ``distinct``, the generated ``text`` and
-    ``token_ids``, the smallest logit ``margin`` of the 8 greedy choices, and the 28 pairwise cosines
+    """One row per (step, prompt): ``mean_cos``, ``repetition``, ``distinct``, the generated ``text`` (as a JSON
+    string, so that carriage returns and odd bytes survive the CSV; ``generated_text`` decodes it) and ``token_ids``, the smallest logit ``margin`` of the 8 greedy choices, and the 28 pairwise cosines
     (``cos_i_j``, i > j). ``rows`` already made are kept (resume); ``on_step(rows)`` is called after each step."""
     from tqdm.auto import tqdm
     dev = resolve_device(device)
@@ -564,7 +560,7 @@ def analyse_checkpoints(checkpoints: dict, questions: list[str], device: str = "
         frame = pd.DataFrame({"step": step, "prompt": range(len(questions)),
                               "mean_cos": result["mean_cos"].numpy(), "repetition": result["repetition"].numpy(),
                               "distinct": result["distinct"].numpy(),
-                              "text": tok.batch_decode(result["tokens"]),
+                              "text": [json.dumps(t) for t in tok.batch_decode(result["tokens"])],
                               "token_ids": [" ".join(map(str, t)) for t in result["tokens"].tolist()],
                               "margin": result["margins"].min(1).values.numpy()})
         cos = result["cos"].numpy()
@@ -574,6 +570,11 @@ def analyse_checkpoints(checkpoints: dict, questions: list[str], device: str = "
         if on_step is not None:
             on_step(rows)
     return rows
+
+
+def generated_text(rows: pd.DataFrame) -> pd.Series:
+    """The decoded generations of ``rows`` (stored JSON-encoded)."""
+    return rows["text"].map(json.loads)
 
 
 def summary(rows: pd.DataFrame) -> pd.DataFrame:

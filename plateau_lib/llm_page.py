@@ -16,7 +16,7 @@ from .params import int_list, one_number, overrides_dict, parsed
 SOURCES = ("miniature", "hf")
 FIGURE = "Fig. 8 (Pythia/OLMo collapse and repetition)"
 OLMO_FIGURE = "Figs. 23–25 (OLMo-2 7B, steps 150 and 600)"
-ARCH_NAMES = {"pythia": "Pythia-14m architecture", "olmo2": "OLMo-2 architecture"}
+ARCH_NAMES = {"pythia": "Pythia", "olmo2": "OLMo-2"}  # a miniature's architecture, in its panel's title
 COS_COLOUR, REP_COLOUR, DISTINCT_COLOUR = "#440154", "tab:red", "0.55"
 
 
@@ -24,14 +24,14 @@ COS_COLOUR, REP_COLOUR, DISTINCT_COLOUR = "#440154", "tab:red", "0.55"
 class Panel:
     """One model's analysed checkpoints: ``rows`` per (step, prompt) (``llm.analyse_checkpoints``)."""
     label: str
-    kind: str                      # "miniature (trained here)" or "real checkpoints"
+    kind: str                      # "trained here" (a miniature) or "real checkpoints"
     arch: str                      # "pythia" or "olmo2"
     rows: pd.DataFrame
     meta: dict
     losses: pd.DataFrame | None = None
 
     def __post_init__(self):
-        self.rows = self.rows.assign(text=self.rows["text"].fillna(""))  # an empty generation reads back as NaN
+        self.rows = self.rows.assign(text=llm.generated_text(self.rows))
 
     @property
     def summary(self) -> pd.DataFrame:
@@ -81,7 +81,7 @@ def load(preset: str = "cpu", source: str = "miniature", models=None, weights_di
     panels = []
     for (arch, seed), cfg in configs.items():
         tables, meta = llm.miniature_collapse(cfg, n_prompts, cfg.prompt_seed(prompt_seed), use_cache, progress)
-        panels.append(Panel(f"{ARCH_NAMES[arch]}, seed {seed}", "miniature trained here", arch, tables["prompts"],
+        panels.append(Panel(f"{ARCH_NAMES[arch]} miniature, seed {seed}", "trained here", arch, tables["prompts"],
                             meta, tables["losses"]))
     return panels, note
 
@@ -128,7 +128,7 @@ def evolution_figure(panels: list[Panel]):
         if col == len(panels) - 1:
             twin.set_ylabel("repeat frequency", color=REP_COLOUR)
             handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
-            twin.legend(handles, [h.get_label() for h in handles], loc="center right", frameon=True)
+            fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center", ncols=3)
         else:
             twin.set_yticklabels([])
         _step_axis(ax, s["step"])
@@ -271,6 +271,30 @@ def key_table(panels: list[Panel]) -> pd.DataFrame:
             rows.append({"model": panel.label, "when": " = ".join(when), "step": step,
                          **s.loc[step, ["cosine", "repetition", "distinct"]].to_dict()})
     return pd.DataFrame(rows)
+
+
+def findings(panels: list[Panel]) -> str:
+    """One sentence per panel, in markdown: the cosine and repetition at step 0, at the peak and at the end."""
+    lines = []
+    for panel in panels:
+        s = panel.summary.set_index("step")
+        k = key_steps(panel)
+        first, peak, last = (s.loc[k[name]] for name in ("first", "peak", "last"))
+        after = s.loc[s.index > k["peak"], "cosine"]
+        stays = after[(after > 0.9).cummin()]  # the checkpoints right after the peak still above 0.9
+        rest = after[after.index > (stays.index[-1] if len(stays) else k["peak"])]
+        recovered = rest[rest < 0.8]
+        again = rest[(rest.index > recovered.index[0]) & (rest > 0.9)] if len(recovered) else rest.iloc[:0]
+        line = (f"- **{panel.label}:** cosine {first['cosine']:.2f} at step {k['first']}, a peak of "
+                f"{peak['cosine']:.2f} at step {k['peak']} with repetition {peak['repetition']:.2f}, and "
+                f"{last['cosine']:.2f} (repetition {last['repetition']:.2f}) at step {k['last']}.")
+        if len(stays):
+            line += f" The cosine stays above 0.9 until step {int(stays.index[-1])}."
+        if len(again):
+            line += (f" It falls below 0.8, then collapses again at step {int(again.index[0])} (cosine "
+                     f"{again.iloc[0]:.2f}).")
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def settings_table(panels: list[Panel]) -> pd.DataFrame:

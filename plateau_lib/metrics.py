@@ -60,9 +60,14 @@ def greedy_outputs(model, seqs, task, attn_bias=None, caches=None, logits=None):
     return out
 
 
+def adjacent_repeats(outputs):
+    """(..., n) tokens -> per sequence, the fraction of its n - 1 adjacent pairs that are equal."""
+    return (outputs[..., :-1] == outputs[..., 1:]).float().mean(-1)
+
+
 def repetition_frequency(outputs):
     """ρ: fraction of adjacent output pairs that are equal, averaged over sequences."""
-    return (outputs[:, :-1] == outputs[:, 1:]).float().mean()
+    return adjacent_repeats(outputs).mean()
 
 
 def sequence_entropy(outputs, vocab_size):

@@ -35,6 +35,8 @@ SMOKE_PARAMS = {
     "task_diversity": {"steps": 40, "overrides": {"eval_batch": 64}},
     "low_task_diversity": {"steps": 40, "overrides": {"eval_batch": 64}, "num_draws": 10, "n_sequences": 256,
                            "sequences": 2},
+    "llm_collapse": {"overrides": {"n_layer": 1, "d_model": 16, "n_head": 2, "d_ff": 32, "batch_size": 2,
+                                   "context": 16, "steps": 4, "corpus": ["boolq"]}, "seeds": [0], "n_prompts": 4},
 }
 COPIED = ["_config.yml", "_toc.yml", "pyproject.toml", "notebooks", "plateau_lib", "scripts", "package.json",
           "package-lock.json", "results", "book"]

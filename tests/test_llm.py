@@ -248,4 +248,27 @@ def test_hf_source_without_files_falls_back_or_raises(local_cache, no_network, m
         llm_page.load(source="hf", models=["pythia-14m"], hf_cache=tmp_path, fallback=False, overrides=tiny)
     panels, note = llm_page.load(source="hf", models=["pythia-14m"], hf_cache=tmp_path, overrides=tiny, seeds=[0],
                                  n_prompts=2, progress=False, olmo=False)
-    assert "not on this machine" in note and [p.kind for p in panels] == ["miniature trained here"]
+    assert "not on this machine" in note and [p.kind for p in panels] == ["trained here"]
+
+
+def test_generations_with_carriage_returns_and_quotes_survive_the_stored_table(local_cache):
+    from plateau_lib import cache
+    texts = ['a\r\nb', '"quoted", comma', '', '\x00\u05d5 é']
+    rows = __import__("pandas").DataFrame({"step": 0, "prompt": range(4), "text": [json.dumps(t) for t in texts]})
+    cache.store_tables(llm.KIND, {"test": 1}, {"prompts": rows}, {})
+    loaded, _ = cache.load_tables(llm.KIND, {"test": 1})
+    assert len(loaded["prompts"]) == 4 and llm.generated_text(loaded["prompts"]).tolist() == texts
+
+
+def test_committed_collapse_results_sit_under_their_keys_without_weights():
+    from plateau_lib import cache
+    folders = sorted(cache.COMMITTED.glob(f"{llm.KIND}-*"))
+    assert folders, "the collapse page's CPU miniatures are committed"
+    for folder in folders:
+        meta = json.loads((folder / "meta.json").read_text())
+        assert folder.name == f"{llm.KIND}-{cache.table_key(meta['spec'])}"
+        cfg = llm.MiniatureConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()})
+        assert meta["spec"]["run"] == {"miniature": cfg.key()}, f"{folder}: the config's key changed"
+        assert not [p for p in folder.iterdir() if p.suffix in (".pt", ".safetensors", ".bin")]
+    cpu = presets.llm_miniatures("cpu")
+    assert all(llm.stored(cfg, prompt_seed=cfg.prompt_seed(0), committed_only=True) for cfg in cpu.values())
