@@ -272,3 +272,21 @@ def test_committed_collapse_results_sit_under_their_keys_without_weights():
         assert not [p for p in folder.iterdir() if p.suffix in (".pt", ".safetensors", ".bin")]
     cpu = presets.llm_miniatures("cpu")
     assert all(llm.stored(cfg, prompt_seed=cfg.prompt_seed(0), committed_only=True) for cfg in cpu.values())
+
+
+def test_real_checkpoints_run_through_the_page_as_the_papers_models(local_cache, no_network, tmp_path, monkeypatch):
+    """A folder of real-style checkpoints (here one tiny model at every step Pythia published) is analysed with
+    the paper's prompts and judged in the paper column."""
+    monkeypatch.setenv("PLATEAU_SUMMARIES", str(tmp_path / "summaries"))
+    saved = tmp_path / "one"
+    llm.build_model(TINY.replace(n_layer=1, d_model=16)).save_pretrained(saved)
+    for step in llm.PYTHIA_STEPS:
+        (tmp_path / "weights" / "pythia-14m").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "weights" / "pythia-14m" / f"step{step}").symlink_to(saved)
+    panels, note = llm_page.load(source="hf", models=["pythia-14m"], weights_dir=tmp_path / "weights", n_prompts=2,
+                                 progress=False, fallback=False)
+    assert note == "" and [(p.label, p.kind, p.arch) for p in panels] == [("pythia-14m", "real checkpoints", "pythia")]
+    assert sorted(panels[0].rows["step"].unique()) == list(llm.PYTHIA_STEPS)
+    assert panels[0].summary["cosine"].nunique() == 1  # the same weights at every step
+    table = llm_page.verdict_tables(panels, "cpu")[0]
+    assert "paper preset" in table.columns
