@@ -6,6 +6,7 @@ otherwise define for itself lives here or in ``plots`` / ``widgets``.
 from __future__ import annotations
 
 import os
+import warnings
 
 import matplotlib as mpl
 import pandas as pd
@@ -36,6 +37,8 @@ def setup() -> None:
         "ytick.labelsize": MIN_FONT_PT, "legend.fontsize": MIN_FONT_PT, "legend.title_fontsize": MIN_FONT_PT,
         "figure.titlesize": 11, "figure.constrained_layout.use": True})
     mpl.rcParams["figure.max_open_warning"] = 0
+    # a character the font lacks (e.g. CJK in a language model's generations) is drawn as a box, not a warning
+    warnings.filterwarnings("ignore", message="Glyph .* missing from", category=UserWarning)
     if in_book_build():
         os.environ["TQDM_DISABLE"] = "1"
 

@@ -245,17 +245,17 @@ def verdict_values(panels: list[Panel]) -> dict:
     return out
 
 
-def verdict_tables(panels: list[Panel], preset: str) -> list[pd.DataFrame]:
-    """One verdict table per figure shown. Real checkpoints are the paper's models, so they fill the ``paper``
-    column; a miniature fills its preset's."""
+def verdict_tables(panels: list[Panel], preset: str) -> dict:
+    """``{figure: verdict table}`` for each figure shown. Real checkpoints are the paper's models, so they fill the
+    ``paper`` column; a miniature fills its preset's."""
     from . import book
     column = "paper" if panels[0].kind == "real checkpoints" else preset
-    tables = []
+    tables = {}
     for figure, values in verdict_values(panels).items():
         shown = [p for p in panels if (p.arch == "olmo2") == (figure == OLMO_FIGURE)]
         provenance = {"runs": len(shown), "seeds": sorted({p.meta.get("config", {}).get("seed") for p in shown}),
                       "device": shown[0].meta.get("device"), "source": shown[0].meta.get("cache") or "this build"}
-        tables.append(book.verdicts(figure, {column: values}, page="llm_collapse", provenance={column: provenance}))
+        tables[figure] = book.verdicts(figure, {column: values}, page="llm_collapse", provenance={column: provenance})
     return tables
 
 

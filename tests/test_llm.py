@@ -288,5 +288,5 @@ def test_real_checkpoints_run_through_the_page_as_the_papers_models(local_cache,
     assert note == "" and [(p.label, p.kind, p.arch) for p in panels] == [("pythia-14m", "real checkpoints", "pythia")]
     assert sorted(panels[0].rows["step"].unique()) == list(llm.PYTHIA_STEPS)
     assert panels[0].summary["cosine"].nunique() == 1  # the same weights at every step
-    table = llm_page.verdict_tables(panels, "cpu")[0]
+    table = llm_page.verdict_tables(panels, "cpu")[llm_page.FIGURE]
     assert "paper preset" in table.columns
