@@ -394,8 +394,9 @@ def next_token_loss(model, batch: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), batch[:, 1:].reshape(-1))
 
 
-def train_step(model, opt, batch: torch.Tensor, cfg: MiniatureConfig, lr: float) -> float:
-    """One step: next-token cross-entropy, backward, gradient clipping at ``grad_clip``, AdamW at ``lr``."""
+def train_step(model, opt, batch: torch.Tensor, cfg: MiniatureConfig, lr: float) -> torch.Tensor:
+    """One step: next-token cross-entropy, backward, gradient clipping at ``grad_clip``, AdamW at ``lr``. Returns
+    the loss as a detached tensor on the device (read at checkpoints, so a GPU never waits for it)."""
     for group in opt.param_groups:
         group["lr"] = lr
     loss = next_token_loss(model, batch)
@@ -403,7 +404,7 @@ def train_step(model, opt, batch: torch.Tensor, cfg: MiniatureConfig, lr: float)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     opt.step()
-    return loss.item()
+    return loss.detach()
 
 
 def optimizer(model, cfg: MiniatureConfig) -> torch.optim.AdamW:
@@ -453,7 +454,14 @@ def train_miniature(cfg: MiniatureConfig, progress: bool = True, deadline: float
     started = time.time()
     wall = 0.0 if state is None else state["wall_time_s"]
 
+    pending = []  # (step, loss on the device, lr) since the last checkpoint, read there in one sync
+
     def save(step):
+        if pending:
+            values = torch.stack([loss for _, loss, _ in pending]).tolist()
+            losses.extend({"step": s, "loss": v, "lr": lr} for (s, _, lr), v in zip(pending, values))
+            bar.set_postfix(loss=f"{values[-1]:.3f}")
+            pending.clear()
         with atomic_path(folder / f"step{step}") as tmp:
             model.save_pretrained(tmp)
         torch_save({"step": step, "optimizer": opt.state_dict(), "generator": gen.get_state(),
@@ -468,9 +476,7 @@ def train_miniature(cfg: MiniatureConfig, progress: bool = True, deadline: float
                total=cfg.steps)
     for step in bar:
         lr = learning_rate(cfg, step)
-        loss = train_step(model, opt, sample_batch(stream, cfg, gen, device), cfg, lr)
-        losses.append({"step": step, "loss": loss, "lr": lr})
-        bar.set_postfix(loss=f"{loss:.3f}")
+        pending.append((step, train_step(model, opt, sample_batch(stream, cfg, gen, device), cfg, lr), lr))
         if step + 1 in checkpoints:
             save(step + 1)
             if deadline is not None and time.time() > deadline and step + 1 < cfg.steps:
@@ -664,10 +670,9 @@ def stored(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None =
     """The folder of the stored analysis of ``cfg`` (committed first; only committed with ``committed_only``)."""
     from . import cache
     name = stored_name(cfg, n_prompts, prompt_seed)
-    for base in (cache.COMMITTED,) if committed_only else (cache.COMMITTED, cache.LOCAL):
-        if (base / name / "meta.json").exists():
-            return base / name
-    return None
+    if committed_only:
+        return cache.COMMITTED / name if (cache.COMMITTED / name / "meta.json").exists() else None
+    return cache.find(KIND, name.removeprefix(f"{KIND}-"))
 
 
 def commit(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0) -> Path:

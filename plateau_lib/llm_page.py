@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import cached_property
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from . import llm, presets
+from . import llm, plots, presets
 from .book import PAGE_WIDTH_IN
 from .params import int_list, one_number, overrides_dict, parsed
 
@@ -33,7 +34,7 @@ class Panel:
     def __post_init__(self):
         self.rows = self.rows.assign(text=llm.generated_text(self.rows))
 
-    @property
+    @cached_property
     def summary(self) -> pd.DataFrame:
         return llm.summary(self.rows)
 
@@ -158,20 +159,21 @@ def key_steps(panel: Panel) -> dict:
     return steps
 
 
+def _heatmap(ax, panel: Panel, step: int, cbar: bool = True) -> None:
+    """One step's 8x8 mean cosine (lower triangle), in the book's cosine colours (those of the MWS pages)."""
+    mean = panel.summary.set_index("step").loc[step, "cosine"]
+    plots.cosine_heatmap(llm.cosine_matrix(panel.rows, step), ax=ax, title=f"step {step}: mean {mean:.2f}",
+                         labels=range(llm.N_NEW), axis_label="generation step", cbar=cbar)
+
+
 def heatmap_figure(panel: Panel, steps: list[int]):
     """The paper's 8x8 heat-maps: cosine between the hidden states of generation steps i > j, mean over prompts."""
     fig, axes = plt.subplots(1, len(steps), figsize=(PAGE_WIDTH_IN, PAGE_WIDTH_IN / len(steps) * 0.95 + 0.4),
                              squeeze=False)
-    for ax, step in zip(axes[0], steps):
-        image = ax.imshow(llm.cosine_matrix(panel.rows, step), vmin=0, vmax=1, cmap="viridis")
-        mean = panel.summary.set_index("step").loc[step, "cosine"]
-        ax.set_title(f"step {step}: mean {mean:.2f}")
-        ax.set_xticks(range(llm.N_NEW))
-        ax.set_yticks(range(llm.N_NEW))
-        ax.set_xlabel("generation step j")
-        ax.grid(False)
-    axes[0, 0].set_ylabel("generation step i")
-    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label="cosine")
+    for i, (ax, step) in enumerate(zip(axes[0], steps)):
+        _heatmap(ax, panel, step, cbar=i == len(steps) - 1)
+        if i:
+            ax.set_ylabel("")
     fig.suptitle(f"{panel.label}: cosine of the last-position states")
     return fig
 
@@ -197,11 +199,7 @@ def step_frames(panel: Panel, n_prompts: int = 3) -> dict:
     summary = panel.summary.set_index("step")
     for step in summary.index:
         fig, (ax, text) = plt.subplots(1, 2, figsize=(PAGE_WIDTH_IN, 3.2), width_ratios=[1, 1.5])
-        ax.imshow(llm.cosine_matrix(panel.rows, step), vmin=0, vmax=1, cmap="viridis")
-        ax.set_xticks(range(llm.N_NEW))
-        ax.set_yticks(range(llm.N_NEW))
-        ax.grid(False)
-        ax.set_title(f"step {step}: cosine {summary.loc[step, 'cosine']:.2f}")
+        _heatmap(ax, panel, step)
         rows = panel.rows[(panel.rows["step"] == step) & (panel.rows["prompt"] < n_prompts)]
         lines = [f"repetition {summary.loc[step, 'repetition']:.2f}, distinct {summary.loc[step, 'distinct']:.2f}", ""]
         lines += [f"prompt {p + 1}: “{_shown(t)}”" for p, t in zip(rows["prompt"], rows["text"])]

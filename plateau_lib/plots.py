@@ -114,14 +114,16 @@ def attention_map(attn: np.ndarray, ax=None, title=None, rows=None):
     return ax.figure
 
 
-def cosine_heatmap(cos: np.ndarray, ax=None, title=None):
-    """Pairwise cosine similarity of hidden states across output-predicting positions."""
+def cosine_heatmap(cos: np.ndarray, ax=None, title=None, labels=None, axis_label="output position", cbar=True):
+    """Pairwise cosine similarity of hidden states (NaN cells left blank): across output-predicting positions
+    (labelled 1..n), or with ``labels`` and ``axis_label`` across anything else (e.g. generation steps)."""
     if ax is None:
         _, ax = plt.subplots(figsize=(4.2, 3.4), constrained_layout=True)
-    n = cos.shape[0]
-    sns.heatmap(cos, ax=ax, vmin=-1, vmax=1, cmap="RdBu_r", square=True,
-                xticklabels=range(1, n + 1), yticklabels=range(1, n + 1), cbar_kws={"label": "cosine"})
-    ax.set(xlabel="output position", ylabel="output position", title=title)
+    labels = range(1, cos.shape[0] + 1) if labels is None else labels
+    sns.heatmap(cos, ax=ax, vmin=-1, vmax=1, cmap="RdBu_r", square=True, xticklabels=labels, yticklabels=labels,
+                cbar=cbar, cbar_kws={"label": "cosine"})
+    ax.set(xlabel=axis_label, ylabel=axis_label, title=title)
+    ax.grid(False)  # no grid lines across the blank cells
     return ax.figure
 
 
