@@ -59,6 +59,7 @@ def main():
             times[name].append(runs[name]())
     names = list(runs)
     floor = B.step_row(train_work, names[0], args.steps, times[names[0]])
+    floor = B.step_row(train_work, names[0], args.steps, times[names[0]], floor)  # 1x, drawn beside the step
     step = B.step_row(train_work, names[1], args.steps, times[names[1]], floor)
     single = B.step_row(analysis_work, names[2], args.prompts, times[names[2]])
     batched = B.step_row(analysis_work, names[3], args.prompts, times[names[3]])
