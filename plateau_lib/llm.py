@@ -58,11 +58,16 @@ BATCH_TOLERANCE = 1e-4
 NEAR_TIE = 1e-3
 
 
-def check_real(model: str, step: int) -> tuple[str, str]:
-    """``(repo_id, revision)`` of a real checkpoint the paper analysed; a ValueError names what is allowed."""
+def real_steps(model: str) -> list[int]:
+    """The steps the paper analysed for a real ``model``; a ValueError names the models allowed."""
     if model not in REAL_MODELS:
         raise ValueError(f"model must be one of {list(REAL_MODELS)}, got {model!r}")
-    steps = list(OLMO_REVISIONS) if model == "olmo-2-7b" else list(PYTHIA_STEPS)
+    return list(OLMO_REVISIONS) if model == "olmo-2-7b" else list(PYTHIA_STEPS)
+
+
+def check_real(model: str, step: int) -> tuple[str, str]:
+    """``(repo_id, revision)`` of a real checkpoint the paper analysed; a ValueError names what is allowed."""
+    steps = real_steps(model)
     if not isinstance(step, int) or isinstance(step, bool) or step not in steps:
         raise ValueError(f"step of {model} must be one of {steps}, got {step!r}")
     if model == "olmo-2-7b":
@@ -385,7 +390,7 @@ def learning_rate(cfg: MiniatureConfig, step: int) -> float:
 def sample_batch(stream: torch.Tensor, cfg: MiniatureConfig, gen: torch.Generator, device) -> torch.Tensor:
     """``batch_size`` random windows of ``context + 1`` tokens from the token stream (inputs and next tokens)."""
     starts = torch.randint(0, len(stream) - cfg.context - 1, (cfg.batch_size,), generator=gen)
-    return torch.stack([stream[s:s + cfg.context + 1] for s in starts.tolist()]).to(device)
+    return stream[starts[:, None] + torch.arange(cfg.context + 1)].to(device)
 
 
 def next_token_loss(model, batch: torch.Tensor) -> torch.Tensor:
@@ -426,7 +431,6 @@ def train_miniature(cfg: MiniatureConfig, progress: bool = True, deadline: float
     ``deadline`` (a ``time.time()``) stops cleanly after the next checkpoint past it. ``losses.csv`` keeps the
     training loss of every step."""
     from tqdm.auto import tqdm
-    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()  # one bar (ours), not one per save
     folder = run_dir(cfg)
@@ -440,7 +444,7 @@ def train_miniature(cfg: MiniatureConfig, progress: bool = True, deadline: float
     if saved and resume.exists():
         state = torch.load(resume, weights_only=True)
         start = state["step"]
-        model = AutoModelForCausalLM.from_pretrained(folder / f"step{start}", dtype=torch.float32).to(device)
+        model = load_model(folder / f"step{start}")[0].to(device)
         losses = pd.read_csv(folder / "losses.csv").query("step < @start").to_dict("records")
     else:
         state, start, losses = None, 0, []
@@ -517,8 +521,7 @@ def real_checkpoints(models, weights_dir=None, cache_dir=None, steps=None) -> di
     checked before any compute: the first absent one raises (see ``real_checkpoint``)."""
     out = {}
     for model in models:
-        check_real(model, (list(OLMO_REVISIONS) if model == "olmo-2-7b" else list(PYTHIA_STEPS))[0])
-        wanted = steps or (list(OLMO_REVISIONS) if model == "olmo-2-7b" else list(PYTHIA_STEPS))
+        wanted = steps or real_steps(model)
         out[model] = {step: real_checkpoint(model, step, weights_dir, cache_dir) for step in wanted}
     return out
 
