@@ -114,7 +114,11 @@ def page_runs(preset: str = "paper") -> dict:
             "mws_optimal_init": {"reference": reference, **init},
             "icl_stages": {"training": ICL_STAGES["paper" if preset == "paper" else "cpu_long"]},
             "transient_ridge": {("M", M, seed): cfg for (M, seed), cfg in
-                                diversity("paper" if preset == "paper" else "cpu_long")[0].items()}}
+                                diversity("paper" if preset == "paper" else "cpu_long")[0].items()},
+            "other_tasks": other_task_runs(preset),
+            "mws_training_setups": training_setup_runs(preset),
+            "mws_probe_and_locations": probe_runs(preset),
+            "plateau_llc": plateau_llc_runs(preset)}
 
 
 # The LLC calibration page (Hoogland et al., App. A.5 procedure): SGLD sizes, the sweep grid, golden runs.
@@ -272,6 +276,41 @@ def llm_miniatures(preset: str, seeds=None, overrides: dict | None = None, olmo:
     if olmo:
         runs[("olmo2", 0)] = MiniatureConfig(**LLM_OLMO[preset]).replace(**overrides)
     return runs
+
+
+# ---- The loss plateau beyond MWS (Gopalani et al. Figs. 6-42): one section per page, each ending in the
+# function that lists the page's runs for ``page_runs`` (the ``make paper`` queue).
+
+# == other tasks (Figs. 6-7, 9-19, 21-22) ==
+
+
+def other_task_runs(preset: str) -> dict:
+    """``{label: TrainConfig}`` of the other-tasks page's runs for ``preset``."""
+    return {}
+
+
+# == MWS training setups (Figs. 26-40) ==
+
+
+def training_setup_runs(preset: str) -> dict:
+    """``{label: TrainConfig}`` of the training-setups page's runs for ``preset``."""
+    return {}
+
+
+# == MWS probe and collapse locations (Figs. 20, 41-42) ==
+
+
+def probe_runs(preset: str) -> dict:
+    """``{label: TrainConfig}`` of the probe-and-locations page's runs for ``preset``."""
+    return {}
+
+
+# == λ̂ across the MWS plateau (no paper figure) ==
+
+
+def plateau_llc_runs(preset: str) -> dict:
+    """``{label: TrainConfig}`` of the plateau-LLC page's training runs for ``preset``."""
+    return {}
 
 
 CONFIG_FIELDS = ["task_kwargs", "n_layer", "n_head", "d_model", "softmax", "optimizer", "lr", "steps", "batch_size",

@@ -164,6 +164,10 @@ CLAIMS = [
           missing="no checkpoint at step 150"),
     Claim(_OLMO, "cosine at step 600 ÷ at step 150", "0.46 (0.43 ÷ 0.93)", (0, 0.6), (0, 0.85), fmt="{:.2f}",
           missing="no checkpoint at step 150 or 600"),
+    # == other tasks (Figs. 6-22): claims above this line ==
+    # == MWS training setups (Figs. 26-40): claims above this line ==
+    # == MWS probe and collapse locations (Figs. 20, 41-42): claims above this line ==
+    # == λ̂ across the MWS plateau: claims above this line ==
     # The estimator against closed-form learning coefficients: λ̂ / λ.
     *[Claim(_LLC, f"λ̂ ÷ λ, {case}", f"1 (λ = {lam})", (0.9, 1.1), (0.75, 1.25), fmt="{:.2f}")
       for case, lam in [("polynomial (0, 1)", "1/2"), ("polynomial (0, 2)", "1/4"), ("polynomial (0, 3)", "1/6"),
