@@ -115,8 +115,8 @@ def verdicts(figure: str, values: dict, page: str, provenance: dict, labels: dic
 
     values: ``{preset: {claim metric: our number}}``; provenance: ``{preset: {...}}`` (device, seeds,
     wall time, source). One column pair (value, verdict) per preset; the rule of each claim last. Presets
-    the Reproducibility page has no column for (e.g. a long CPU run) get their own columns here, headed by
-    ``labels[preset]``, judged by the miniature's rule and not recorded.
+    the Reproducibility page has no column for get their own columns here, headed by ``labels[preset]``,
+    judged by the miniature's rule and not recorded.
     """
     from . import report
     from .verdicts import claims_of

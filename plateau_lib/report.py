@@ -24,7 +24,10 @@ from .utils import write_json
 from .verdicts import CLAIMS, claims_of
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-PRESET_COLUMNS = {"cpu": "cpu miniature", "paper": "paper preset"}
+PRESET_COLUMNS = {"cpu": "cpu miniature", "cpu_long": "long CPU run", "paper": "paper preset"}
+# A long CPU run is still a miniature: it is judged by the cpu rule (scale-bound claims are not comparable).
+JUDGED_AS = {"cpu": "cpu", "cpu_long": "cpu", "paper": "paper"}
+OPTIONAL_PRESETS = ("cpu_long",)  # only some pages have one; elsewhere its column reads "–", not "no run yet"
 
 
 def git_commit(root: Path | None = None) -> str:
@@ -70,7 +73,7 @@ def summary_rows(figure: str, preset: str, values: dict) -> list[dict]:
         ours = values[c.metric]
         ours = None if ours is None or (isinstance(ours, float) and math.isnan(ours)) else float(ours)
         rows.append({"metric": c.metric, "paper": c.paper, "ours": ours, "shown": c.show(ours),
-                     "verdict": c.judge(ours, preset), "rule": c.rule()})
+                     "verdict": c.judge(ours, JUDGED_AS.get(preset, preset)), "rule": c.rule()})
     return rows
 
 
@@ -91,13 +94,15 @@ def load_summaries() -> list[dict]:
 
 
 def reproducibility_table(summaries: list[dict] | None = None) -> pd.DataFrame:
-    """One wide table in book order: figure | metric | paper | cpu (verdict) | paper preset (verdict) | source.
+    """One wide table in book order: figure | metric | paper | one "value (verdict)" column per preset | source.
 
-    A claim no page recorded for a preset reads "no run yet".
+    A claim no page recorded for a preset reads "no run yet"; a figure with no run of an optional preset
+    (the long CPU runs) reads "–" in that column.
     """
     summaries = load_summaries() if summaries is None else summaries
     found = {(s["figure"], s["preset"], r["metric"]): (r, s) for s in summaries for r in s["rows"]}
     pages = {s["figure"]: s["page"] for s in summaries}
+    has = {(s["figure"], s["preset"]) for s in summaries}
     rows = []
     for claim in CLAIMS:
         if claim.figure not in pages:
@@ -105,7 +110,8 @@ def reproducibility_table(summaries: list[dict] | None = None) -> pd.DataFrame:
         row = {"figure": claim.figure, "metric": claim.metric, "paper": claim.paper}
         for preset, column in PRESET_COLUMNS.items():
             hit = found.get((claim.figure, preset, claim.metric))
-            row[column] = f"{hit[0]['shown']} ({hit[0]['verdict']})" if hit else "no run yet"
+            absent = "–" if preset in OPTIONAL_PRESETS and (claim.figure, preset) not in has else "no run yet"
+            row[column] = f"{hit[0]['shown']} ({hit[0]['verdict']})" if hit else absent
         row["source"] = pages[claim.figure]
         rows.append(row)
     return pd.DataFrame(rows, columns=["figure", "metric", "paper", *PRESET_COLUMNS.values(), "source"])

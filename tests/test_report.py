@@ -3,6 +3,7 @@ import json
 import pytest
 
 from plateau_lib import report
+from plateau_lib.verdicts import CLAIMS
 
 FIG = "Fig. 2 (MWS plateau)"
 
@@ -42,12 +43,23 @@ def test_reproducibility_table_is_wide_and_in_book_order(summaries):
     report.record_summary(FIG, "paper", {"final accuracy": 1.0}, "mws_plateau", {})
     report.record_summary(FIG, "cpu", {"final accuracy": 0.5}, "mws_plateau", {})
     table = report.reproducibility_table()
-    assert list(table.columns) == ["figure", "metric", "paper", "cpu miniature", "paper preset", "source"]
+    assert list(table.columns) == ["figure", "metric", "paper", "cpu miniature", "long CPU run", "paper preset",
+                                   "source"]
     assert list(table["figure"].unique()) == [FIG, "Fig. 5 (optimal initialisation)"]  # book order
     final = table[table.metric == "final accuracy"].iloc[0]
     assert final["cpu miniature"] == "0.5 (not reproduced)" and final["paper preset"] == "1 (reproduced)"
     base = table[table.metric == "peak cosine, baseline"].iloc[0]
     assert base["paper preset"] == "no run yet" and base["source"] == "mws_optimal_init"
+    assert base["long CPU run"] == "–"  # that figure has no long CPU run at all
+
+
+def test_a_long_cpu_run_has_its_own_column_and_the_miniature_rule(summaries):
+    stages = "Hoogland Fig. 1(b) (LR stages)"
+    scale_bound = next(c for c in CLAIMS if c.figure == stages and c.scale_bound)
+    report.record_summary(stages, "cpu_long", {scale_bound.metric: 1.0}, "icl_stages", {})
+    row = report.reproducibility_table().set_index("metric").loc[scale_bound.metric]
+    assert row["long CPU run"] == f"{scale_bound.show(1.0)} (not comparable at this scale)"
+    assert row["cpu miniature"] == "no run yet" and row["paper preset"] == "no run yet"
 
 
 def test_empty_build_gives_an_empty_table(summaries):
