@@ -70,6 +70,12 @@ def repetition_frequency(outputs):
     return adjacent_repeats(outputs).mean()
 
 
+def alpha_1(outputs):
+    """α_1: fraction of the outputs equal to the sequence's own first output (1/n Σ_i 1[y_i = y_1], the
+    paper's agreement with "repeat the first token"), averaged over sequences."""
+    return (outputs == outputs[:, :1]).float().mean()
+
+
 def sequence_entropy(outputs, vocab_size):
     """Mean entropy (nats) of each sequence's histogram of output tokens (0 log 0 = 0)."""
     counts = F.one_hot(outputs, vocab_size).sum(1).float()
@@ -89,14 +95,15 @@ def mean_cosine(cos, pairs):
     return cos[list(rows), list(cols)].mean()
 
 
-def attention_progress(attn, seqs, task):
-    """APM: per sequence, Σ_Ω |A| / Σ |A| over the output-predicting query rows; batch mean.
+def attention_progress(attn, seqs, task, omega=None, rows=None):
+    """APM: per sequence, Σ_Ω |A| / Σ |A| over the query ``rows``; batch mean.
 
-    attn: (B, H, T, T) attention scores of one layer (raw linear scores may be negative).
+    attn: (B, H, T, T) attention scores of one layer (raw linear scores may be negative). omega: a (B, T, T)
+    bool mask (default the task's Ω); rows: the query rows (default the output-predicting positions).
     """
-    rows = task.out_positions
-    a = attn.abs().sum(1)[:, rows]  # (B, G, T), summed over heads
-    omega = task.omega(seqs)[:, rows].to(a.dtype)
+    rows = task.out_positions if rows is None else rows
+    a = attn.abs().sum(1)[:, rows]  # (B, rows, T), summed over heads
+    omega = (task.omega(seqs) if omega is None else omega)[:, rows].to(a.dtype)
     return ((a * omega).sum((1, 2)) / a.sum((1, 2)).clamp_min(1e-30)).mean()
 
 
@@ -135,8 +142,9 @@ def evaluate(model, seqs, task, attn_bias=None, hidden_site="final_ln", hidden_l
     reuses the teacher-forced pass's key/value cache for the prompt.
 
     Returns scalars (loss, loss_out, acc, acc_tf, acc_first, acc_rest, rho, rho_data, entropy,
-    entropy_data, cosine, apm, then the task's cosine segments) and arrays (acc_pos (G,), acc_tf_pos (G,),
-    cos (G, G), attn (T, T) batch-mean of the scores of ``task.omega_layer``, the layer the APM reads).
+    entropy_data, cosine, apm, then the task's cosine segments and ``extra_scalars``) and arrays (acc_pos (G,),
+    acc_tf_pos (G,), cos (G, G), attn (T, T) batch-mean of the scores of ``task.omega_layer``, the layer the
+    APM reads).
     ``hidden_layer`` picks the layer of a per-layer ``hidden_site`` for the cosines.
     """
     was_training = model.training
@@ -165,6 +173,7 @@ def evaluate(model, seqs, task, attn_bias=None, hidden_site="final_ln", hidden_l
         "cosine": mean_cosine(cos, task.cosine_pairs),
         "apm": attention_progress(attn, seqs, task),
         **{name: mean_cosine(cos, pairs) for name, pairs in task.cosine_segments.items()},
+        **task.extra_metrics(inside, seqs, greedy),
         "acc_pos": acc_pos,
         "acc_tf_pos": position_accuracy(tf, true_out),
         "cos": cos,

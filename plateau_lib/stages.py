@@ -17,24 +17,49 @@ def first_crossing(steps, values, level: float, above: bool = True):
     return None if idx.size == 0 else int(np.asarray(steps)[idx[0]])
 
 
+def before_jump(metrics: pd.DataFrame, jump_step) -> pd.DataFrame:
+    """The evaluations before ``jump_step`` (all of them when there is no jump; the first one when the jump
+    comes at the first evaluation, so there is no plateau to speak of)."""
+    before = metrics[metrics["step"] < jump_step] if jump_step is not None else metrics
+    return before if not before.empty else metrics.iloc[:1]
+
+
+def partial_accuracy(positions: pd.DataFrame, partial) -> pd.DataFrame:
+    """Per step, the mean accuracy over the ``partial`` outputs (1-based) and over all the others
+    (``acc_first``, ``acc_rest``), from a positions table (columns step, position, acc)."""
+    inside = positions["position"].isin(list(partial))
+    table = pd.DataFrame({"acc_first": positions[inside].groupby("step")["acc"].mean(),
+                          "acc_rest": positions[~inside].groupby("step")["acc"].mean()})
+    return table.reset_index()
+
+
 def plateau_summary(metrics: pd.DataFrame, first_level: float = 0.9, jump_level: float = 0.5,
-                    solved_level: float = 0.95) -> dict:
+                    solved_level: float = 0.95, positions: pd.DataFrame | None = None, partial=(1,)) -> dict:
     """Milestones of one run from its metrics table (columns step, acc_first, acc_rest, acc, cosine, rho, apm).
 
-    - ``partial_step``: y_1 (the partial solution) reaches ``first_level`` accuracy;
-    - ``jump_step``: the other outputs cross ``jump_level`` accuracy (the abrupt drop);
+    ``partial``: the 1-based outputs of the task's partial solution (``Task.partial_positions``). For
+    y_1 alone (MWS) the table's ``acc_first``/``acc_rest`` are used; otherwise they are recomputed from the
+    ``positions`` table over those outputs and the rest.
+
+    - ``partial_step``: the partial solution reaches ``first_level`` accuracy;
+    - ``jump_step``: the other outputs cross ``jump_level`` accuracy (the abrupt drop; all outputs
+      when the partial solution is every output);
     - ``plateau_span``: jump_step - partial_step, the steps spent with only the partial solution;
     - ``solved_step``: overall accuracy reaches ``solved_level``;
     - peaks of cosine and ρ up to the jump, and APM at the last evaluation before the jump.
     """
     m = metrics.sort_values("step")
+    if tuple(partial) != (1,):
+        if positions is None:
+            raise ValueError(f"plateau_summary needs the positions table for partial solution {tuple(partial)}")
+        m = m.drop(columns=["acc_first", "acc_rest"]).merge(partial_accuracy(positions, partial), on="step")
+        if m["acc_rest"].isna().all():  # the partial solution is every output: the jump is of all of them
+            m["acc_rest"] = m["acc"]
     steps = m["step"].to_numpy()
     partial = first_crossing(steps, m["acc_first"], first_level)
     jump = first_crossing(steps, m["acc_rest"], jump_level)
     solved = first_crossing(steps, m["acc"], solved_level)
-    before = m[m["step"] < jump] if jump is not None else m
-    if before.empty:  # solved at the first evaluation: no plateau to speak of
-        before = m.iloc[:1]
+    before = before_jump(m, jump)
     return {
         "partial_step": partial,
         "jump_step": jump,
@@ -48,10 +73,14 @@ def plateau_summary(metrics: pd.DataFrame, first_level: float = 0.9, jump_level:
     }
 
 
-def summarize_runs(metrics: pd.DataFrame, by=("seed",), **kwargs) -> pd.DataFrame:
-    """``plateau_summary`` for each group (e.g. each seed, or each (c, seed)) as a tidy table."""
+def summarize_runs(metrics: pd.DataFrame, by=("seed",), positions: pd.DataFrame | None = None,
+                   **kwargs) -> pd.DataFrame:
+    """``plateau_summary`` for each group (e.g. each seed, or each (c, seed)) as a tidy table (``positions``,
+    when given, is grouped the same way)."""
     by = list(by)
-    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))), **plateau_summary(g, **kwargs)}
+    groups = dict(iter(positions.groupby(by))) if positions is not None else {}
+    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))),
+             **plateau_summary(g, positions=groups.get(key), **kwargs)}
             for key, g in metrics.groupby(by)]
     return pd.DataFrame(rows)
 

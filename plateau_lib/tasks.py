@@ -16,7 +16,11 @@ knows:
 - ``cosine_pairs``: the (row, col) pairs of output-predicting positions averaged in the paper's
   representation-collapse metric (its per-task exclusions);
 - ``cosine_segments``: named sets of such pairs, each averaged into a scalar of its own where the paper
-  reports several collapse means (concatenated MWS: one per column segment).
+  reports several collapse means (concatenated MWS: one per column segment);
+- ``partial_positions``: the 1-based outputs of the task's partial solution (what is learned before the
+  plateau ends: y_1 for MWS, the final carry for reversed addition), read by ``stages.plateau_summary``;
+- ``extra_scalars`` / ``extra_metrics``: scalars only this task logs in the paper (α_1 for repeat, the
+  per-layer and "alternative" APMs for permutation).
 """
 from __future__ import annotations
 
@@ -76,6 +80,16 @@ class Task:
 
     omega_is_fixed = True  # False where Ω depends on the sequence (permutation): no fixed bias mask exists
     omega_layer = -1       # the layer (index) whose attention Ω describes; the APM reads this layer
+    extra_scalars = ()     # names of the scalars ``extra_metrics`` adds
+
+    @property
+    def partial_positions(self) -> tuple:
+        """1-based outputs that form the partial solution (y_1 unless a task says otherwise)."""
+        return (1,)
+
+    def extra_metrics(self, inside: dict, seqs: torch.Tensor, greedy: torch.Tensor) -> dict:
+        """This task's own scalars (``extra_scalars``) from the model's internals and greedy outputs."""
+        return {}
 
     def omega(self, seqs: torch.Tensor) -> torch.Tensor:
         """Optimal attention set Ω as a bool mask (B, T, T), T = seq_len - 1 (query, key)."""
@@ -107,8 +121,8 @@ class Task:
 
     @property
     def scalars(self) -> tuple:
-        """Names of the scalar metrics ``evaluate`` returns: the chapter's, then one per cosine segment."""
-        return M.SCALARS + tuple(self.cosine_segments)
+        """Names of the scalar metrics ``evaluate`` returns: the chapter's, one per cosine segment, the task's own."""
+        return M.SCALARS + tuple(self.cosine_segments) + tuple(self.extra_scalars)
 
     def evaluate(self, model, seqs, attn_bias=None) -> dict:
         """Every chapter metric on the held-out batch (``metrics.evaluate``)."""
@@ -193,7 +207,17 @@ class Repeat(Task):
         sep = torch.full((batch, 1), self.p, dtype=torch.long, device=device)
         return torch.cat([x, sep, (x[:, :1] + offs) % self.p], dim=1)
 
-    def _omega_rows(self):
+    extra_scalars = ("alpha_1",)
+
+    @property
+    def partial_positions(self):
+        """The first block, the copy of x_1 (for k = 1 that is every output: y_1 stands for it)."""
+        return (1,) if self.k == 1 else tuple(range(1, self.n // self.k + 1))
+
+    def extra_metrics(self, inside, seqs, greedy):
+        return {"alpha_1": M.alpha_1(greedy)}
+
+    def _omega_rows(self):  # not in the paper's code (it logs no APM for repeat): every output reads x_1
         for j in range(self.n):
             yield self.prompt_len - 1 + j, [0]
 
@@ -239,7 +263,14 @@ class Histogram(Task):
 
 
 class Permutation(Task):
-    """[x (values lo..hi), 0, π+1, 0, y] with y_j = x_{π(j)}; Ω (second layer) is the source x_{π(j)}."""
+    """[x (values lo..hi), 0, π+1, 0, y] with y_j = x_{π(j)}, for the paper's 2-layer model.
+
+    The paper's two-hop solution: in layer 1 the query predicting y_j reads its pointer token π(j)+1
+    (``omega_pointer``, the paper's ``att_progress_measure1``); in layer 2 it reads the source x_{π(j)}
+    (``omega``, ``att_progress_measure2``, the ``apm`` scalar). The "alternative" strategy would let the pointer
+    tokens read their sources in layer 1 (``apm_alt_layer1``) and the output queries their pointer tokens in
+    layer 2 (``apm_alt_layer2``). With one layer, "layer 1" and "layer 2" are the same map.
+    """
 
     def __init__(self, n=16, low=17, high=32):
         _check_int("n", n, 2, 64)
@@ -255,14 +286,41 @@ class Permutation(Task):
         return torch.cat([x, zero, perm + 1, zero, torch.gather(x, 1, perm)], dim=1)
 
     omega_is_fixed = False
+    extra_scalars = ("apm_layer1", "apm_alt_layer1", "apm_alt_layer2")
+
+    @property
+    def pointer_rows(self) -> slice:
+        """Positions of the pointer tokens π(1)+1 .. π(n)+1."""
+        return slice(self.n + 1, 2 * self.n + 1)
+
+    def _mask(self, seqs, first_row, keys):
+        B, T = seqs.shape[0], self.block_size
+        mask = torch.zeros(B, T, T, dtype=torch.bool, device=seqs.device)
+        rows = torch.arange(first_row, first_row + self.n, device=seqs.device).expand(B, -1)
+        mask[torch.arange(B, device=seqs.device)[:, None], rows, keys] = True
+        return mask
+
+    def _sources(self, seqs):
+        return seqs[:, self.pointer_rows] - 1  # π(j), 0-based: the position of x_{π(j)}
 
     def omega(self, seqs):
-        B, T, o = seqs.shape[0], self.block_size, self.prompt_len - 1
-        mask = torch.zeros(B, T, T, dtype=torch.bool, device=seqs.device)
-        src = seqs[:, self.n + 1: 2 * self.n + 1] - 1  # π(j), 0-based
-        rows = torch.arange(o, o + self.n, device=seqs.device).expand(B, -1)
-        mask[torch.arange(B, device=seqs.device)[:, None], rows, src] = True
-        return mask
+        """Layer 2: the query predicting y_j reads the source x_{π(j)}."""
+        return self._mask(seqs, self.prompt_len - 1, self._sources(seqs))
+
+    def omega_pointer(self, seqs):
+        """Layer 1: the query predicting y_j reads its pointer token π(j)+1."""
+        return self._mask(seqs, self.prompt_len - 1, torch.arange(self.n + 1, 2 * self.n + 1, device=seqs.device))
+
+    def omega_alt_layer1(self, seqs):
+        """The alternative strategy's layer 1: each pointer token reads its source x_{π(j)}."""
+        return self._mask(seqs, self.n + 1, self._sources(seqs))
+
+    def extra_metrics(self, inside, seqs, greedy):
+        first, last = inside["attn"][0], inside["attn"][-1]
+        return {"apm_layer1": M.attention_progress(first, seqs, self, self.omega_pointer(seqs)),
+                "apm_alt_layer1": M.attention_progress(first, seqs, self, self.omega_alt_layer1(seqs),
+                                                       self.pointer_rows),
+                "apm_alt_layer2": M.attention_progress(last, seqs, self, self.omega_pointer(seqs))}
 
 
 class Addition(Task):
@@ -272,6 +330,11 @@ class Addition(Task):
         _check_int("n", n, 1, 9)
         self.reverse = reverse
         super().__init__("addition", n, 2 * n + 2, n + 1, 12, _lower_pairs(range(n)))
+
+    @property
+    def partial_positions(self):
+        """The final carry (the leading digit of the sum): the last output when reversed, else the first."""
+        return (self.n + 1,) if self.reverse else (1,)
 
     def _digits(self, v, width):
         powers = 10 ** torch.arange(width - 1, -1, -1, device=v.device)
@@ -316,6 +379,11 @@ class ConcatMWS(Task):
             segments[f"cosine_{i}"] = _lower_pairs(outputs, range(start, start + len(ends)))
             start += len(ends)
         super().__init__("concat_mws", 16, 17, 13, p + 1, _lower_pairs(outputs), segments)
+
+    @property
+    def partial_positions(self):
+        """The copied segment (k = 1): outputs 1..4."""
+        return tuple(range(1, len(self.SEGMENTS[0][1]) + 1))
 
     def _windows(self):
         return [list(range(e - k + 1, e + 1)) for k, ends in self.SEGMENTS for e in ends]

@@ -197,3 +197,107 @@ def test_addition_omega_without_reversal(gen):
     task = make_task("addition", n=2, reverse=False)
     # [a1 a0 + b1 b0 = s2 s1 s0]: the query '=' (5) predicts the carry digit s2, 6 predicts s1, 7 predicts s0.
     assert omega_dict(task, task.sample(2, gen)) == {5: [0, 3], 6: [0, 1, 3, 4], 7: [1, 4]}
+
+
+# --- samplers on hand-built inputs: the draws are replaced by fixed tensors, the answers worked out by hand ---
+
+def _fixed_draws(task, *draws):
+    """Make ``task``'s integer draws return ``draws`` in order (hand-built inputs through the real sampler)."""
+    queue = [torch.tensor(d) for d in draws]
+    task._randint = lambda low, high, shape, g, device: queue.pop(0)
+    return task
+
+
+def test_histogram_counts_on_a_hand_built_input(gen):
+    task = _fixed_draws(make_task("histogram", n=6, alphabet=3), [[1, 2, 1, 3, 1, 2]])
+    assert task.sample(1, gen).tolist() == [[1, 2, 1, 3, 1, 2, 0, 3, 2, 3, 1, 3, 2]]  # [x | SEP 0 | count(x_i)]
+    assert task.vocab_size == 7  # max(alphabet, n) + 1: counts run up to n
+
+
+def test_addition_carries_and_reversed_digits_on_hand_built_inputs(gen):
+    task = _fixed_draws(make_task("addition", n=4), [9999, 1234, 40], [1, 5678, 60])
+    rows = task.sample(3, gen).tolist()
+    # 9999 + 1 = 10000 -> sum digits 1 0 0 0 0, reversed 0 0 0 0 1 (the final carry is the last output)
+    assert rows[0] == [9, 9, 9, 9, 10, 0, 0, 0, 1, 11, 0, 0, 0, 0, 1]
+    # 1234 + 5678 = 6912 -> 0 6 9 1 2, reversed 2 1 9 6 0 (carries into the tens, hundreds and thousands)
+    assert rows[1] == [1, 2, 3, 4, 10, 5, 6, 7, 8, 11, 2, 1, 9, 6, 0]
+    # 0040 + 0060 = 100 -> 0 0 1 0 0 reversed 0 0 1 0 0 (operands zero-padded to n digits)
+    assert rows[2] == [0, 0, 4, 0, 10, 0, 0, 6, 0, 11, 0, 0, 1, 0, 0]
+    plain = _fixed_draws(make_task("addition", n=4, reverse=False), [1234], [5678])
+    assert plain.sample(1, gen).tolist()[0][10:] == [0, 6, 9, 1, 2]
+
+
+def test_prefix_sum_repeat_copy_reverse_on_a_hand_built_input(gen):
+    x = [[4, 1, 3, 2]]
+    assert _fixed_draws(make_task("prefix_sum", n=4), x).sample(1, gen).tolist() == [[4, 1, 3, 2, 17, 4, 5, 8, 10]]
+    # repeat_k, n = 4 (inputs 1..4, p = SEP = 5): k blocks of n/k outputs, block b = (x_1 + b) mod 5
+    assert _fixed_draws(make_task("repeat", n=4, k=1), x).sample(1, gen).tolist() == [[4, 1, 3, 2, 5, 4, 4, 4, 4]]
+    assert _fixed_draws(make_task("repeat", n=4, k=2), x).sample(1, gen).tolist()[0][5:] == [4, 4, 0, 0]
+    assert _fixed_draws(make_task("repeat", n=4, k=4), x).sample(1, gen).tolist()[0][5:] == [4, 0, 1, 2]
+    assert make_task("repeat", n=16, k=4).vocab_size == 18 and make_task("repeat").seq_len == 33
+    assert _fixed_draws(make_task("copy", n=4), x).sample(1, gen).tolist() == [[4, 1, 3, 2, 0, 4, 1, 3, 2]]
+    assert _fixed_draws(make_task("reverse", n=4), x).sample(1, gen).tolist() == [[4, 1, 3, 2, 0, 2, 3, 1, 4]]
+
+
+def test_permutation_gathers_the_sources_on_a_hand_built_input(gen, monkeypatch):
+    task = _fixed_draws(make_task("permutation", n=4, low=5, high=8), [[5, 6, 7, 8]])
+    monkeypatch.setattr(torch, "rand", lambda *a, **kw: torch.tensor([[0.9, 0.1, 0.5, 0.3]]))  # argsort: 1, 3, 2, 0
+    row = task.sample(1, gen).tolist()[0]
+    assert row == [5, 6, 7, 8, 0, 2, 4, 3, 1, 0, 6, 8, 7, 5]  # [x | 0 | π+1 | 0 | y_j = x_{π(j)}]
+    paper = make_task("permutation")
+    assert (paper.seq_len, paper.prompt_len, paper.vocab_size) == (50, 34, 33)  # 3n + 2, 2n + 2, max(32, 16) + 1
+
+
+# --- the permutation's per-layer Ω (reference §4.6: att_progress_measure1/2 and the alt_* measures) ----------
+
+def test_permutation_layer_masks_are_the_papers(gen):
+    task = make_task("permutation", n=3, low=4, high=6)
+    seqs = torch.tensor([[4, 5, 6, 0, 3, 1, 2, 0, 6, 4, 5]])  # π = (2, 0, 1); pointer tokens at 4, 5, 6
+    rows = lambda mask: {q: mask[0, q].nonzero().flatten().tolist() for q in range(10) if mask[0, q].any()}
+    # layer 1 (att_mask1): the query 2n+1+i = 7+i reads the pointer token at n+1+i = 4+i
+    assert rows(task.omega_pointer(seqs)) == {7: [4], 8: [5], 9: [6]}
+    # layer 2 (att_mask2): the query 7+i reads x_{π(i)} at position π(i)
+    assert rows(task.omega(seqs)) == {7: [2], 8: [0], 9: [1]}
+    # alternative layer 1: the pointer token n+1+i reads x_{π(i)}
+    assert rows(task.omega_alt_layer1(seqs)) == {4: [2], 5: [0], 6: [1]}
+
+
+# --- the paper's collapse exclusions written out from its code (reference §4.5), compared as sets of pairs ---
+
+def _lower(rows, cols):
+    """The nonzero entries of logit_cs[rows, cols] for a strictly lower-triangular logit_cs."""
+    return {(a, b) for a in rows for b in cols if b < a}
+
+
+PAPER_EXCLUSIONS = {
+    # Σ logit_cs[:, 1:] / 105 (MWS, prefix, repeat k = 1)
+    ("mws", ()): _lower(range(16), range(1, 16)),
+    ("prefix_sum", ()): _lower(range(16), range(1, 16)),
+    ("repeat", (("k", 1),)): _lower(range(16), range(1, 16)),
+    # (Σ logit_cs[2:8, 1:7] + Σ logit_cs[10:16, 9:15]) / 42
+    ("repeat", (("k", 2),)): _lower(range(2, 8), range(1, 7)) | _lower(range(10, 16), range(9, 15)),
+    # the 12 listed pairs / 12
+    ("repeat", (("k", 4),)): {(2, 1), (3, 1), (3, 2), (6, 5), (7, 5), (7, 6), (10, 9), (11, 9), (11, 10),
+                              (14, 13), (15, 13), (15, 14)},
+    # Σ logit_cs[:-1, :] / 6 over the 5 positions from '='
+    ("addition", ()): _lower(range(4), range(5)),
+    # Σ logit_cs / 120
+    ("copy", ()): _lower(range(16), range(16)), ("reverse", ()): _lower(range(16), range(16)),
+    ("permutation", ()): _lower(range(16), range(16)), ("histogram", ()): _lower(range(16), range(16)),
+}
+
+
+@pytest.mark.parametrize("key", list(PAPER_EXCLUSIONS), ids=[f"{n}{dict(kw)}" for n, kw in PAPER_EXCLUSIONS])
+def test_cosine_pairs_are_the_papers_sums(key):
+    name, kw = key
+    pairs = make_task(name, **dict(kw)).cosine_pairs
+    assert len(pairs) == len(set(pairs)) and set(pairs) == PAPER_EXCLUSIONS[key]
+
+
+def test_partial_solution_positions_per_task():
+    assert make_task("mws").partial_positions == (1,)
+    assert make_task("prefix_sum").partial_positions == (1,)
+    assert make_task("addition", n=4).partial_positions == (5,)                 # the final carry, reversed: last
+    assert make_task("addition", n=4, reverse=False).partial_positions == (1,)  # not reversed: first
+    assert make_task("repeat", k=2).partial_positions == tuple(range(1, 9))     # the first block copies x_1
+    assert make_task("concat_mws").partial_positions == (1, 2, 3, 4)           # the k = 1 copies
