@@ -191,10 +191,19 @@ def _optimizer(cfg: TrainConfig, model):
         return [torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)]
     if cfg.optimizer == "sgd":
         return [torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)]
-    matrices = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim == 2 and n.startswith("blocks.")]
-    others = [p for n, p in model.named_parameters() if p.requires_grad and not (p.ndim == 2 and n.startswith("blocks."))]
-    return [torch.optim.Muon(matrices, lr=cfg.muon_lr, weight_decay=cfg.weight_decay),
-            torch.optim.Adam(others, lr=cfg.lr, weight_decay=cfg.weight_decay)]
+    named = dict(model.named_parameters())
+    matrices, others = muon_groups(model)
+    return [torch.optim.Muon([named[n] for n in matrices], lr=cfg.muon_lr, weight_decay=cfg.weight_decay),
+            torch.optim.Adam([named[n] for n in others], lr=cfg.lr, weight_decay=cfg.weight_decay)]
+
+
+def muon_groups(model) -> tuple[list, list]:
+    """Names of the trainable parameters Muon updates (the 2-D weights of the transformer blocks, as the paper's
+    ``train_mws_muon.py``) and of those Adam updates (embeddings, head, gains and biases, and ``ln_f``, which
+    the paper's script left in neither group, so never trained)."""
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    matrices = [n for n, p in trainable if p.ndim == 2 and n.startswith("blocks.")]
+    return matrices, [n for n, _ in trainable if n not in matrices]
 
 
 def lr_factor(cfg: TrainConfig, step: int) -> float:
