@@ -6,6 +6,8 @@ figures stack panels in rows of two instead of growing wider.
 """
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -196,3 +198,281 @@ def legend_aside(fig) -> None:
             spare[0].axis("off")
             spare[0].legend(handles, labels, title=title, loc="center", frameon=False)
             return
+
+
+LLC_ROWS = (  # (column, y label) of plateau_llc_curves, top to bottom
+    ("loss", "loss (nats)"), ("acc", "accuracy"), ("cosine", "cosine"), ("apm", "APM"), ("llc_mean", "λ̂"))
+
+
+def plateau_llc_curves(metrics: pd.DataFrame, llc: pd.DataFrame, milestones: pd.DataFrame, found: dict,
+                       title=None, row_height: float = 1.55):
+    """λ̂ beside the training metrics on one time axis, one column per seed: loss, accuracy (y₁ and y₂…yₙ),
+    cosine, APM and λ̂ (± SE, with the GP mean). The plateau (partial step → jump step) is shaded and the GP
+    stage boundaries of λ̂ (``found``: seed -> ``stages.GPStages``) are dashed lines in every panel."""
+    seeds = list(milestones["seed"])
+    fig, axes = plt.subplots(len(LLC_ROWS), len(seeds), figsize=(PAGE_WIDTH, row_height * len(LLC_ROWS) + 0.6),
+                             sharex="col", sharey="row", constrained_layout=True, squeeze=False)
+    palette = sns.color_palette()
+    for j, seed in enumerate(seeds):
+        m, curve = metrics[metrics["seed"] == seed], llc[llc["seed"] == seed]
+        stone = milestones[milestones["seed"] == seed].iloc[0]
+        for i, (col, label) in enumerate(LLC_ROWS):
+            ax = axes[i, j]
+            if col == "acc":
+                ax.plot(m["step"], m["acc_first"], color=palette[1], label="y₁")
+                ax.plot(m["step"], m["acc_rest"], color=palette[2], label="y₂…yₙ")
+            elif col == "llc_mean":
+                ax.fill_between(curve["step"], curve["llc_mean"] - curve["llc_se"],
+                                curve["llc_mean"] + curve["llc_se"], color=palette[3], alpha=0.25, lw=0)
+                ax.plot(curve["step"], curve["llc_mean"], "o", ms=3, color=palette[3], label="λ̂ ± SE")
+                ax.plot(found[seed].steps, found[seed].smooth, color="black", lw=1, label="GP mean")
+            else:
+                ax.plot(m["step"], m[col], color=palette[0])
+            if pd.notna(stone["partial_step"]) and pd.notna(stone["jump_step"]):
+                ax.axvspan(stone["partial_step"], stone["jump_step"], color="grey", alpha=0.15, lw=0)
+            for b in found[seed].boundaries:
+                ax.axvline(b, color="black", ls="--", lw=0.9)
+            if j == 0:
+                ax.set_ylabel(label)
+        axes[0, j].set_title(f"seed {seed}")
+        axes[-1, j].set_xlabel("training step")
+    axes[1, -1].legend(loc="center right", fontsize=9, frameon=False)
+    axes[-1, -1].legend(loc="lower right", fontsize=9, frameon=False)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def calibration_panels(table: pd.DataFrame, title=None):
+    """A calibration over ε (x, log), nβ (hue) at each calibration step (column): final λ̂ ± SE, the chosen
+    setting ringed, unhealthy cells (diverged, negative or not converged) drawn hollow."""
+    steps = sorted(table["step"].unique())
+    fig, axes = plt.subplots(1, len(steps), figsize=(PAGE_WIDTH, 3.0), constrained_layout=True, squeeze=False)
+    nbetas = sorted(table["nbeta"].unique())
+    palette = dict(zip(nbetas, sns.color_palette(n_colors=len(nbetas))))
+    for ax, step in zip(axes[0], steps):
+        part = table[table["step"] == step]
+        for nb in nbetas:
+            cells = part[part["nbeta"] == nb].sort_values("epsilon")
+            ax.errorbar(cells["epsilon"], cells["llc_final"], yerr=cells["llc_se"], color=palette[nb], marker="",
+                        capsize=2, label=f"nβ = {nb:g}")
+            ok = cells["healthy"].astype(bool)
+            ax.plot(cells["epsilon"][ok], cells["llc_final"][ok], "o", color=palette[nb])
+            ax.plot(cells["epsilon"][~ok], cells["llc_final"][~ok], "o", mfc="white", color=palette[nb])
+        chosen = part[part["chosen"].astype(bool)]
+        ax.plot(chosen["epsilon"], chosen["llc_final"], "o", ms=13, mfc="none", color="black", label="chosen")
+        ax.set(xscale="log", xlabel="SGLD step size ε", ylabel="final λ̂", title=f"checkpoint at step {step}")
+        epsilons = sorted(part["epsilon"].unique())
+        ax.set_xticks(epsilons, [f"{e:.0e}".replace("e-0", "e-") for e in epsilons])
+        ax.minorticks_off()
+    axes[0, -1].legend(frameon=False, fontsize=9)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def setup_curves(metrics: pd.DataFrame, column: str, ylabel: str, title=None, height=2.1):
+    """Small multiples of one metric against training step: a panel per setup ``family`` (two per row, in the
+    order of ``metrics``), a line per run (no averaging, so each jump stays abrupt) coloured by setup, and the
+    baseline's runs grey and dashed in every panel for reference."""
+    families = [f for f in dict.fromkeys(metrics["family"]) if f != "baseline"]
+    baseline = metrics[metrics["family"] == "baseline"]
+    nrows = -(-len(families) // 2)
+    fig, axes = plt.subplots(nrows, 2, figsize=(PAGE_WIDTH, height * nrows), constrained_layout=True, squeeze=False)
+    for ax in axes.ravel()[len(families):]:
+        ax.set_visible(False)
+    for ax, family in zip(axes.ravel(), families):
+        for i, (_, run) in enumerate(baseline.groupby("seed")):
+            ax.plot(run["step"], run[column], color="grey", ls="--", lw=1, label=None if i else "baseline")
+        part = metrics[metrics["family"] == family]
+        sns.lineplot(data=part, x="step", y=column, hue="setup", hue_order=list(dict.fromkeys(part["setup"])),
+                     units="seed", estimator=None, ax=ax)
+        ax.set(xlabel="training step", ylabel=ylabel, title=family)
+        ax.legend(title=None, fontsize=9, frameon=True, framealpha=0.85, loc="best")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+SETUP_MILESTONES = (("plateau_span", "plateau span (steps)"), ("peak_cosine", "peak cosine"),
+                    ("peak_rho", "peak ρ"))
+
+
+def setup_milestones(table: pd.DataFrame, plateaued, title=None):
+    """Plateau span, peak cosine and peak ρ of each run (a dot per seed), one row per setup; ``plateaued`` (a
+    boolean per row of ``table``) colours the runs that learned y₁ first and then plateaued. A run that never
+    jumped is marked "no jump" in the span panel; a negative span means the other outputs came first."""
+    data = table.assign(setup=table["setup"].astype(str),
+                        run=np.where(plateaued, "y₁ first, then a plateau", "no plateau"))
+    order = list(dict.fromkeys(data["setup"]))
+    fig, axes = plt.subplots(1, len(SETUP_MILESTONES), figsize=(PAGE_WIDTH, 0.3 * len(order) + 1.6),
+                             sharey=True, constrained_layout=True)
+    palette = {"y₁ first, then a plateau": sns.color_palette()[0], "no plateau": sns.color_palette()[3]}
+    for i, (ax, (column, label)) in enumerate(zip(axes, SETUP_MILESTONES)):
+        sns.stripplot(data=data, x=column, y="setup", hue="run", order=order, palette=palette, jitter=False,
+                      size=6, ax=ax, legend=(i == 0))
+        ax.set(xlabel=label, ylabel=None if i else "setup")
+    axes[0].axvline(0, color="grey", lw=1)
+    for row, name in enumerate(order):
+        if data.loc[data["setup"] == name, "jump_step"].isna().any():
+            axes[0].text(0.03, row, "no jump", va="center", ha="left", fontsize=9, color="dimgrey",
+                         transform=axes[0].get_yaxis_transform())
+    sns.move_legend(axes[0], "lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, title=None, frameon=False)
+    legend = axes[0].get_legend()
+    legend.remove()
+    fig.legend(legend.legend_handles, [t.get_text() for t in legend.get_texts()], loc="outside lower center",
+               ncol=2, frameon=False)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def task_facets(long: pd.DataFrame, ylabel: str, title=None, ncols: int = 3, panel_height: float = 1.9):
+    """Small multiples, one panel per task (its own step axis): ``long`` has columns task, step, curve, value;
+    curves whose name starts with "data" (the data's own value) are grey dashed lines. The legend takes a spare
+    panel."""
+    tasks = list(long["task"].cat.categories if hasattr(long["task"], "cat") else dict.fromkeys(long["task"]))
+    nrows = -(-(len(tasks) + 1) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH, panel_height * nrows), constrained_layout=True)
+    axes = axes.ravel()
+    curves = [c for c in dict.fromkeys(long["curve"]) if not c.startswith("data")]
+    palette = dict(zip(curves, sns.color_palette(n_colors=len(curves))))
+    for ax, task in zip(axes, tasks):
+        data = long[(long["task"] == task) & long["value"].notna()]
+        for curve, part in data.groupby("curve", sort=False):
+            style = ({"color": "grey", "ls": "--", "lw": 1} if curve.startswith("data")
+                     else {"color": palette[curve], "lw": 1.5})
+            ax.plot(part["step"], part["value"], label=curve, **style)
+        ax.set_title(str(task))
+        ax.set_xlabel("training step")
+    for ax in axes[::ncols]:
+        ax.set_ylabel(ylabel)
+    handles = {}
+    for ax in axes[:len(tasks)]:
+        handles.update({label: h for h, label in zip(*ax.get_legend_handles_labels())})
+    for ax in axes[len(tasks):]:
+        ax.axis("off")
+    axes[len(tasks)].legend(handles.values(), handles.keys(), loc="center", frameon=False)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def task_position_heatmaps(positions: pd.DataFrame, title=None, ncols: int = 3, panel_height: float = 1.9):
+    """Per-position greedy accuracy of every task (one heat-map per task: output position × training step,
+    each on its own step axis) with one shared colour bar."""
+    tasks = list(positions["task"].cat.categories if hasattr(positions["task"], "cat")
+                 else dict.fromkeys(positions["task"]))
+    nrows = -(-len(tasks) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH, panel_height * nrows), constrained_layout=True)
+    axes = axes.ravel()
+    image = None
+    for ax, task in zip(axes, tasks):
+        table = positions[positions["task"] == task].groupby(["position", "step"])["acc"].mean().unstack("step")
+        steps, rows = table.columns.to_numpy(), table.index.to_numpy()
+        image = ax.imshow(table.to_numpy(), aspect="auto", origin="lower", cmap="viridis", vmin=0, vmax=1,
+                          extent=(steps[0], steps[-1], rows[0] - 0.5, rows[-1] + 0.5), interpolation="nearest")
+        ax.set_title(str(task))
+        ax.set_xlabel("training step")
+        ax.grid(False)
+    for ax in axes[::ncols]:
+        ax.set_ylabel("output j")
+    for ax in axes[len(tasks):]:
+        ax.axis("off")
+    fig.colorbar(image, ax=axes.tolist(), shrink=0.6, label="accuracy (fraction)")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def _shade(ax, span) -> None:
+    """Shade the steps ``span`` = (start, end) on one axis (nothing if either is missing)."""
+    if span is not None and all(v is not None and np.isfinite(v) for v in span):
+        ax.axvspan(*span, color="grey", alpha=0.12, lw=0)
+
+
+def probe_curves(metrics: pd.DataFrame, scalars: pd.DataFrame, spans: dict | None = None, title=None):
+    """Fig. 20, one column per seed: the model's loss (top) and its greedy and teacher-forced accuracy beside the
+    probe's train and test accuracy on the attention output (bottom); ``spans``: seed -> plateau (start, end), shaded."""
+    probe = scalars.rename(columns={"label": "seed"}).melt(id_vars=["step", "seed"], var_name="curve",
+                                                           value_vars=["probe_train_acc", "probe_test_acc"])
+    model = metrics.melt(id_vars=["step", "seed"], value_vars=["acc", "acc_tf"], var_name="curve")
+    names = {"acc": "model, greedy", "acc_tf": "model, teacher-forced", "probe_train_acc": "probe, train sequences",
+             "probe_test_acc": "probe, test sequences"}
+    acc = pd.concat([model, probe], ignore_index=True).assign(curve=lambda d: d["curve"].map(names))
+    seeds = sorted(metrics["seed"].unique())
+    fig, axes = plt.subplots(2, len(seeds), figsize=(PAGE_WIDTH, 5.2), constrained_layout=True, sharex=True,
+                             sharey="row", squeeze=False)
+    for i, seed in enumerate(seeds):
+        top, bottom = axes[0, i], axes[1, i]
+        sns.lineplot(data=metrics[metrics["seed"] == seed], x="step", y="loss", ax=top)
+        sns.lineplot(data=acc[acc["seed"] == seed], x="step", y="value", hue="curve", style="curve", ax=bottom,
+                     hue_order=list(names.values()), style_order=list(names.values()), legend=i == 0)
+        top.set(title=f"seed {seed}", xlabel="", ylabel="model loss (nats)" if i == 0 else "")
+        bottom.set(xlabel="training step", ylabel="accuracy (fraction)" if i == 0 else "", ylim=(-0.02, 1.02))
+        for ax in (top, bottom):
+            _shade(ax, (spans or {}).get(seed))
+    handles, labels = axes[1, 0].get_legend_handles_labels()
+    axes[1, 0].get_legend().remove()
+    fig.legend(handles, labels, loc="outside lower center", ncols=2, frameon=False)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def location_cosines(scalars: pd.DataFrame, names: dict, spans: dict | None = None, title=None):
+    """Figs. 41-42, one panel per seed: the mean cosine at each location (``names``: column suffix -> label)
+    over training, on one axis; ``spans``: seed -> plateau (start, end), shaded."""
+    data = scalars.melt(id_vars=["step", "label"], value_vars=[f"cosine_{n}" for n in names], var_name="location")
+    data["location"] = data["location"].str.removeprefix("cosine_").map(names)
+    seeds = sorted(data["label"].unique())
+    fig, axes = plt.subplots(1, len(seeds), figsize=(PAGE_WIDTH, 3.6), constrained_layout=True, sharey=True,
+                             squeeze=False)
+    for i, (ax, seed) in enumerate(zip(axes[0], seeds)):
+        sns.lineplot(data=data[data["label"] == seed], x="step", y="value", hue="location", style="location", ax=ax,
+                     hue_order=list(names.values()), style_order=list(names.values()), legend=i == 0)
+        ax.set(xlabel="training step", ylabel="mean pairwise cosine" if i == 0 else "", ylim=(-0.05, 1.02),
+               title=f"seed {seed}")
+        _shade(ax, (spans or {}).get(seed))
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    axes[0, 0].get_legend().remove()
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, frameon=False)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def location_heatmaps(rows: dict, names: dict, title=None):
+    """One row of cosine heat-maps per entry of ``rows`` ({row label: {location: (G, G) matrix}}), one column
+    per location (``names``: location -> label), one shared colour bar."""
+    fig, axes = plt.subplots(len(rows), len(names), figsize=(PAGE_WIDTH, 1.45 * len(rows) + 1.0),
+                             constrained_layout=True, squeeze=False)
+    for r, (row_label, mats) in enumerate(rows.items()):
+        for c, (name, label) in enumerate(names.items()):
+            G = mats[name].shape[0]
+            ticks = [str(j) if j in (1, G) else "" for j in range(1, G + 1)]
+            cosine_heatmap(mats[name], ax=axes[r, c], labels=ticks, axis_label="", cbar=False,
+                           title=textwrap.fill(label, 14) if r == 0 else None)
+            axes[r, c].tick_params(labelsize=9, length=0)
+            if c == 0:
+                axes[r, c].set_ylabel(row_label)
+    fig.colorbar(axes[0, 0].collections[0], ax=axes, shrink=0.8, label="cosine")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def location_norms(norms: pd.DataFrame, names: dict, title=None):
+    """Per-position mean L2 norm at each location of ``names`` (one panel each), one line per ``at`` (e.g. the
+    first checkpoint, the peak of collapse, the last), mean over runs with a ± 1 sd band."""
+    fig, axes = plt.subplots(1, len(names), figsize=(PAGE_WIDTH, 3.2), constrained_layout=True, sharey=False)
+    for i, (ax, (name, label)) in enumerate(zip(np.atleast_1d(axes), names.items())):
+        sns.lineplot(data=norms[norms["location"] == name], x="position", y="value", hue="at", style="at",
+                     errorbar="sd", ax=ax, legend=i == 0, marker="o", markersize=4)
+        ax.set(xlabel="output position j (predicts y_j)", ylabel="mean L2 norm" if i == 0 else "", title=label)
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[0].get_legend().remove()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
+    if title:
+        fig.suptitle(title)
+    return fig

@@ -105,7 +105,9 @@ def page_runs(preset: str = "paper") -> dict:
     """Every run the pages show by default for ``preset``, by page: ``{page: {label: config}}``. Fig. 5's
     copied runs also need the reference's weights (the page's entry labelled "reference"). The stages page's
     entry is its training run (the cpu queue's is the 20k-step CPU run); the LLC at its checkpoints is
-    computed by ``python -m plateau_lib.icl.development`` from the checkpoints that run keeps locally."""
+    computed by ``python -m plateau_lib.icl.development`` from the checkpoints that run keeps locally. The
+    plateau-LLC page's entries are likewise its training runs (the cpu queue's: the long CPU run's three seeds);
+    its λ̂ comes from ``python -m plateau_lib.llc.plateau``."""
     bias, switch = attention_bias_runs(preset)
     reference, init = optimal_init_runs(preset)
     return {"mws_plateau": seed_runs(preset),
@@ -118,7 +120,7 @@ def page_runs(preset: str = "paper") -> dict:
             "other_tasks": other_task_runs(preset),
             "mws_training_setups": training_setup_runs(preset),
             "mws_probe_and_locations": probe_runs(preset),
-            "plateau_llc": plateau_llc_runs(preset)}
+            "plateau_llc": plateau_llc_runs("paper" if preset == "paper" else "cpu_long")}
 
 
 # The LLC calibration page (Hoogland et al., App. A.5 procedure): SGLD sizes, the sweep grid, golden runs.
@@ -284,33 +286,217 @@ def llm_miniatures(preset: str, seeds=None, overrides: dict | None = None, olmo:
 # == other tasks (Figs. 6-7, 9-19, 21-22) ==
 
 
-def other_task_runs(preset: str) -> dict:
-    """``{label: TrainConfig}`` of the other-tasks page's runs for ``preset``."""
-    return {}
+# The paper's configs (tf-loss-plateau ``src/configs/*.yaml``): MWS's model and optimizer (1 head, width 256, Adam
+# 1e-4, batch 256, linear attention); permutation and histogram on the 2-layer model, histogram with grad clip 1.0.
+OTHER_TASKS = {  # label: (task, task_kwargs, layers, grad clip, paper steps)
+    "prefix sum": ("prefix_sum", {"n": 16, "p": 17}, 1, 0.0, 1000),
+    "repeat_1": ("repeat", {"n": 16, "k": 1}, 1, 0.0, 200),
+    "repeat_2": ("repeat", {"n": 16, "k": 2}, 1, 0.0, 200),
+    "repeat_4": ("repeat", {"n": 16, "k": 4}, 1, 0.0, 200),
+    "addition": ("addition", {"n": 4, "reverse": True}, 1, 0.0, 10000),
+    "permutation": ("permutation", {"n": 16, "low": 17, "high": 32}, 2, 0.0, 2000),
+    "histogram": ("histogram", {"n": 16, "alphabet": 12}, 2, 1.0, 5000),
+    "copy": ("copy", {"n": 16}, 1, 0.0, 100),
+    "reverse": ("reverse", {"n": 16}, 1, 0.0, 100),
+    "concat MWS": ("concat_mws", {"p": 17}, 1, 0.0, 5000),
+}
+# CPU miniature: MWS_CPU's width 64, lr 1e-3 and batch 128, and these step budgets (measured at this width and
+# learning rate: every task but addition jumps inside them; addition stays on its plateau for 1,500 steps).
+OTHER_TASK_CPU_STEPS = {"prefix sum": 500, "repeat_1": 60, "repeat_2": 100, "repeat_4": 100, "addition": 1000,
+                        "permutation": 1000, "histogram": 1000, "copy": 80, "reverse": 120, "concat MWS": 1000}
+OTHER_TASKS_CPU_CHANGES = ("d_model 64 (paper 256), Adam lr 1e-3 (paper 1e-4), batch 128 (paper 256), one seed, "
+                           "about 50 evaluations on 128 held-out sequences (paper preset: about 100 on 256) and "
+                           "step budgets of 60–1,000 (paper 100–10,000); the same tasks, layer counts, grad clip "
+                           "and optimizer.")
+
+
+def other_task_runs(preset: str, tasks=None, seed: int = 0, overrides: dict | None = None) -> dict:
+    """``{label: TrainConfig}`` of the other-tasks page's runs for ``preset`` (``tasks``: labels of
+    ``OTHER_TASKS``, all by default; ``overrides``: TrainConfig fields for every run). About 100 evaluations
+    per run (50 for ``cpu``), plus one after the first step."""
+    check_preset(preset)
+    _reserved(overrides, ("task", "task_kwargs", "seed"))
+    labels = list(OTHER_TASKS) if tasks is None else list(tasks)
+    unknown = [t for t in labels if t not in OTHER_TASKS]
+    if unknown or not labels:
+        raise ValueError(f"parameter 'tasks' must list labels from {list(OTHER_TASKS)}, got {labels!r}")
+    base = MWS_PAPER if preset == "paper" else MWS_CPU.replace(eval_batch=128)
+    evaluations = 100 if preset == "paper" else 50
+    runs = {}
+    for label in labels:
+        task, kwargs, layers, clip, paper_steps = OTHER_TASKS[label]
+        steps = paper_steps if preset == "paper" else OTHER_TASK_CPU_STEPS[label]
+        runs[label] = base.replace(task=task, task_kwargs=dict(kwargs), n_layer=layers, grad_clip=clip, steps=steps,
+                                   eval_every=max(1, steps // evaluations), eval_steps=(1,), seed=seed).replace(
+                                       **(overrides or {}))
+    return runs
+
+
+def other_tasks_note(preset: str) -> str:
+    """A markdown sentence on the other-tasks page's preset and whose numbers follow."""
+    if check_preset(preset) == "cpu":
+        return (f"**Preset `cpu`.** The miniature changes: {OTHER_TASKS_CPU_CHANGES} "
+                "Every number below is a `cpu` number, not the paper's.")
+    return "**Preset `paper`.** The paper's configuration of each task (numbers below are this run's)."
 
 
 # == MWS training setups (Figs. 26-40) ==
+# Figs. 26-29 vary one hyperparameter of the MWS config at a time. Our copy of the paper states no values, so the
+# grids are this book's choice: half and double the width, the learning rate and the batch, a shorter sequence
+# (n 8, 12; the inputs are 1..n) and a larger modulus (p 23, 31). Figs. 30-35 follow the paper's code: softmax
+# attention (2000 steps), plain SGD (no momentum), Muon (100k steps) and a linear warm-up over the first half then a
+# cosine decay to 0. Figs. 36-40 ("other optimisation setups", unspecified) are our choice: Adam with (coupled, L2)
+# weight decay, SGD with momentum 0.9, and gradient clipping at norm 1. SGD's learning rate is not in the paper's
+# code either (its script reads mws.yaml's 1e-4, far too small for plain SGD): ours is 0.3 (0.03 with momentum
+# 0.9, the same effective step), chosen on the miniature, where 1.0, and 0.3 with momentum 0.9, oscillate.
+# Each setup lists exactly the fields it changes; ``family`` groups the page.
+TRAINING_SETUPS = {
+    "paper": {
+        "baseline": ("baseline", {}),
+        "d_model 128": ("width", {"d_model": 128}),
+        "d_model 512": ("width", {"d_model": 512}),
+        "lr 5e-5": ("learning rate", {"lr": 5e-5, "steps": 800}),
+        "lr 2e-4": ("learning rate", {"lr": 2e-4}),
+        "batch 128": ("batch", {"batch_size": 128}),
+        "batch 512": ("batch", {"batch_size": 512}),
+        "n 8": ("sequence length n", {"task_kwargs": {"n": 8, "p": 17, "k": 2}}),
+        "n 12": ("sequence length n", {"task_kwargs": {"n": 12, "p": 17, "k": 2}}),
+        "p 23": ("modulus p", {"task_kwargs": {"n": 16, "p": 23, "k": 2}}),
+        "p 31": ("modulus p", {"task_kwargs": {"n": 16, "p": 31, "k": 2}}),
+        "softmax": ("softmax attention", {"softmax": True, "steps": 2000, "eval_every": 25}),
+        "SGD": ("optimizer", {"optimizer": "sgd", "lr": 0.3, "steps": 4000, "eval_every": 50}),
+        "Muon": ("optimizer", {"optimizer": "muon", "steps": 100_000, "eval_every": 500}),  # muon_lr 0.02
+        "warm-up + cosine": ("schedule", {"schedule": "warmup_cosine", "warmup_steps": 200}),
+        "Adam, weight decay 1e-3": ("other", {"weight_decay": 1e-3}),
+        "SGD, momentum 0.9": ("other", {"optimizer": "sgd", "lr": 0.03, "momentum": 0.9, "steps": 4000,
+                                        "eval_every": 50}),
+        "grad clip 1": ("other", {"grad_clip": 1.0}),
+    },
+    "cpu": {
+        "baseline": ("baseline", {}),
+        "d_model 32": ("width", {"d_model": 32}),
+        "d_model 128": ("width", {"d_model": 128}),
+        "lr 5e-4": ("learning rate", {"lr": 5e-4, "steps": 1000}),
+        "lr 2e-3": ("learning rate", {"lr": 2e-3}),
+        "batch 64": ("batch", {"batch_size": 64}),
+        "batch 256": ("batch", {"batch_size": 256}),
+        "n 8": ("sequence length n", {"task_kwargs": {"n": 8, "p": 17, "k": 2}}),
+        "n 12": ("sequence length n", {"task_kwargs": {"n": 12, "p": 17, "k": 2}}),
+        "p 23": ("modulus p", {"task_kwargs": {"n": 16, "p": 23, "k": 2}}),
+        "p 31": ("modulus p", {"task_kwargs": {"n": 16, "p": 31, "k": 2}}),
+        "softmax": ("softmax attention", {"softmax": True, "steps": 3000, "eval_every": 50}),  # 5x, as 2000 / 400
+        "SGD": ("optimizer", {"optimizer": "sgd", "lr": 0.3, "steps": 1500, "eval_every": 25}),
+        "Muon": ("optimizer", {"optimizer": "muon"}),  # Muon lr 0.02 (the default) on the block matrices
+        "warm-up + cosine": ("schedule", {"schedule": "warmup_cosine", "warmup_steps": 300}),
+        "Adam, weight decay 1e-3": ("other", {"weight_decay": 1e-3}),
+        "SGD, momentum 0.9": ("other", {"optimizer": "sgd", "lr": 0.03, "momentum": 0.9, "steps": 1500,
+                                        "eval_every": 25}),
+        "grad clip 1": ("other", {"grad_clip": 1.0}),
+    },
+}
+SETUP_SEEDS = {"cpu": [0], "paper": SEEDS}  # the miniature: one seed per setup (three for the baseline), for time
 
 
-def training_setup_runs(preset: str) -> dict:
-    """``{label: TrainConfig}`` of the training-setups page's runs for ``preset``."""
-    return {}
+def setup_family(preset: str) -> dict:
+    """``{setup name: family}`` of ``preset``'s training setups, in page order."""
+    return {name: family for name, (family, _) in TRAINING_SETUPS[check_preset(preset)].items()}
+
+
+def training_setup_runs(preset: str, setups=None, seeds=None, overrides=None) -> dict:
+    """Figs. 26-40: ``{(setup, seed): TrainConfig}``, each setup the preset's MWS config with its listed changes
+    (``overrides`` apply to the base first). Seeds: ``seeds``, or by default three for the baseline and
+    ``SETUP_SEEDS[preset]`` for the rest."""
+    _reserved(overrides, ("seed",))
+    table = TRAINING_SETUPS[check_preset(preset)]
+    names = list(table) if setups is None else [setups] if isinstance(setups, str) else list(setups)
+    unknown = [n for n in names if n not in table]
+    if unknown or not names:
+        raise ValueError(f"parameter 'setups' must name some of {list(table)}, got {unknown or names!r}")
+    base = mws_config(preset, overrides)
+    runs = {}
+    for name in names:
+        cfg = base.replace(**table[name][1])
+        default = SEEDS if name == "baseline" else SETUP_SEEDS[preset]
+        runs.update({(name, s): cfg.replace(seed=s) for s in (default if seeds is None else seeds)})
+    return runs
 
 
 # == MWS probe and collapse locations (Figs. 20, 41-42) ==
 
 
-def probe_runs(preset: str) -> dict:
-    """``{label: TrainConfig}`` of the probe-and-locations page's runs for ``preset``."""
-    return {}
+# The paper's probe run (``mws_probe.yaml``): the MWS config, probed every 10 steps on 2048 held-out sequences
+# with MLPClassifier(hidden 256, max_iter 2000); split here 1024 / 1024 by whole sequences. The cpu miniature
+# (MWS_CPU) keeps a checkpoint every 25 steps and probes 256 sequences (128 / 128, so 2,048 training rows: more
+# than the 1,024 token rows the paper's probe actually trained on) with at most 100 epochs (each fit ~6 s on a core).
+PROBE_CHECKPOINT_EVERY = {"paper": 10, "cpu": 25}
+PROBE = {"paper": dict(hidden=256, max_iter=2000, train_seqs=1024, test_seqs=1024, data_seed=2_000_003),
+         "cpu": dict(hidden=256, max_iter=100, train_seqs=128, test_seqs=128, data_seed=2_000_003)}
+
+
+def probe_runs(preset: str, seeds=None, overrides=None, checkpoint_every=None, **fields) -> dict:
+    """``{seed: TrainConfig}`` of the probe-and-locations page: the MWS runs of ``preset`` with a checkpoint
+    every ``checkpoint_every`` steps (None: ``PROBE_CHECKPOINT_EVERY[preset]``), seeds 0, 1, 2 by default."""
+    _reserved(overrides, ("seed", "checkpoint_steps"))
+    base = mws_config(preset, overrides, **fields)
+    every = PROBE_CHECKPOINT_EVERY[preset] if checkpoint_every is None else checkpoint_every
+    if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+        raise ValueError(f"parameter 'checkpoint_every' must be a positive integer, got {every!r}")
+    base = base.replace(checkpoint_steps=tuple(range(0, base.steps + 1, every)))
+    return {s: base.replace(seed=s) for s in (SEEDS if seeds is None else seeds)}
+
+
+def probe_settings(preset: str, **fields) -> dict:
+    """The probe's settings for ``preset`` with ``fields`` (None values are ignored), validated."""
+    from .probe import check_settings
+    return check_settings({**PROBE[check_preset(preset)], **{k: v for k, v in fields.items() if v is not None}})
 
 
 # == λ̂ across the MWS plateau (no paper figure) ==
+# λ̂ at checkpoints of the MWS run, seeds 0-2, denser across the plateau. ``cpu``: the live part, one seed of the
+# miniature stopped at step 350 (seed 0 jumps near step 220; the first 350 steps are those of the 600-step run),
+# 9 checkpoints, 2 chains x 40 draws at m = 64. ``cpu_long``: the 600-step miniature, 3 seeds x 16 checkpoints,
+# 3 chains x 80 draws, ε and nβ calibrated on it (``llc.plateau``), committed. ``paper``: MWS_PAPER at every 10th
+# step, m = 1024, the calibrated ε and nβ (the CLI re-checks them on the paper model), for the GPU.
+PLATEAU_LLC_CHECKPOINTS = {
+    "cpu": (0, 40, 80, 120, 160, 200, 240, 280, 350),
+    "cpu_long": (0, 25, 50, 75, 100, 125, 150, 175, 200, 250, 300, 350, 400, 450, 500, 600),
+    "paper": tuple(range(0, 401, 10))}
+PLATEAU_LLC_STEPS = {"cpu": 350, "cpu_long": 600, "paper": 400}
+PLATEAU_LLC_SEEDS = {"cpu": [0], "cpu_long": SEEDS, "paper": SEEDS}
+PLATEAU_LLC_SGLD = {
+    "cpu": dict(epsilon=3e-3, nbeta=100.0, gamma=100.0, batch_size=64, num_chains=2, num_draws=40,
+                num_burnin_steps=10, n_data=1024, seed=0),
+    "cpu_long": dict(epsilon=3e-3, nbeta=100.0, gamma=100.0, batch_size=64, num_chains=3, num_draws=80,
+                     num_burnin_steps=20, n_data=2048, seed=0),
+    "paper": dict(epsilon=3e-3, nbeta=100.0, gamma=100.0, batch_size=1024, num_chains=8, num_draws=200,
+                  num_burnin_steps=50, n_data=2**14, seed=0)}
+# The calibration grid, at the checkpoint nearest the middle of seed 0's plateau and at the end of its run.
+PLATEAU_LLC_CALIBRATION = dict(epsilons=[3e-4, 1e-3, 3e-3], nbetas=[25.0, 100.0], gammas=[100.0])
 
 
-def plateau_llc_runs(preset: str) -> dict:
-    """``{label: TrainConfig}`` of the plateau-LLC page's training runs for ``preset``."""
-    return {}
+def plateau_llc_runs(preset: str, seeds=None, checkpoints=None) -> dict:
+    """``{seed: TrainConfig}`` of the plateau-LLC page for ``preset`` ("cpu", "cpu_long" or "paper"), each with
+    its checkpoint steps (``checkpoints`` overrides them; steps outside the run raise a ValueError)."""
+    base = MWS_PAPER if _preset_of(preset, PLATEAU_LLC_STEPS) == "paper" else MWS_CPU
+    steps = tuple(PLATEAU_LLC_CHECKPOINTS[preset] if checkpoints is None else checkpoints)
+    last = PLATEAU_LLC_STEPS[preset]
+    outside = [s for s in steps if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s <= last]
+    if not steps or outside:
+        raise ValueError(f"parameter 'checkpoints' must be a non-empty list of steps in [0, "
+                         f"{PLATEAU_LLC_STEPS[preset]}], got {list(steps)}")
+    cfg = base.replace(steps=PLATEAU_LLC_STEPS[preset], checkpoint_steps=tuple(sorted(set(steps))))
+    return {s: cfg.replace(seed=s) for s in (PLATEAU_LLC_SEEDS[preset] if seeds is None else seeds)}
+
+
+def plateau_llc(preset: str, seeds=None, checkpoints=None, **sgld_fields) -> tuple[dict, dict]:
+    """The plateau-LLC page's runs (``plateau_llc_runs``) and SGLD settings for ``preset``, with ``sgld_fields``
+    of the SGLD settings (None ignored; unknown names and counts that are not positive integers raise a ValueError)."""
+    runs = plateau_llc_runs(preset, seeds, checkpoints)
+    settings = sgld(PLATEAU_LLC_SGLD[preset], sgld_fields)
+    for name in ("batch_size", "num_chains", "num_draws", "n_data"):
+        if not isinstance(settings[name], int) or isinstance(settings[name], bool) or settings[name] < 1:
+            raise ValueError(f"SGLD setting {name!r} must be a positive integer, got {settings[name]!r}")
+    return runs, settings
 
 
 CONFIG_FIELDS = ["task_kwargs", "n_layer", "n_head", "d_model", "softmax", "optimizer", "lr", "steps", "batch_size",

@@ -102,11 +102,12 @@ def test_the_papers_own_numbers_are_reproduced_and_a_miniature_is_not_comparable
         assert by_metric[metric].judge(value, "cpu") == expected, metric
 
 
-def test_verdict_table_records_cpu_and_paper_only(tmp_path, monkeypatch):
+def test_verdict_table_records_each_preset_shown(tmp_path, monkeypatch):
     monkeypatch.setenv("PLATEAU_SUMMARIES", str(tmp_path))
     values = page.stage_values(fake_run(), SimpleNamespace(boundaries=[984]))
     table = page.verdict_table({"cpu": values, "cpu_long": values}, "icl_stages", {"cpu": {"device": "cpu"}})
-    assert [p.name for p in tmp_path.iterdir()] == ["hoogland-fig-1-b-lr-stages-cpu.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hoogland-fig-1-b-lr-stages-cpu.json",
+                                                           "hoogland-fig-1-b-lr-stages-cpu_long.json"]
     assert json.loads((tmp_path / "hoogland-fig-1-b-lr-stages-cpu.json").read_text())["page"] == "icl_stages"
     assert {"cpu miniature", "long CPU run", "verdict (cpu_long)"} <= set(table.columns)
     assert list(table.columns)[-1] == "rule"

@@ -14,6 +14,7 @@ plots (matplotlib) reads results and is imported on its own (``from plateau_lib.
 - transformer.py: the LLC page's small trained MWS transformer, its SGLD data and loss.
 - failure_modes.py, mistakes.py: the four failure modes, and the mistakes of an LLC estimated by hand.
 - page.py: the LLC page's settings table and provenance rows.
+- plateau.py: λ̂ across the MWS plateau (its page, calibration, resumable CLI ``python -m plateau_lib.llc.plateau``).
 """
 from .calibration import calibration_sweep
 from .callbacks import LLCCallback, llc_over_checkpoints

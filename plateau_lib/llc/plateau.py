@@ -1,0 +1,401 @@
+"""λ̂ across the MWS plateau: the LLC at checkpoints of the moving-window-sum run, beside its loss, accuracy,
+cosine and APM, the SGLD settings calibrated on the same model, and the λ̂ before, during and after the plateau.
+
+SGLD runs on a fixed set of task sequences with the LLC page's loss (cross-entropy over every next-token position,
+``transformer.sequence_loss``), with the same seed at every checkpoint. Each checkpoint's row is kept as soon as it
+is estimated, so an interrupted run resumes at the next checkpoint. The finished tables (λ̂, metrics, calibration)
+are stored with ``cache.store_tables`` and committed with ``--commit``.
+
+    OMP_NUM_THREADS=1 python -m plateau_lib.llc.plateau --preset cpu_long --commit   # the committed CPU run
+    python -m plateau_lib.llc.plateau --preset paper --device cuda                   # the paper's model, on a GPU
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .. import cache, stages
+from ..model import GPT
+from ..train import TrainConfig
+from ..utils import resolve_device
+from .calibration import calibration_sweep
+from .callbacks import llc_over_checkpoints
+from .transformer import sequence_loss, sgld_sequences
+
+KIND = "plateau_llc"
+CALIBRATION_KIND = "plateau_llc_calibration"
+VERSION = 1
+METRIC_COLUMNS = ["step", "loss", "acc", "acc_first", "acc_rest", "cosine", "rho", "apm"]
+FLAT_TOLERANCE = 0.25   # calibration: λ̂ within 25 % of the next smaller ε's counts as flat in ε
+SLOPE_FRACTION = 0.5    # GP stages: |dλ̂/d ln(step + 1)| below this fraction of λ̂'s range is a candidate
+GP_MIN_STEP, GP_MERGE_RATIO = 10, 1.5
+
+
+def _hide_bar() -> bool:
+    from ..book import in_book_build
+    return in_book_build()
+
+
+# ---- a table built one row per checkpoint, kept after every row -------------------------------------------
+
+def resume_rows(kind: str, key: str, steps: Iterable[int], compute_rows: Callable[[list], pd.DataFrame],
+                group: int = 1, progress: bool = True) -> pd.DataFrame:
+    """The rows of ``compute_rows(steps)`` (one row per step, column ``step``) for every step, ``group`` steps per
+    call; rows kept by an earlier, interrupted call are loaded instead of recomputed (``cache.partial_rows``) and
+    each new group is kept at once. Sorted by step."""
+    done = cache.partial_rows(kind, key)
+    have = set() if done.empty else set(done["step"].astype(int))
+    todo = [int(s) for s in steps if int(s) not in have]
+    bar = tqdm(total=len(todo), desc="λ̂ at checkpoints", disable=not progress or _hide_bar())
+    for i in range(0, len(todo), group):
+        done = pd.concat([done, compute_rows(todo[i:i + group])], ignore_index=True)
+        cache.keep_rows(kind, key, done)
+        bar.update(len(todo[i:i + group]))
+    bar.close()
+    return done.sort_values("step").reset_index(drop=True)
+
+
+# ---- λ̂ at the checkpoints of one run ------------------------------------------------------------------------
+
+def _sampler(sgld: dict) -> dict:
+    """The estimator's arguments among the SGLD settings (``n_data`` sizes the data set instead)."""
+    return {k: v for k, v in sgld.items() if k != "n_data"}
+
+
+def trained_checkpoints(cfg: TrainConfig, use_cache: bool = True, progress: bool = False):
+    """Train ``cfg`` through the cache and return ``(TrainResult, {step: checkpoint path})``. Checkpoints are
+    local files (never committed): a run whose local copy lacks them is retrained."""
+    if not cfg.checkpoint_steps:
+        raise ValueError("cfg.checkpoint_steps is empty: λ̂ over training needs checkpoints")
+    run = cache.cached_train(cfg, use_cache=use_cache, progress=progress, need_state=True)
+    ckpts = cache.checkpoints(cfg)
+    if not set(cfg.checkpoint_steps) <= set(ckpts):
+        run = cache.cached_train(cfg, use_cache=False, progress=progress, need_state=True)
+        ckpts = cache.checkpoints(cfg)
+    return run, {s: ckpts[s] for s in sorted(cfg.checkpoint_steps)}
+
+
+def llc_curve(cfg: TrainConfig, sgld: dict, use_cache: bool = True, progress: bool = False, device: str = "cpu",
+              stack: int = 1):
+    """λ̂ at every checkpoint of ``cfg`` (one SGLD seed for all, chains on ``device``), resumable row by row;
+    ``stack`` checkpoints per batched computation (``llc_over_checkpoints``; worth it on a GPU only).
+    Returns ``(llc table, TrainResult)``."""
+    run, ckpts = trained_checkpoints(cfg, use_cache, progress)
+    model, data = GPT(cfg.model_config()), sgld_sequences(cfg, sgld["n_data"])
+    key = curve_key(cfg, sgld)
+    if not use_cache:
+        cache.drop_partial(KIND, key)
+    llc = resume_rows(KIND, key, ckpts, lambda steps: llc_over_checkpoints(
+        model, sequence_loss, data, [(s, ckpts[s]) for s in steps], stack=stack, progress=False, warn=False,
+        device=device, **_sampler(sgld)), stack, progress)
+    return llc, run
+
+
+def curve_key(cfg: TrainConfig, sgld: dict) -> str:
+    """The key of one run's λ̂ rows while they are being built."""
+    return cache.table_key({"train": cache.cache_key(cfg), "sgld": sgld, "version": VERSION})
+
+
+def spec(runs: dict, sgld: dict) -> dict:
+    """The stored-tables spec of a set of runs ``{seed: TrainConfig}`` and SGLD settings."""
+    return {"runs": {str(s): cache.cache_key(cfg) for s, cfg in runs.items()}, "sgld": sgld, "version": VERSION}
+
+
+def plateau_llc(runs: dict, sgld: dict, use_cache: bool = True, progress: bool = False, device: str = "cpu",
+                stack: int = 1) -> tuple[dict, dict]:
+    """λ̂ and the training metrics of every run ``{seed: TrainConfig}``: ``({"llc": ..., "metrics": ...}, meta)``,
+    both tidy with a ``seed`` column. Loaded when stored (committed first), else computed (SGLD on ``device``,
+    which is provenance, not part of the key) and stored locally."""
+    if use_cache:
+        found = cache.load_tables(KIND, spec(runs, sgld))
+        if found is not None:
+            return found
+    llc, metrics, train_s = [], [], 0.0
+    for seed, cfg in runs.items():
+        curve, run = llc_curve(cfg, sgld, use_cache, progress, device, stack)
+        llc.append(curve.assign(seed=seed))
+        metrics.append(run.metrics[METRIC_COLUMNS].assign(seed=seed))
+        train_s += float(run.meta.get("wall_time_s", 0.0))
+    tables = {"llc": pd.concat(llc, ignore_index=True), "metrics": pd.concat(metrics, ignore_index=True)}
+    first = next(iter(runs.values()))
+    meta = {"config": first.to_dict(), "seeds": list(runs), "device": str(resolve_device(device)),
+            "train_wall_s": round(train_s, 1),
+            "llc_wall_s": round(float(tables["llc"]["elapsed_s"].sum()), 1), "torch": torch.__version__}
+    path = cache.store_tables(KIND, spec(runs, sgld), tables, meta)
+    for cfg in runs.values():
+        cache.drop_partial(KIND, curve_key(cfg, sgld))
+    return tables, {**json.loads((path / "meta.json").read_text()), "cache": None}
+
+
+# ---- calibration on this model ----------------------------------------------------------------------------
+
+def calibration_steps(cfg: TrainConfig, metrics: pd.DataFrame) -> list[int]:
+    """The checkpoints of ``cfg`` nearest the middle of its plateau (from ``metrics``) and its last one."""
+    summary = stages.plateau_summary(metrics)
+    middle = (summary["partial_step"] + summary["jump_step"]) / 2 if summary["jump_step"] else cfg.steps / 2
+    ckpts = np.asarray(sorted(cfg.checkpoint_steps))
+    return sorted({int(ckpts[np.abs(ckpts - middle).argmin()]), int(ckpts[-1])})
+
+
+def _unswept(sgld: dict) -> dict:
+    return {k: v for k, v in _sampler(sgld).items() if k not in ("epsilon", "nbeta", "gamma")}
+
+
+def calibration_spec(cfg: TrainConfig, grid: dict, sgld: dict) -> dict:
+    """The stored-tables spec of a calibration of run ``cfg`` over ``grid`` (the other SGLD settings from ``sgld``)."""
+    return {"run": cache.cache_key(cfg), "grid": grid, "sgld": _unswept(sgld), "n_data": sgld["n_data"],
+            "version": VERSION}
+
+
+def calibrate(cfg: TrainConfig, grid: dict, sgld: dict, use_cache: bool = True, progress: bool = False,
+              device: str = "cpu"):
+    """The (ε, nβ, γ) sweep of ``calibration_sweep`` at ``calibration_steps`` of run ``cfg`` (the other SGLD
+    settings from ``sgld``, chains on ``device``): ``(table, meta)``, one row per (checkpoint, cell), with
+    ``chosen`` marking the setting of ``mark_choice``'s rule. Stored and loaded like ``plateau_llc``."""
+    key_spec = calibration_spec(cfg, grid, sgld)
+    if use_cache:
+        found = cache.load_tables(CALIBRATION_KIND, key_spec)
+        if found is not None:
+            return found[0]["calibration"], found[1]
+    run, ckpts = trained_checkpoints(cfg, use_cache, progress)
+    data, model = sgld_sequences(cfg, sgld["n_data"]), GPT(cfg.model_config())
+    tables = []
+    for step in calibration_steps(cfg, run.metrics):
+        model.load_state_dict(torch.load(ckpts[step], map_location="cpu", weights_only=True))
+        table, _ = calibration_sweep(model, sequence_loss, data, progress=progress, device=device, **grid,
+                                     **_unswept(sgld))
+        tables.append(table.assign(step=step))
+    table = mark_choice(pd.concat(tables, ignore_index=True))
+    meta = {"config": cfg.to_dict(), "device": device, "wall_s": round(float(table["elapsed_s"].sum()), 1),
+            "torch": torch.__version__}
+    path = cache.store_tables(CALIBRATION_KIND, key_spec, {"calibration": table}, meta)
+    return table, {**json.loads((path / "meta.json").read_text()), "cache": None}
+
+
+def mark_choice(table: pd.DataFrame, flat_tolerance: float = FLAT_TOLERANCE) -> pd.DataFrame:
+    """``table`` (a calibration sweep with a ``step`` column) with columns ``healthy`` (no diverged chain, λ̂ > 0,
+    traces converged), ``flat`` (healthy, and λ̂ within ``flat_tolerance`` of the next smaller ε's at the same
+    nβ, γ and step; the smallest ε is flat when healthy) and ``chosen``.
+
+    The rule: a setting (ε, nβ, γ) qualifies when it is flat at every calibration step; of those, the largest
+    nβ (the colder posterior), then the largest ε (the fastest mixing). None qualifies -> nothing chosen."""
+    t = table.copy()
+    t["healthy"] = (t["num_diverged"] == 0) & ~t["negative"].astype(bool) & t["converged"].astype(bool)
+    t = t.sort_values(["step", "nbeta", "gamma", "epsilon"]).reset_index(drop=True)
+    previous = t.groupby(["step", "nbeta", "gamma"])["llc_final"].shift(1)
+    close = (t["llc_final"] - previous).abs() <= flat_tolerance * previous.abs()
+    t["flat"] = t["healthy"] & (previous.isna() | close)
+    ok = t.groupby(["nbeta", "gamma", "epsilon"])["flat"].all()
+    ok = ok[ok]
+    t["chosen"] = False
+    if not ok.empty:
+        nbeta, gamma, epsilon = max(ok.index, key=lambda cell: (cell[0], cell[2]))
+        t["chosen"] = (t["nbeta"] == nbeta) & (t["gamma"] == gamma) & (t["epsilon"] == epsilon)
+    return t
+
+
+def chosen_setting(table: pd.DataFrame) -> dict | None:
+    """The (epsilon, nbeta, gamma) marked ``chosen`` in a calibration table, or None."""
+    rows = table[table["chosen"]]
+    return None if rows.empty else {k: float(rows[k].iloc[0]) for k in ("epsilon", "nbeta", "gamma")}
+
+
+# ---- λ̂ before, during and after the plateau; stages on λ̂ ---------------------------------------------------
+
+def nearest(llc: pd.DataFrame, step: float) -> pd.Series:
+    """The row of ``llc`` at the checkpoint nearest ``step``."""
+    return llc.iloc[int((llc["step"] - step).abs().argmin())]
+
+
+def phase_table(llc: pd.DataFrame, milestones: pd.DataFrame) -> pd.DataFrame:
+    """λ̂ ± SE per seed before the plateau (the checkpoint nearest half the partial step), during it (nearest
+    the middle between the partial and the jump step) and after the jump (the last checkpoint). A run without
+    a partial solution or a jump has NaN there."""
+    rows = []
+    for _, m in milestones.iterrows():
+        curve = llc[llc["seed"] == m["seed"]]
+        partial, jump = m["partial_step"], m["jump_step"]
+        known = pd.notna(partial) and pd.notna(jump)
+        targets = {"before": partial / 2 if pd.notna(partial) else np.nan,
+                   "during": (partial + jump) / 2 if known else np.nan, "after": float(curve["step"].max())}
+        for phase, target in targets.items():
+            row = nearest(curve, target) if np.isfinite(target) else None
+            rows.append({"seed": int(m["seed"]), "phase": phase,
+                         "step": int(row["step"]) if row is not None else np.nan,
+                         "llc_mean": float(row["llc_mean"]) if row is not None else np.nan,
+                         "llc_se": float(row["llc_se"]) if row is not None else np.nan})
+    return pd.DataFrame(rows)
+
+
+def phase_wide(phases: pd.DataFrame) -> pd.DataFrame:
+    """``phase_table`` as one row per seed: "λ̂ ± SE (step)" before, during and after."""
+    text = phases.apply(lambda r: "—" if pd.isna(r["llc_mean"]) else
+                        f"{r['llc_mean']:.1f} ± {r['llc_se']:.1f} (step {int(r['step'])})", axis=1)
+    return phases.assign(value=text).pivot(index="seed", columns="phase", values="value")[["before", "during",
+                                                                                          "after"]]
+
+
+def plateau_changes(llc: pd.DataFrame, metrics: pd.DataFrame, milestones: pd.DataFrame) -> pd.DataFrame:
+    """Per seed, what moves across the plateau and what moves at the jump: between the first checkpoint at or
+    after the partial step and the last one before the jump, and from there to the last checkpoint, the change of
+    λ̂ (in its combined standard errors too), of the APM and of the loss (at the evaluation nearest each
+    checkpoint). NaN for a run without a partial solution or a jump."""
+    from ..figures import value_at
+    rows = []
+    for _, m in milestones.iterrows():
+        curve, run = llc[llc["seed"] == m["seed"]], metrics[metrics["seed"] == m["seed"]]
+        row = {"seed": int(m["seed"])}
+        inside = curve[(curve["step"] >= m["partial_step"]) & (curve["step"] < m["jump_step"])]
+        if len(inside) >= 2:
+            points = {"start": inside.iloc[0], "end": inside.iloc[-1], "final": curve.iloc[-1]}
+            for a, b, label in (("start", "end", "plateau"), ("end", "final", "jump")):
+                lo, hi = points[a], points[b]
+                row[f"{label}: steps"] = f"{int(lo['step'])} → {int(hi['step'])}"
+                row[f"{label}: Δλ̂"] = hi["llc_mean"] - lo["llc_mean"]
+                row[f"{label}: Δλ̂ / SE"] = row[f"{label}: Δλ̂"] / np.hypot(lo["llc_se"], hi["llc_se"])
+                for col in ("apm", "loss"):
+                    row[f"{label}: Δ{col.upper() if col == 'apm' else col}"] = (
+                        value_at(run, hi["step"], col) - value_at(run, lo["step"], col))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def llc_stages(llc: pd.DataFrame) -> dict:
+    """``stages.gp_stage_boundaries`` on each seed's λ̂ curve, with the slope tolerance a fraction
+    ``SLOPE_FRACTION`` of that curve's range (λ̂'s scale depends on nβ, so a fixed tolerance would not carry)."""
+    out = {}
+    for seed, curve in llc.groupby("seed"):
+        values = curve["llc_mean"].to_numpy(dtype=float)
+        tol = max(SLOPE_FRACTION * float(np.ptp(values)), 1e-9)
+        out[seed] = stages.gp_stage_boundaries(curve["step"].to_numpy(), values, slope_tol=tol,
+                                               min_step=GP_MIN_STEP, merge_ratio=GP_MERGE_RATIO)
+    return out
+
+
+def boundary_table(found: dict, milestones: pd.DataFrame) -> pd.DataFrame:
+    """Per seed: the partial and jump steps, the GP boundaries on λ̂, the boundary nearest the jump with its
+    distance in steps (boundary - jump), and the checkpoint interval where λ̂ rises fastest (per step) with
+    whether the jump step falls inside it (ends included)."""
+    rows = []
+    for _, m in milestones.iterrows():
+        seed, stages_found, jump = int(m["seed"]), found[m["seed"]], m["jump_step"]
+        b = stages_found.boundaries
+        near = min(b, key=lambda s: abs(s - jump)) if b and pd.notna(jump) else None
+        i = int(np.argmax(np.diff(stages_found.values) / np.diff(stages_found.steps)))
+        lo, hi = int(stages_found.steps[i]), int(stages_found.steps[i + 1])
+        rows.append({"seed": seed, "partial step": m["partial_step"], "jump step": jump,
+                     "GP boundaries on λ̂": ", ".join(map(str, b)) or "none",
+                     "nearest to the jump": near if near is not None else np.nan,
+                     "boundary − jump (steps)": near - jump if near is not None else np.nan,
+                     "steepest λ̂ rise": f"{lo} → {hi}",
+                     "jump inside it": bool(pd.notna(jump) and lo <= jump <= hi)})
+    table = pd.DataFrame(rows)
+    return table.astype({c: "Int64" for c in ("partial step", "jump step", "nearest to the jump",
+                                               "boundary − jump (steps)")})
+
+
+@dataclass
+class Analysis:
+    """What the page reads from one set of tables: milestones per seed, the GP stages of λ̂, λ̂ per phase and the
+    boundaries against the jump."""
+    tables: dict
+    meta: dict
+    milestones: pd.DataFrame
+    found: dict
+    phases: pd.DataFrame
+    boundaries: pd.DataFrame
+    changes: pd.DataFrame
+
+
+def analyse(tables: dict, meta: dict) -> Analysis:
+    """``figures.milestones`` of the metrics, ``llc_stages``, ``phase_table``, ``boundary_table`` and
+    ``plateau_changes``."""
+    from ..figures import milestones as run_milestones
+    stones = run_milestones(tables["metrics"])
+    found = llc_stages(tables["llc"])
+    return Analysis(tables, meta, stones, found, phase_table(tables["llc"], stones), boundary_table(found, stones),
+                    plateau_changes(tables["llc"], tables["metrics"], stones))
+
+
+def stored(preset: str = "cpu_long") -> tuple[Analysis, pd.DataFrame, dict] | None:
+    """The stored run of ``preset``, its calibration table and the calibration's meta (committed first, then
+    local; never computed), or None."""
+    from ..presets import PLATEAU_LLC_CALIBRATION, plateau_llc as preset_runs
+    runs, sgld = preset_runs(preset)
+    found = cache.load_tables(KIND, spec(runs, sgld))
+    calibration = cache.load_tables(CALIBRATION_KIND, calibration_spec(runs[min(runs)], PLATEAU_LLC_CALIBRATION, sgld))
+    if found is None or calibration is None:
+        return None
+    return analyse(*found), calibration[0]["calibration"], calibration[1]
+
+
+def settings_table(sgld_by_preset: dict) -> pd.DataFrame:
+    """The SGLD settings of each preset shown (columns), one row per setting."""
+    return pd.DataFrame({p: {k: str(v) for k, v in s.items()} for p, s in sgld_by_preset.items()}).rename_axis(
+        "SGLD setting")
+
+
+def provenance_rows(analyses: dict, calibration: dict | None = None) -> list[dict]:
+    """Two provenance rows (training, λ̂) per shown run set ``{label: Analysis}``, then one for the meta of the
+    long run's ``calibration``, in ``book.run_provenance``'s columns."""
+    rows = []
+    if calibration is not None:
+        rows.append({"preset": "cpu_long", "run": "calibration sweep, seed 0", "device": calibration.get("device"),
+                     "wall time (s)": calibration.get("wall_s"), "source": calibration.get("cache"),
+                     "commit": calibration.get("commit"), "date": str(calibration.get("date", ""))[:10]})
+    for label, a in analyses.items():
+        source = a.meta.get("cache") or "computed in this build"
+        for part, wall in (("training", a.meta["train_wall_s"]), ("λ̂ at checkpoints", a.meta["llc_wall_s"])):
+            rows.append({"preset": label, "run": f"{part}, seeds {a.meta.get('seeds')}",
+                         "device": a.meta.get("device"), "wall time (s)": wall, "source": source,
+                         "commit": a.meta.get("commit"), "date": str(a.meta.get("date", ""))[:10]})
+    return rows
+
+
+# ---- the CLI ---------------------------------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    from ..presets import PLATEAU_LLC_CALIBRATION, PLATEAU_LLC_SGLD, plateau_llc as preset_runs
+    from ..utils import cpu_threads
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="cpu_long", choices=sorted(PLATEAU_LLC_SGLD))
+    parser.add_argument("--device", default=None, help="the SGLD device (default: cpu for cpu presets, else auto)")
+    parser.add_argument("--commit", action="store_true", help="copy the finished tables into results/")
+    parser.add_argument("--calibrate-only", action="store_true", help="stop after the calibration")
+    parser.add_argument("--stack", type=int, default=1, help="checkpoints per batched SGLD computation (GPU: 8)")
+    args = parser.parse_args(argv)
+    cpu_threads()
+    device = args.device or ("auto" if args.preset == "paper" else "cpu")
+    runs, sgld = preset_runs(args.preset)
+    runs = {s: cfg.replace(device=device) for s, cfg in runs.items()}
+    t0 = time.perf_counter()
+    calibration, _ = calibrate(runs[min(runs)], PLATEAU_LLC_CALIBRATION, sgld, progress=True, device=device)
+    print(calibration[["step", "epsilon", "nbeta", "llc_final", "llc_se", "num_diverged", "converged", "flat",
+                       "chosen"]].to_string(index=False), flush=True)
+    chosen = chosen_setting(calibration)
+    used = {k: float(sgld[k]) for k in ("epsilon", "nbeta", "gamma")}
+    print(f"calibration: chose {chosen}, the preset uses {used} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    if args.calibrate_only:
+        return 0
+    if chosen != used:
+        raise SystemExit("the calibration chose another setting than the preset's: update PLATEAU_LLC_SGLD")
+    tables, meta = plateau_llc(runs, sgld, progress=True, device=device, stack=args.stack)
+    print(tables["llc"][["seed", "step", "llc_mean", "llc_se"]].to_string(index=False))
+    print(f"done in {time.perf_counter() - t0:.0f} s")
+    if args.commit:
+        cal_spec = calibration_spec(runs[min(runs)], PLATEAU_LLC_CALIBRATION, sgld)
+        print("committed", cache.commit_tables(CALIBRATION_KIND, cal_spec))
+        print("committed", cache.commit_tables(KIND, spec(runs, sgld)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,321 @@
+"""Fig. 20's probe of the attention output and Figs. 41-42's collapse at every location, over MWS training.
+
+A run keeps checkpoints (``TrainConfig.checkpoint_steps``); each checkpoint is measured on one fixed, seeded
+batch of held-out sequences (reference ``tf_loss_plateau.md`` §4.9-4.10):
+
+- the probe: an MLP classifier (one hidden ReLU layer, Adam; sklearn's ``MLPClassifier``) from the attention
+  output (after ``c_proj``, before the residual add) at the output-predicting positions to the token each must
+  predict. Train and test sets are disjoint sets of whole sequences (the paper's code split token rows, so its
+  probe trained on the first 64 sequences' tokens and tested on the rest of those sequences and others);
+- collapse at five locations: each location's cosine matrix over the output-predicting positions and the
+  paper's mean of it (the task's ``cosine_pairs``), and the per-position mean L2 norm at the first three.
+
+Rows are kept after every checkpoint, so an interrupted measurement resumes; the finished tables are stored
+with ``cache.store_tables`` and committed with ``commit``.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import cache, figures, metrics, stages
+from .utils import resolve_device
+
+# hidden state -> what the page calls it; a per-layer state is read at the last layer (MWS has one)
+LOCATIONS = {"embed": "embedding (token + position)", "attn_out": "attention output",
+             "post_attn": "residual after attention", "post_mlp": "residual after MLP", "final_ln": "after ln_f"}
+NORM_LOCATIONS = ("embed", "attn_out", "post_attn")  # the paper logs norms at these three
+PROBE_LOCATION = "attn_out"
+PROBE_FIELDS = ("hidden", "max_iter", "train_seqs", "test_seqs", "data_seed")
+KIND = "probe"
+VERSION = 1
+
+
+def check_settings(settings: dict) -> dict:
+    """``settings`` (the probe's ``PROBE_FIELDS``), validated: each a positive integer (``data_seed`` >= 0; it
+    seeds the probe sequences and the probe's initialisation)."""
+    unknown = sorted(set(settings) - set(PROBE_FIELDS))
+    missing = sorted(set(PROBE_FIELDS) - set(settings))
+    if unknown or missing:
+        raise ValueError(f"probe settings must be exactly {list(PROBE_FIELDS)}; unknown {unknown}, missing {missing}")
+    for name in PROBE_FIELDS:
+        value, low = settings[name], 0 if name == "data_seed" else 1
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"parameter {name!r} must be an integer >= {low}, got {value!r}")
+    return settings
+
+
+def location_states(model, seqs) -> dict:
+    """``{location: (B, T, d) hidden state}`` of ``model`` on ``seqs`` (full sequences; the model sees ``[:, :-1]``)."""
+    _, inside = model(seqs[:, :-1], return_internals=True)
+    return {name: inside[name] if name in ("embed", "final_ln") else inside[name][-1] for name in LOCATIONS}
+
+
+def split_sequences(n_sequences: int, train_seqs: int, test_seqs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the probe's train sequences (the first ``train_seqs``) and test sequences (the next
+    ``test_seqs``) among ``n_sequences`` i.i.d. sequences: disjoint by construction."""
+    if train_seqs + test_seqs > n_sequences:
+        raise ValueError(f"parameters 'train_seqs' + 'test_seqs' ({train_seqs} + {test_seqs}) must be <= the "
+                         f"{n_sequences} probe sequences")
+    return np.arange(train_seqs), np.arange(train_seqs, train_seqs + test_seqs)
+
+
+def probe_sets(features, labels, train_seqs: int, test_seqs: int) -> dict:
+    """``{"train" | "test": (X, y, sequence of each row)}``: the token rows of whole sequences.
+
+    features: (S, G, d) states at the output-predicting positions; labels: (S, G) the tokens they predict.
+    """
+    features, labels = np.asarray(features), np.asarray(labels)
+    S, G = labels.shape
+    sets = {}
+    for name, seqs in zip(("train", "test"), split_sequences(S, train_seqs, test_seqs)):
+        sets[name] = (features[seqs].reshape(len(seqs) * G, -1), labels[seqs].reshape(-1), np.repeat(seqs, G))
+    return sets
+
+
+def fit_probe(sets: dict, hidden: int, max_iter: int, seed: int = 0) -> dict:
+    """Fit the paper's probe on ``sets["train"]``; its train and test accuracy, and whether it converged
+    (sklearn stopped before ``max_iter``; its ConvergenceWarning is counted here, not printed)."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.neural_network import MLPClassifier
+    X, y, _ = sets["train"]
+    clf = MLPClassifier(hidden_layer_sizes=(hidden,), max_iter=max_iter, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf.fit(X, y)
+    return {"probe_train_acc": float(clf.score(X, y)), "probe_test_acc": float(clf.score(*sets["test"][:2])),
+            "probe_converged": bool(clf.n_iter_ < max_iter), "probe_epochs": int(clf.n_iter_)}
+
+
+@torch.no_grad()
+def measure(model, seqs, task, settings: dict) -> tuple[dict, dict, dict]:
+    """One checkpoint: (scalars: probe accuracies and each location's mean cosine; ``{location: (G, G) cosine
+    matrix}``; ``{location: (G,) mean L2 norm per output-predicting position}`` for ``NORM_LOCATIONS``)."""
+    model.eval()
+    states = location_states(model, seqs)
+    cos = {name: metrics.cosine_matrix(h, task) for name, h in states.items()}
+    norms = {name: states[name][:, task.out_positions].norm(dim=-1).mean(0) for name in NORM_LOCATIONS}
+    sets = probe_sets(states[PROBE_LOCATION][:, task.out_positions].cpu().numpy(),
+                      seqs[:, task.prompt_len:].cpu().numpy(), settings["train_seqs"], settings["test_seqs"])
+    scalars = {**fit_probe(sets, settings["hidden"], settings["max_iter"], settings["data_seed"]),
+               **{f"cosine_{name}": float(metrics.mean_cosine(c, task.cosine_pairs)) for name, c in cos.items()}}
+    return scalars, {k: v.cpu().numpy() for k, v in cos.items()}, {k: v.cpu().numpy() for k, v in norms.items()}
+
+
+def probe_batch(task, settings: dict, device=None) -> torch.Tensor:
+    """The fixed held-out sequences every checkpoint is measured on (seeded by ``data_seed``; drawn on the CPU,
+    so every device measures the same sequences)."""
+    n = settings["train_seqs"] + settings["test_seqs"]
+    return task.sample(n, torch.Generator().manual_seed(settings["data_seed"])).to(device)
+
+
+def _wide_row(label, step, scalars, cos, norms, G) -> dict:
+    """One checkpoint as one flat row (the resumable partial table): scalars, norms, lower-triangle cosines."""
+    row = {"label": label, "step": step, **scalars}
+    row.update({f"norm|{name}|{j + 1}": float(v[j]) for name, v in norms.items() for j in range(G)})
+    row.update({f"cos|{name}|{a + 1}|{b + 1}": float(c[a, b]) for name, c in cos.items()
+                for a in range(G) for b in range(a)})
+    return row
+
+
+def _long(wide: pd.DataFrame, prefix: str, names) -> pd.DataFrame:
+    """The ``prefix|...`` columns of ``wide`` as a long table with columns ``names`` and ``value``."""
+    columns = [c for c in wide if c.startswith(prefix + "|")]
+    long = wide.melt(id_vars=["label", "step"], value_vars=columns, var_name="key", value_name="value")
+    parts = long["key"].str.split("|", expand=True).iloc[:, 1:]
+    parts.columns = names
+    for name in names[1:]:
+        parts[name] = parts[name].astype(int)
+    return pd.concat([long[["label", "step"]], parts, long[["value"]]], axis=1)
+
+
+def peak_steps(scalars: pd.DataFrame, location: str = "final_ln") -> pd.Series:
+    """Each run's checkpoint of highest mean cosine at ``location`` (the peak of collapse), by label."""
+    rows = scalars.loc[scalars.groupby("label")[f"cosine_{location}"].idxmax()]
+    return rows.set_index("label")["step"]
+
+
+def tables_from_rows(wide: pd.DataFrame) -> dict:
+    """The stored tables: ``scalars`` (label, step, probe and cosine columns), ``norms`` (label, step, location,
+    position, value) and ``cos`` (the lower-triangle matrices at each run's peak of collapse and last checkpoint,
+    with ``at`` = "peak" or "last"; the matrices of every checkpoint would make the result MBs)."""
+    wide = wide.sort_values(["label", "step"]).reset_index(drop=True)
+    scalars = wide[[c for c in wide if "|" not in c]]
+    peak, last = peak_steps(scalars), wide.groupby("label")["step"].max()
+    cos = _long(wide, "cos", ["location", "row", "col"])
+    chosen = []
+    for at, steps in (("peak", peak), ("last", last)):
+        rows = cos[cos["step"] == cos["label"].map(steps)]
+        chosen.append(rows.assign(at=at))
+    return {"scalars": scalars, "norms": _long(wide, "norm", ["location", "position"]),
+            "cos": pd.concat(chosen, ignore_index=True).round({"value": 5})}
+
+
+def matrices(cos: pd.DataFrame, G: int) -> dict:
+    """``{location: (G, G)}`` lower-triangle cosine matrices (NaN elsewhere) from rows of the ``cos`` table."""
+    out = {}
+    for name, rows in cos.groupby("location", sort=False):
+        m = np.full((G, G), np.nan)
+        m[rows["row"].to_numpy() - 1, rows["col"].to_numpy() - 1] = rows["value"].to_numpy()
+        out[name] = m
+    return {name: out[name] for name in LOCATIONS if name in out}
+
+
+def phase_table(scalars: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per run: its plateau (``stages.plateau_summary`` of the training metrics), the probe's accuracies at the
+    first checkpoint, the one nearest the middle of the plateau, the last one before the jump (with the model's
+    own greedy and teacher-forced accuracy there) and the last one, and each location's peak mean cosine over the checkpoints
+    before the jump (all of them if the run never jumped)."""
+    rows = []
+    for label, own in scalars.groupby("label"):
+        run = metrics[metrics["seed"] == label]
+        s = stages.plateau_summary(run)
+        partial, jump = s["partial_step"], s["jump_step"]
+        middle = (partial + jump) / 2 if partial is not None and jump is not None else np.nan
+        row = {"seed": label, "partial_step": partial, "jump_step": jump}
+        before = own[own["step"] < jump] if jump is not None else own
+        before = own.iloc[:1] if before.empty else before
+        last_before = before["step"].max() if jump is not None else np.nan
+        for phase, step in (("start", 0), ("plateau", middle), ("before_jump", last_before), ("end", own["step"].max())):
+            for split in ("train", "test"):
+                row[f"probe_{split}_{phase}"] = figures.value_at(own, step, f"probe_{split}_acc") \
+                    if np.isfinite(step) else np.nan
+        for column in ("acc", "acc_tf"):
+            row[f"model_{column}_before_jump"] = figures.value_at(run, last_before, column) \
+                if np.isfinite(last_before) else np.nan
+        row.update({f"peak_{name}": before[f"cosine_{name}"].max() for name in LOCATIONS})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def plateau_spans(phases: pd.DataFrame) -> dict:
+    """``{seed: (partial step, jump step)}``: each run's plateau, for shading (None where never reached)."""
+    return {row.seed: (row.partial_step, row.jump_step) for row in phases.itertuples()}
+
+
+def location_values(phases: pd.DataFrame) -> dict:
+    """Figs. 41-42's reported numbers (means over runs; ``verdicts.CLAIMS``)."""
+    mean = {name: figures.mean_of(phases, f"peak_{name}") for name in LOCATIONS}
+    return {"peak cosine before the jump, embedding (before attention)": mean["embed"],
+            "peak cosine before the jump, residual after attention": mean["post_attn"],
+            "peak cosine before the jump, after ln_f": mean["final_ln"],
+            "peak cosine after attention ÷ after the MLP (before ln_f)": mean["post_attn"] / mean["post_mlp"]}
+
+
+def norms_at(tables: dict) -> pd.DataFrame:
+    """The ``norms`` table at each run's first checkpoint, peak of collapse and last checkpoint (column ``at``)."""
+    norms, scalars = tables["norms"], tables["scalars"]
+    picks = {"first checkpoint": scalars.groupby("label")["step"].min(), "peak of collapse": peak_steps(scalars),
+             "last checkpoint": scalars.groupby("label")["step"].max()}
+    return pd.concat([norms[norms["step"] == norms["label"].map(steps)].assign(at=at) for at, steps in picks.items()],
+                     ignore_index=True)
+
+
+def settings_table(settings: dict) -> pd.DataFrame:
+    """The probe settings of this page next to the paper's."""
+    from .presets import PROBE
+    return pd.DataFrame({"this page": settings, "paper": PROBE["paper"]}).rename_axis("probe setting")
+
+
+def provenance_row(meta: dict, preset: str) -> dict:
+    """The probe tables' row of the page's provenance block."""
+    return {"preset": preset, "run": f"probe and locations ({meta.get('probe_fits')} checkpoints)",
+            "device": meta.get("device"), "wall time (s)": meta.get("measure_wall_s"),
+            "source": meta["cache"] if meta.get("cache") else "computed in this build", "commit": meta.get("commit"),
+            "date": str(meta.get("date", ""))[:10]}
+
+
+def peak_and_last(cos: pd.DataFrame, label, G: int) -> dict:
+    """``{"peak, step s" | "last, step s": {location: (G, G) matrix}}`` of run ``label`` from the ``cos`` table."""
+    own = cos[cos["label"] == label]
+    return {f"{at}, step {rows['step'].iloc[0]}": matrices(rows, G)
+            for at in ("peak", "last") for rows in [own[own["at"] == at]]}
+
+
+def spec(configs: dict, settings: dict) -> dict:
+    """What identifies a result: each run's training key and the probe settings."""
+    return {"runs": {str(label): cache.cache_key(cfg) for label, cfg in configs.items()},
+            "probe": check_settings(dict(settings)), "version": VERSION}
+
+
+def _checkpoints(cfg, progress) -> dict:
+    """``{step: path}`` of ``cfg``'s checkpoints, training it locally first if they are missing."""
+    cache.cached_train(cfg, use_cache=True, progress=progress, need_state=True)
+    ckpts = cache.checkpoints(cfg)
+    if set(cfg.checkpoint_steps) - set(ckpts):  # a local result kept without its checkpoints
+        cache.cached_train(cfg, use_cache=False, progress=progress, need_state=True)
+        ckpts = cache.checkpoints(cfg)
+    return ckpts
+
+
+def measure_runs(configs: dict, settings: dict, use_cache: bool = True, progress: bool = True) -> tuple[dict, dict]:
+    """The tables of ``tables_from_rows`` and their meta for runs ``{label: TrainConfig}`` (labels: seeds).
+
+    use_cache: load the stored tables (committed first). Otherwise, or when none are stored, measure every
+    checkpoint; runs without local checkpoints are trained first (a run the page just retrained is reused).
+    """
+    empty = [label for label, cfg in configs.items() if not cfg.checkpoint_steps]
+    if empty:
+        raise ValueError(f"checkpoint_steps is empty for runs {empty}: the probe over training needs checkpoints")
+    s = spec(configs, settings)
+    if use_cache and (found := cache.load_tables(KIND, s)) is not None:
+        return found
+    key = cache.table_key(s)
+    done = cache.partial_rows(KIND, key) if use_cache else pd.DataFrame()
+    for label, cfg in configs.items():
+        measured = set() if done.empty else set(done.loc[done["label"] == label, "step"])
+        if measured >= set(cfg.checkpoint_steps):
+            continue
+        task, device = cfg.make_task(), resolve_device(cfg.device)
+        seqs = probe_batch(task, settings, device)
+        model = task.build_model(cfg).to(device)
+        for step, path in sorted(_checkpoints(cfg, progress).items()):
+            if step in measured:
+                continue
+            t0 = time.perf_counter()
+            model.load_state_dict(torch.load(path, weights_only=True, map_location=device))
+            row = _wide_row(label, step, *measure(model, seqs, task, settings), task.gen_len)
+            done = pd.concat([done, pd.DataFrame([{**row, "seconds": round(time.perf_counter() - t0, 2)}])],
+                             ignore_index=True)
+            cache.keep_rows(KIND, key, done)
+            if progress:
+                print(f"run {label} step {step}: probe test {row['probe_test_acc']:.3f}", flush=True)
+    tables = tables_from_rows(done)
+    meta = {"device": str(resolve_device(next(iter(configs.values())).device)), "torch": torch.__version__,
+            "measure_wall_s": round(float(done["seconds"].sum()), 1),
+            "probe_fits": len(done), "probe_not_converged": int((~done["probe_converged"].astype(bool)).sum())}
+    cache.store_tables(KIND, s, tables, meta)
+    cache.drop_partial(KIND, key)
+    tables, meta = cache.load_tables(KIND, s)
+    return tables, {**meta, "cache": None}
+
+
+def commit(configs: dict, settings: dict) -> list:
+    """Copy the measured tables and each run's training result into ``results/`` for committing."""
+    return [cache.commit_tables(KIND, spec(configs, settings)), *(cache.commit_result(c) for c in configs.values())]
+
+
+def main(argv=None) -> int:
+    """``python -m plateau_lib.probe --preset cpu [--commit]``: measure (resuming) the page's default runs."""
+    import argparse
+    from . import presets
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--preset", choices=presets.PRESETS, default="cpu")
+    parser.add_argument("--commit", action="store_true", help="copy the tables and training results to results/")
+    args = parser.parse_args(argv)
+    configs, settings = presets.probe_runs(args.preset), presets.probe_settings(args.preset)
+    tables, meta = measure_runs(configs, settings)
+    print(tables["scalars"].drop(columns="seconds").to_string(index=False))
+    print(f"{meta['probe_fits']} probe fits, {meta['probe_not_converged']} stopped at max_iter; "
+          f"{meta['measure_wall_s']} s measuring")
+    if args.commit:
+        print(*commit(configs, settings), sep="\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

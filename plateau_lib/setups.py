@@ -1,0 +1,77 @@
+"""The training-setups page (Gopalani et al. Figs. 26-40): one MWS run per setup and seed, summarised the way
+Fig. 2 is (``figures.milestones``), and the numbers the page's verdicts judge.
+
+A setup is the MWS config with a few fields changed (``presets.TRAINING_SETUPS``); its ``family`` groups the
+page's small multiples (width, learning rate, ..., optimizer).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import book, figures
+
+FIGURE = "Figs. 26–40 (training setups)"
+
+
+def setup_metrics(results: dict, family: dict) -> pd.DataFrame:
+    """Tidy metrics of ``{(setup, seed): TrainResult}`` with columns ``setup``, ``seed`` and ``family``
+    (``family``: setup name -> family, in page order)."""
+    metrics = book.tidy(results, ("setup", "seed"))
+    metrics["family"] = metrics["setup"].map(family)
+    rank = {name: i for i, name in enumerate(family)}
+    return metrics.sort_values(["setup", "seed", "step"], key=lambda c: c.map(rank) if c.name == "setup" else c,
+                               ignore_index=True)
+
+
+def setup_milestones(metrics: pd.DataFrame, family: dict) -> pd.DataFrame:
+    """Fig. 2's milestones (partial step, jump, plateau span, peaks) per setup and seed, in page order."""
+    order = [name for name in family if name in set(metrics["setup"])]
+    table = figures.milestones(metrics, by=("setup", "seed"), order={"setup": order})
+    table.insert(1, "family", table["setup"].astype(str).map(family))
+    return table
+
+
+def plateaued(table: pd.DataFrame) -> pd.Series:
+    """Per run: True when y₁ is learned first and the other outputs stay unlearned for at least one more
+    evaluation (they jump later, or not within the run)."""
+    partial, jump = table["partial_step"].astype(float), table["jump_step"].astype(float)
+    return partial.notna() & (jump.isna() | (jump > partial))
+
+
+def setup_values(table: pd.DataFrame) -> dict:
+    """The page's reported numbers: the share of runs that learn y₁ first and then plateau, the share that jump
+    within their run, the lowest setup-mean peak cosine and peak ρ before the jump (collapse and repetition in
+    every setup), and softmax's jump step relative to the linear baseline's (when both were run)."""
+    by_setup = table.assign(setup=table["setup"].astype(str)).groupby("setup", sort=False)
+    values = {"runs that learn y₁ first, then plateau (fraction)": float(plateaued(table).mean()),
+              "runs that jump within their run (fraction)": float(table["jump_step"].astype(float).notna().mean()),
+              "lowest peak cosine over setups (setup means)": float(by_setup["peak_cosine"].mean().min()),
+              "lowest peak ρ over setups (setup means)": float(by_setup["peak_rho"].mean().min())}
+    names = set(table["setup"].astype(str))
+    if {"softmax", "baseline"} <= names:
+        values["softmax jump step ÷ linear baseline's"] = (figures.mean_of(table, "jump_step", setup="softmax")
+                                                          / figures.mean_of(table, "jump_step", setup="baseline"))
+    return values
+
+
+def changed_fields(configs: dict, base) -> pd.DataFrame:
+    """What each setup changes from ``base`` (a TrainConfig): one row per setup, fields as ``name = value``."""
+    rows, reference = {}, base.to_dict()
+    for (name, _seed), cfg in configs.items():
+        ours = cfg.to_dict()
+        changes = [f"{k} = {ours[k]}" for k in ours if k != "seed" and ours[k] != reference[k]]
+        rows.setdefault(name, "; ".join(changes) or "none (the MWS config)")
+    return pd.DataFrame({"setup": list(rows), "changes": list(rows.values())}).set_index("setup")
+
+
+def per_setup(table: pd.DataFrame) -> pd.DataFrame:
+    """The closing numbers per setup: mean plateau span, peak cosine and peak ρ over its seeds (NaN span:
+    some seed never jumped)."""
+    rows = []
+    for name, runs in table.groupby("setup", sort=True, observed=True):
+        spans = runs["plateau_span"].astype(float)
+        rows.append({"setup": name, "family": runs["family"].iloc[0], "seeds": len(runs),
+                     "plateau_span": np.nan if spans.isna().any() else spans.mean(),
+                     "peak_cosine": runs["peak_cosine"].mean(), "peak_rho": runs["peak_rho"].mean()})
+    return pd.DataFrame(rows).set_index("setup")

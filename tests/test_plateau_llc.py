@@ -1,0 +1,149 @@
+"""λ̂ across the MWS plateau (plateau_lib.llc.plateau): presets, bad input, the phase and boundary tables on
+hand-built curves, the calibration rule, and resuming a table built row by row."""
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from plateau_lib import cache, presets
+from plateau_lib.llc import plateau
+
+
+@pytest.mark.parametrize("preset", ["cpu", "cpu_long", "paper"])
+def test_presets_are_valid(preset):
+    runs, sgld = presets.plateau_llc(preset)
+    assert list(runs) == ([0] if preset == "cpu" else [0, 1, 2])
+    for seed, cfg in runs.items():
+        assert cfg.seed == seed and cfg.steps == presets.PLATEAU_LLC_STEPS[preset]
+        steps = cfg.checkpoint_steps
+        assert list(steps) == sorted(set(steps)) and steps[0] == 0 and steps[-1] == cfg.steps
+    base = presets.MWS_PAPER if preset == "paper" else presets.MWS_CPU
+    assert runs[0].replace(steps=base.steps, checkpoint_steps=()) == base  # only the length and checkpoints differ
+    assert {"epsilon", "nbeta", "gamma", "batch_size", "num_chains", "num_draws", "n_data", "seed"} <= set(sgld)
+
+
+def test_paper_preset_is_the_papers_config_with_the_calibrated_sgld():
+    runs, sgld = presets.plateau_llc("paper")
+    cfg = runs[0]
+    assert (cfg.d_model, cfg.lr, cfg.batch_size, cfg.steps) == (256, 1e-4, 256, 400)
+    assert sgld["batch_size"] == 1024
+    long = presets.PLATEAU_LLC_SGLD["cpu_long"]
+    assert all(sgld[k] == long[k] for k in ("epsilon", "nbeta", "gamma"))
+
+
+@pytest.mark.parametrize("checkpoints", [[0, 100, 700], [-5, 10], [], [10.5]])
+def test_checkpoints_outside_the_run_are_refused(checkpoints):
+    with pytest.raises(ValueError, match="checkpoints"):
+        presets.plateau_llc_runs("cpu", checkpoints=checkpoints)
+
+
+def test_bad_preset_and_unknown_sgld_setting():
+    with pytest.raises(ValueError, match="preset"):
+        presets.plateau_llc("gpu")
+    with pytest.raises(ValueError, match="unknown SGLD setting"):
+        presets.plateau_llc("cpu", num_chain=3)
+
+
+def test_a_run_without_checkpoints_is_refused_before_training():
+    cfg = presets.MWS_CPU.replace(steps=10)
+    with pytest.raises(ValueError, match="checkpoint_steps is empty"):
+        plateau.trained_checkpoints(cfg)
+
+
+def _curve(seed, values, steps):
+    return pd.DataFrame({"seed": seed, "step": steps, "llc_mean": values, "llc_se": 0.5})
+
+
+def test_phase_table_on_a_hand_built_curve():
+    steps = [0, 50, 100, 150, 200, 250, 300]
+    llc = pd.concat([_curve(0, [1, 5, 9, 10, 11, 30, 31], steps), _curve(1, [2, 2, 2, 2, 2, 2, 2], steps)])
+    milestones = pd.DataFrame({"seed": [0, 1], "partial_step": [100, np.nan], "jump_step": [240, np.nan]})
+    t = plateau.phase_table(llc, milestones).set_index(["seed", "phase"])
+    # seed 0: before = nearest 50 (half the partial step), during = nearest 170 -> 150, after = last (300)
+    assert t.loc[(0, "before"), "step"] == 50 and t.loc[(0, "before"), "llc_mean"] == 5
+    assert t.loc[(0, "during"), "step"] == 150 and t.loc[(0, "during"), "llc_mean"] == 10
+    assert t.loc[(0, "after"), "step"] == 300 and t.loc[(0, "after"), "llc_mean"] == 31
+    assert t.loc[(0, "after"), "llc_se"] == 0.5
+    # seed 1 never reached a partial solution: before and during are missing, after is still the last checkpoint
+    assert np.isnan(t.loc[(1, "before"), "llc_mean"]) and np.isnan(t.loc[(1, "during"), "llc_mean"])
+    assert t.loc[(1, "after"), "llc_mean"] == 2
+    wide = plateau.phase_wide(plateau.phase_table(llc, milestones))
+    assert wide.loc[0, "during"] == "10.0 ± 0.5 (step 150)" and wide.loc[1, "before"] == "—"
+
+
+def test_boundary_table_pairs_the_nearest_boundary_with_the_jump():
+    milestones = pd.DataFrame({"seed": [0, 1], "partial_step": [80, 150], "jump_step": [220, 400]})
+    steps = np.array([0, 100, 200, 300, 450, 600])
+    found = {0: SimpleNamespace(boundaries=[60, 250, 500], steps=steps, values=np.array([1, 2, 3, 30, 31, 32.])),
+             1: SimpleNamespace(boundaries=[], steps=steps, values=np.array([1, 2, 3, 4, 50, 51.]))}
+    t = plateau.boundary_table(found, milestones).set_index("seed")
+    assert t.loc[0, "nearest to the jump"] == 250 and t.loc[0, "boundary − jump (steps)"] == 30
+    assert t.loc[0, "GP boundaries on λ̂"] == "60, 250, 500"
+    assert t.loc[1, "GP boundaries on λ̂"] == "none" and pd.isna(t.loc[1, "nearest to the jump"])
+    # λ̂ rises fastest over 200 -> 300 (seed 0: holds the jump at 220) and 300 -> 450 (seed 1: holds 400)
+    assert t.loc[0, "steepest λ̂ rise"] == "200 → 300" and t.loc[0, "jump inside it"]
+    assert t.loc[1, "steepest λ̂ rise"] == "300 → 450" and t.loc[1, "jump inside it"]
+    milestones.loc[1, "jump_step"] = 460
+    assert not plateau.boundary_table(found, milestones).set_index("seed").loc[1, "jump inside it"]
+
+
+def _cell(step, eps, nbeta, llc, diverged=0, converged=True):
+    return {"step": step, "epsilon": eps, "nbeta": nbeta, "gamma": 100.0, "llc_final": llc, "llc_se": 1.0,
+            "num_diverged": diverged, "negative": llc < 0, "converged": converged}
+
+
+def test_calibration_rule_on_a_hand_built_sweep():
+    rows = []
+    for step in (150, 600):
+        # nβ = 100: flat up to ε = 1e-3 (10 -> 11 is +10 %), then ε = 3e-3 diverges
+        rows += [_cell(step, 3e-4, 100.0, 10.0), _cell(step, 1e-3, 100.0, 11.0), _cell(step, 3e-3, 100.0, 40.0, 1)]
+        # nβ = 25: flat everywhere
+        rows += [_cell(step, 3e-4, 25.0, 3.0), _cell(step, 1e-3, 25.0, 3.1), _cell(step, 3e-3, 25.0, 3.2)]
+    t = plateau.mark_choice(pd.DataFrame(rows))
+    assert plateau.chosen_setting(t) == {"epsilon": 1e-3, "nbeta": 100.0, "gamma": 100.0}
+    assert t["chosen"].sum() == 2  # the chosen setting at both steps
+    # not flat at one step (11 -> 20 is +82 %) disqualifies ε = 1e-3 at nβ = 100; nβ = 100, ε = 3e-4 remains
+    rows[1] = _cell(150, 1e-3, 100.0, 20.0)
+    assert plateau.chosen_setting(plateau.mark_choice(pd.DataFrame(rows))) == {
+        "epsilon": 3e-4, "nbeta": 100.0, "gamma": 100.0}
+    # nothing healthy: nothing chosen
+    bad = pd.DataFrame([_cell(s, e, 25.0, 1.0, converged=False) for s in (1, 2) for e in (1e-4, 1e-3)])
+    assert plateau.chosen_setting(plateau.mark_choice(bad)) is None
+
+
+def test_resume_rows_computes_each_row_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "LOCAL", tmp_path)
+    calls, interrupted = [], []
+
+    def rows(steps):
+        calls.extend(steps)
+        if 30 in steps and not interrupted:
+            interrupted.append(30)
+            raise KeyboardInterrupt  # the first run is interrupted at step 30
+        return pd.DataFrame({"step": steps, "llc_mean": [s / 10 for s in steps]})
+
+    with pytest.raises(KeyboardInterrupt):
+        plateau.resume_rows("test_kind", "k", [0, 10, 20, 30, 40], rows, progress=False)
+    assert calls == [0, 10, 20, 30]
+    table = plateau.resume_rows("test_kind", "k", [0, 10, 20, 30, 40], rows, progress=False)
+    assert calls == [0, 10, 20, 30, 30, 40]  # rows 0-20 were kept, not recomputed
+    assert table["step"].tolist() == [0, 10, 20, 30, 40] and table["llc_mean"].tolist() == [0, 1, 2, 3, 4]
+    # groups of two steps per call: an interruption loses at most the group being computed
+    calls.clear()
+    table = plateau.resume_rows("test_kind", "k2", [0, 10, 20, 30, 40], rows, group=2, progress=False)
+    assert calls == [0, 10, 20, 30, 40] and table["step"].tolist() == [0, 10, 20, 30, 40]
+
+
+def test_plateau_changes_on_hand_built_curves():
+    steps = [0, 50, 100, 150, 200, 250, 300]
+    llc = _curve(0, [1, 5, 9, 10, 11, 30, 31], steps)
+    grid = np.arange(0, 301, 10)
+    metrics = pd.DataFrame({"seed": 0, "step": grid, "apm": grid / 300, "loss": 3 - grid / 100})
+    milestones = pd.DataFrame({"seed": [0], "partial_step": [100], "jump_step": [240]})
+    row = plateau.plateau_changes(llc, metrics, milestones).iloc[0]
+    # the plateau runs from checkpoint 100 to 200 (the last before the jump at 240), the jump to the end (300)
+    assert row["plateau: steps"] == "100 → 200" and row["jump: steps"] == "200 → 300"
+    assert row["plateau: Δλ̂"] == 2 and row["jump: Δλ̂"] == 20
+    assert row["plateau: Δλ̂ / SE"] == pytest.approx(2 / np.hypot(0.5, 0.5))
+    assert row["plateau: ΔAPM"] == pytest.approx(1 / 3) and row["jump: Δloss"] == pytest.approx(-1)

@@ -1,0 +1,129 @@
+"""The training-setups page (Figs. 26-40): the schedule's factor, each setup's changed fields, Muon's parameter
+groups, the page's numbers on hand-built tables, and bad input."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from plateau_lib import presets, setups
+from plateau_lib.train import TrainConfig, _optimizer, build_model, lr_factor, muon_groups, train
+
+TINY = dict(d_model=16, steps=4, eval_every=2, batch_size=8, eval_batch=8)
+
+
+def test_warmup_cosine_factor_on_hand_computed_steps():
+    cfg = TrainConfig(schedule="warmup_cosine", warmup_steps=200, steps=400)
+    # linear 0 -> 1 over the warm-up (0 at step 0), then 0.5 (1 + cos(pi t)) with t the fraction of the decay
+    expected = {0: 0.0, 50: 0.25, 100: 0.5, 200: 1.0, 300: 0.5, 350: 0.5 * (1 + math.cos(math.pi * 0.75)), 400: 0.0}
+    for step, factor in expected.items():
+        assert lr_factor(cfg, step) == pytest.approx(factor, abs=1e-12), step
+
+
+@pytest.mark.parametrize("preset", presets.PRESETS)
+def test_schedule_setup_warms_up_over_half_the_run(preset):
+    (cfg,) = presets.training_setup_runs(preset, setups=["warm-up + cosine"], seeds=[0]).values()
+    assert cfg.schedule == "warmup_cosine" and cfg.warmup_steps * 2 == cfg.steps
+    assert lr_factor(cfg, 0) == 0 and lr_factor(cfg, cfg.warmup_steps) == 1
+    assert lr_factor(cfg, cfg.steps) == pytest.approx(0, abs=1e-12)
+
+
+@pytest.mark.parametrize("preset", presets.PRESETS)
+def test_each_setup_changes_exactly_its_listed_fields(preset):
+    base = presets.mws_config(preset).to_dict()
+    runs = presets.training_setup_runs(preset)
+    for (name, seed), cfg in runs.items():
+        listed = presets.TRAINING_SETUPS[preset][name][1]
+        ours = cfg.to_dict()
+        changed = {k for k in ours if k != "seed" and ours[k] != base[k]}
+        assert changed == set(listed), name
+        assert all(ours[k] == v for k, v in listed.items()), name
+    seeds = {name: sorted(s for n, s in runs if n == name) for name, _ in runs}
+    assert seeds["baseline"] == [0, 1, 2]
+    assert seeds["Muon"] == ([0] if preset == "cpu" else [0, 1, 2])
+
+
+def test_paper_setups_keep_the_papers_step_budgets():
+    runs = presets.training_setup_runs("paper", seeds=[0])
+    assert runs[("baseline", 0)] == presets.MWS_PAPER
+    assert runs[("softmax", 0)].steps == 2000 and runs[("softmax", 0)].softmax
+    assert runs[("Muon", 0)].steps == 100_000 and runs[("Muon", 0)].muon_lr == 0.02 and runs[("Muon", 0)].lr == 1e-4
+    assert runs[("SGD", 0)].optimizer == "sgd" and runs[("SGD", 0)].momentum == 0
+
+
+def test_muon_groups_as_documented():
+    model = build_model(TrainConfig(**TINY, optimizer="muon"), "cpu")
+    matrices, others = muon_groups(model)
+    assert matrices == [f"blocks.0.{m}.weight" for m in ("attn.Q", "attn.K", "attn.V", "attn.c_proj", "mlp.c_fc",
+                                                          "mlp.c_proj")]
+    assert {"wte.weight", "wpe.weight", "lm_head.weight", "ln_f.weight", "ln_f.bias", "blocks.0.attn.Q.bias"} <= set(
+        others)
+    assert sorted(matrices + others) == sorted(n for n, _ in model.named_parameters())
+    muon, adam = _optimizer(TrainConfig(**TINY, optimizer="muon", muon_lr=0.05, lr=3e-4), model)
+    named = dict(model.named_parameters())
+    assert isinstance(muon, torch.optim.Muon) and muon.param_groups[0]["lr"] == 0.05
+    assert [id(p) for p in muon.param_groups[0]["params"]] == [id(named[n]) for n in matrices]
+    assert isinstance(adam, torch.optim.Adam) and adam.param_groups[0]["lr"] == 3e-4
+
+
+def test_muon_groups_leave_out_frozen_parameters():
+    model = build_model(TrainConfig(**TINY), "cpu")
+    model.blocks[0].attn.Q.weight.requires_grad_(False)
+    model.ln_f.weight.requires_grad_(False)
+    matrices, others = muon_groups(model)
+    assert "blocks.0.attn.Q.weight" not in matrices and "ln_f.weight" not in others
+
+
+def _table(rows):
+    return pd.DataFrame(rows, columns=["setup", "family", "seed", "partial_step", "jump_step", "plateau_span",
+                                       "peak_cosine", "peak_rho"])
+
+
+def test_setup_values_on_a_hand_built_table():
+    table = _table([("baseline", "baseline", 0, 80, 220, 140, 0.99, 0.9),
+                    ("baseline", "baseline", 1, 90, 300, 210, 0.97, 0.7),
+                    ("softmax", "softmax attention", 0, 100, 780, 680, 0.8, 0.6),
+                    ("SGD", "optimizer", 0, None, None, None, 1.0, 0.3),
+                    ("lr 5e-4", "learning rate", 0, 120, None, None, 0.99, 0.95),
+                    ("n 8", "sequence length n", 0, 40, 40, 0, 0.9, 0.5)])
+    assert setups.plateaued(table).tolist() == [True, True, True, False, True, False]
+    values = setups.setup_values(table)
+    assert values["runs that learn y₁ first, then plateau (fraction)"] == pytest.approx(4 / 6)
+    assert values["runs that jump within their run (fraction)"] == pytest.approx(4 / 6)
+    assert values["lowest peak cosine over setups (setup means)"] == pytest.approx(0.8)
+    assert values["lowest peak ρ over setups (setup means)"] == pytest.approx(0.3)
+    assert values["softmax jump step ÷ linear baseline's"] == pytest.approx(780 / 260)
+    assert "softmax jump step ÷ linear baseline's" not in setups.setup_values(table[table.setup != "softmax"])
+    closing = setups.per_setup(table)
+    assert closing.loc["baseline", "plateau_span"] == pytest.approx(175)
+    assert np.isnan(closing.loc["SGD", "plateau_span"])
+    assert closing.loc["baseline", "seeds"] == 2 and closing.loc["baseline", "peak_rho"] == pytest.approx(0.8)
+
+
+def test_changed_fields_lists_each_setup_once():
+    base = TrainConfig(**TINY)
+    configs = {("baseline", 0): base, ("baseline", 1): base.replace(seed=1),
+               ("sgd", 0): base.replace(optimizer="sgd", lr=0.3)}
+    shown = setups.changed_fields(configs, base)
+    assert shown.loc["baseline", "changes"] == "none (the MWS config)"
+    assert shown.loc["sgd", "changes"] == "optimizer = sgd; lr = 0.3"
+
+
+def test_bad_input_raises_before_compute():
+    with pytest.raises(ValueError, match="setups"):
+        presets.training_setup_runs("cpu", setups=["Lion"])
+    with pytest.raises(ValueError, match="setups"):
+        presets.training_setup_runs("cpu", setups=[])
+    with pytest.raises(ValueError, match="preset"):
+        presets.training_setup_runs("gpu")
+    with pytest.raises(ValueError, match="seed"):
+        presets.training_setup_runs("cpu", overrides={"seed": 3})
+    with pytest.raises(ValueError, match="stepz"):
+        presets.training_setup_runs("cpu", overrides={"stepz": 3})
+
+
+def test_muon_setup_trains_and_keeps_the_metrics():
+    (cfg,) = presets.training_setup_runs("cpu", setups=["Muon"], overrides=TINY).values()
+    out = train(cfg, progress=False)
+    assert list(out.metrics["step"]) == [0, 2, 4] and np.isfinite(out.metrics["loss"]).all()

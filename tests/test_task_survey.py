@@ -1,0 +1,113 @@
+"""The other-tasks page: presets, the paper's extra metrics (α_1, per-layer APMs), milestones over a task's own
+partial solution, and the summary table, on hand-built inputs."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from plateau_lib import metrics as M
+from plateau_lib import presets, stages, task_survey
+from plateau_lib.tasks import make_task
+
+PAPER_STEPS = {"prefix sum": 1000, "repeat_1": 200, "repeat_2": 200, "repeat_4": 200, "addition": 10000,
+               "permutation": 2000, "histogram": 5000, "copy": 100, "reverse": 100, "concat MWS": 5000}
+
+
+def test_paper_preset_is_the_reference_configs():
+    runs = presets.other_task_runs("paper")
+    assert {k: c.steps for k, c in runs.items()} == PAPER_STEPS
+    for label, cfg in runs.items():
+        assert (cfg.d_model, cfg.n_head, cfg.lr, cfg.batch_size, cfg.optimizer, cfg.softmax) == (
+            256, 1, 1e-4, 256, "adam", False), label
+        assert cfg.n_layer == (2 if label in ("permutation", "histogram") else 1), label
+        assert cfg.grad_clip == (1.0 if label == "histogram" else 0.0), label
+    assert runs["addition"].task_kwargs == {"n": 4, "reverse": True}
+    assert [runs[f"repeat_{k}"].task_kwargs["k"] for k in (1, 2, 4)] == [1, 2, 4]
+
+
+def test_cpu_preset_keeps_layers_and_clip_per_task():
+    cpu = presets.other_task_runs("cpu")
+    assert {k: (c.n_layer, c.grad_clip) for k, c in cpu.items()} == {
+        k: (c.n_layer, c.grad_clip) for k, c in presets.other_task_runs("paper").items()}
+
+
+@pytest.mark.parametrize("kwargs,word", [({"preset": "gpu"}, "preset"), ({"preset": "cpu", "tasks": ["sort"]}, "tasks"),
+                                         ({"preset": "cpu", "tasks": []}, "tasks")])
+def test_bad_preset_or_task_names_raise(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        presets.other_task_runs(**kwargs)
+
+
+def test_alpha_1_is_the_fraction_equal_to_the_own_first_output():
+    outputs = torch.tensor([[3, 3, 3, 3], [1, 2, 1, 4]])  # 4/4 and 2/4 (y_1 counts itself, as in the paper)
+    assert M.alpha_1(outputs).item() == pytest.approx(0.75)
+
+
+def test_sequence_entropy_is_the_papers_up_to_its_epsilon():
+    outputs = torch.tensor([[1, 1, 2, 3], [5, 5, 5, 5]])
+    counts = torch.stack([torch.bincount(row, minlength=18) for row in outputs]).float()
+    probs = counts / counts.sum(1, keepdim=True)
+    paper = (probs * torch.log(1 / (probs + 1e-6))).sum(1).mean()  # compute_entropy, train_prefix.py
+    assert M.sequence_entropy(outputs, 18).item() == pytest.approx(paper.item(), abs=1e-5)
+    assert M.sequence_entropy(outputs, 18).item() == pytest.approx((1.5 * np.log(2)) / 2, abs=1e-6)
+
+
+def test_permutation_apms_read_each_layer_with_its_own_mask():
+    """Layer 1 on the pointer tokens, layer 2 on the sources: APM 1 and 1, the alternatives 0."""
+    task = make_task("permutation", n=3, low=4, high=6)
+    seqs = torch.tensor([[4, 5, 6, 0, 3, 1, 2, 0, 6, 4, 5]])  # π = (2, 0, 1)
+    first, last = torch.zeros(1, 1, 10, 10), torch.zeros(1, 1, 10, 10)
+    for i, src in enumerate((2, 0, 1)):
+        first[0, 0, 7 + i, 4 + i] = -2.0   # |scores| count, whatever their sign
+        last[0, 0, 7 + i, src] = 1.0
+    first[0, 0, 4, 3] = 5.0                # a pointer row off the alternative's Ω: only the alt APM sees it
+    out = task.extra_metrics({"attn": [first, last]}, seqs, None)
+    assert out["apm_layer1"].item() == 1.0 and out["apm_alt_layer2"].item() == 0.0
+    assert out["apm_alt_layer1"].item() == 0.0
+    assert M.attention_progress(last, seqs, task).item() == 1.0
+    first[0, 0, 4, 2] = 5.0                # pointer token π(1)+1 reads x_{π(1)} = position 2: half the mass
+    assert task.extra_metrics({"attn": [first, last]}, seqs, None)["apm_alt_layer1"].item() == 0.5
+
+
+def _positions(acc_by_step):
+    return pd.DataFrame([{"step": s, "position": j + 1, "acc": a} for s, accs in acc_by_step.items()
+                         for j, a in enumerate(accs)])
+
+
+def _metrics(steps, positions):
+    acc = positions.groupby("step")["acc"].mean()
+    first = positions[positions["position"] == 1].set_index("step")["acc"]
+    rest = positions[positions["position"] > 1].groupby("step")["acc"].mean()
+    return pd.DataFrame({"step": steps, "acc": acc.values, "acc_first": first.values, "acc_rest": rest.values,
+                         "cosine": [0.1, 0.9, 0.95, 0.2], "rho": [0.0, 0.5, 0.6, 0.1], "apm": [0.1, 0.2, 0.4, 0.9],
+                         "entropy": [2.0, 0.5, 0.4, 1.5], "entropy_data": 1.5, "rho_data": 0.1})
+
+
+def test_plateau_summary_follows_the_tasks_partial_solution():
+    """Addition-like: the last output (the final carry) is learned at step 10, the others jump at 30."""
+    pos = _positions({0: [0.1, 0.1, 0.1, 0.0], 10: [0.1, 0.1, 0.1, 0.95], 20: [0.2, 0.2, 0.2, 1.0],
+                      30: [0.9, 0.9, 0.9, 1.0]})
+    m = _metrics([0, 10, 20, 30], pos)
+    s = stages.plateau_summary(m, positions=pos, partial=(4,))
+    assert (s["partial_step"], s["jump_step"], s["plateau_span"]) == (10, 30, 20)
+    assert s["peak_cosine"] == 0.95 and s["apm_before_jump"] == 0.4
+    # with y_1 as the partial solution (MWS's rule) the plateau vanishes: y_1 comes with the jump
+    assert stages.plateau_summary(m)["plateau_span"] == 0
+    with pytest.raises(ValueError, match="positions"):
+        stages.plateau_summary(m, partial=(4,))
+
+
+def test_run_summary_reads_the_lead_and_the_repetition_extremes():
+    pos = _positions({0: [0.1, 0.1, 0.1, 0.0], 10: [0.1, 0.1, 0.1, 0.95], 20: [0.2, 0.2, 0.2, 1.0],
+                      30: [0.9, 0.9, 0.9, 1.0]})
+
+    class Result:
+        metrics, positions = _metrics([0, 10, 20, 30], pos), pos
+
+    cfg = presets.other_task_runs("cpu", ["addition"])["addition"].replace(task_kwargs={"n": 3, "reverse": True})
+    s = task_survey.run_summary(Result, cfg)
+    assert s["partial_lead"] == pytest.approx(0.85)          # 0.95 - 0.1 at the partial step
+    assert s["min_entropy"] == 0.4 and s["peak_rho"] == 0.6   # before the jump at step 30
+    table = task_survey.summary_table({"addition": Result}, {"addition": cfg})
+    assert table.loc["addition", "plateau span (steps)"] == "20"
+    assert table.loc["addition", "partial solution"] == "y4"
