@@ -35,6 +35,13 @@ SMOKE_PARAMS = {
     "task_diversity": {"steps": 40, "overrides": {"eval_batch": 64}},
     "low_task_diversity": {"steps": 40, "overrides": {"eval_batch": 64}, "num_draws": 10, "n_sequences": 256,
                            "sequences": 2},
+    "other_tasks": {"tasks": ["prefix sum", "permutation", "repeat_1"], "overrides": {"steps": 20, "d_model": 16,
+                                                                                     "eval_batch": 32}},
+    "mws_probe_and_locations": {"steps": 20, "d_model": 16, "seeds": [0], "checkpoint_every": 10, "train_seqs": 16,
+                                "test_seqs": 16, "max_iter": 10, "overrides": {"eval_batch": 32}},
+    "mws_training_setups": {"setups": ["baseline", "Muon"], "seeds": [0],
+                            "overrides": {"steps": 20, "d_model": 16, "eval_batch": 32}},
+    "plateau_llc": {"checkpoints": [0, 10, 20], "num_chains": 2, "num_draws": 10, "sgld_batch": 16},
     "llm_collapse": {"overrides": {"n_layer": 1, "d_model": 16, "n_head": 2, "d_ff": 32, "batch_size": 2,
                                    "context": 16, "steps": 4, "corpus": ["boolq"]}, "seeds": [0], "n_prompts": 4},
 }
