@@ -385,6 +385,17 @@ def task_position_heatmaps(positions: pd.DataFrame, title=None, ncols: int = 3, 
     return fig
 
 
+def legend_below(fig, ax, ncols: int | None = None, title=None):
+    """Move ``ax``'s legend (drawn on one panel of a grid) below the whole figure, in ``ncols`` columns (all
+    entries on one row by default), and give the figure its ``title``. Returns the figure."""
+    handles, labels = ax.get_legend_handles_labels()
+    ax.get_legend().remove()
+    fig.legend(handles, labels, loc="outside lower center", ncols=ncols or len(labels), frameon=False)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
 def _shade(ax, span) -> None:
     """Shade the steps ``span`` = (start, end) on one axis (nothing if either is missing)."""
     if span is not None and all(v is not None and np.isfinite(v) for v in span):
@@ -412,12 +423,7 @@ def probe_curves(metrics: pd.DataFrame, scalars: pd.DataFrame, spans: dict | Non
         bottom.set(xlabel="training step", ylabel="accuracy (fraction)" if i == 0 else "", ylim=(-0.02, 1.02))
         for ax in (top, bottom):
             _shade(ax, (spans or {}).get(seed))
-    handles, labels = axes[1, 0].get_legend_handles_labels()
-    axes[1, 0].get_legend().remove()
-    fig.legend(handles, labels, loc="outside lower center", ncols=2, frameon=False)
-    if title:
-        fig.suptitle(title)
-    return fig
+    return legend_below(fig, axes[1, 0], ncols=2, title=title)
 
 
 def location_cosines(scalars: pd.DataFrame, names: dict, spans: dict | None = None, title=None):
@@ -434,12 +440,7 @@ def location_cosines(scalars: pd.DataFrame, names: dict, spans: dict | None = No
         ax.set(xlabel="training step", ylabel="mean pairwise cosine" if i == 0 else "", ylim=(-0.05, 1.02),
                title=f"seed {seed}")
         _shade(ax, (spans or {}).get(seed))
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    axes[0, 0].get_legend().remove()
-    fig.legend(handles, labels, loc="outside lower center", ncols=3, frameon=False)
-    if title:
-        fig.suptitle(title)
-    return fig
+    return legend_below(fig, axes[0, 0], ncols=3, title=title)
 
 
 def location_heatmaps(rows: dict, names: dict, title=None):
@@ -470,9 +471,4 @@ def location_norms(norms: pd.DataFrame, names: dict, title=None):
         sns.lineplot(data=norms[norms["location"] == name], x="position", y="value", hue="at", style="at",
                      errorbar="sd", ax=ax, legend=i == 0, marker="o", markersize=4)
         ax.set(xlabel="output position j (predicts y_j)", ylabel="mean L2 norm" if i == 0 else "", title=label)
-    handles, labels = axes[0].get_legend_handles_labels()
-    axes[0].get_legend().remove()
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
-    if title:
-        fig.suptitle(title)
-    return fig
+    return legend_below(fig, np.atleast_1d(axes)[0], title=title)
