@@ -497,6 +497,9 @@ def plateau_llc(preset: str, seeds=None, checkpoints=None, **sgld_fields) -> tup
     for name in ("batch_size", "num_chains", "num_draws", "n_data"):
         if not isinstance(settings[name], int) or isinstance(settings[name], bool) or settings[name] < 1:
             raise ValueError(f"SGLD setting {name!r} must be a positive integer, got {settings[name]!r}")
+    if not 0 <= settings["num_burnin_steps"] < settings["num_draws"]:
+        raise ValueError(f"parameter 'num_draws' must exceed the preset's {settings['num_burnin_steps']} burn-in "
+                         f"steps (num_burnin_steps), got {settings['num_draws']}")
     return runs, settings
 
 

@@ -43,6 +43,8 @@ def test_bad_preset_and_unknown_sgld_setting():
         presets.plateau_llc("gpu")
     with pytest.raises(ValueError, match="unknown SGLD setting"):
         presets.plateau_llc("cpu", num_chain=3)
+    with pytest.raises(ValueError, match="num_draws"):  # the cpu preset burns in 10 steps: refused before training
+        presets.plateau_llc("cpu", num_draws=10)
 
 
 def test_a_run_without_checkpoints_is_refused_before_training():
