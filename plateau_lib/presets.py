@@ -7,6 +7,7 @@ on a GPU.
 """
 from __future__ import annotations
 
+from .stages import GP_MIN_POINTS
 from .train import TrainConfig
 
 PRESETS = ("cpu", "paper")
@@ -482,8 +483,8 @@ def plateau_llc_runs(preset: str, seeds=None, checkpoints=None) -> dict:
     steps = tuple(PLATEAU_LLC_CHECKPOINTS[preset] if checkpoints is None else checkpoints)
     last = PLATEAU_LLC_STEPS[preset]
     outside = [s for s in steps if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s <= last]
-    if not steps or outside:
-        raise ValueError(f"parameter 'checkpoints' must be a non-empty list of steps in [0, "
+    if len(set(steps)) < GP_MIN_POINTS or outside:  # the stage detection fits a GP to λ̂ at these steps
+        raise ValueError(f"parameter 'checkpoints' must list at least {GP_MIN_POINTS} distinct steps in [0, "
                          f"{PLATEAU_LLC_STEPS[preset]}], got {list(steps)}")
     cfg = base.replace(steps=PLATEAU_LLC_STEPS[preset], checkpoint_steps=tuple(sorted(set(steps))))
     return {s: cfg.replace(seed=s) for s in (PLATEAU_LLC_SEEDS[preset] if seeds is None else seeds)}

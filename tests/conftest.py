@@ -41,7 +41,7 @@ SMOKE_PARAMS = {
                                 "test_seqs": 16, "max_iter": 10, "overrides": {"eval_batch": 32}},
     "mws_training_setups": {"setups": ["baseline", "Muon"], "seeds": [0],
                             "overrides": {"steps": 20, "d_model": 16, "eval_batch": 32}},
-    "plateau_llc": {"checkpoints": [0, 10, 20], "num_chains": 2, "num_draws": 20, "sgld_batch": 16},
+    "plateau_llc": {"checkpoints": [0, 5, 10, 15, 20], "num_chains": 2, "num_draws": 20, "sgld_batch": 16},
     "llm_collapse": {"overrides": {"n_layer": 1, "d_model": 16, "n_head": 2, "d_ff": 32, "batch_size": 2,
                                    "context": 16, "steps": 4, "corpus": ["boolq"]}, "seeds": [0], "n_prompts": 4},
 }

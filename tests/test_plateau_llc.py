@@ -32,7 +32,7 @@ def test_paper_preset_is_the_papers_config_with_the_calibrated_sgld():
     assert all(sgld[k] == long[k] for k in ("epsilon", "nbeta", "gamma"))
 
 
-@pytest.mark.parametrize("checkpoints", [[0, 100, 700], [-5, 10], [], [10.5]])
+@pytest.mark.parametrize("checkpoints", [[0, 100, 700], [-5, 10], [], [10.5], [0, 100, 200, 300]])
 def test_checkpoints_outside_the_run_are_refused(checkpoints):
     with pytest.raises(ValueError, match="checkpoints"):
         presets.plateau_llc_runs("cpu", checkpoints=checkpoints)
