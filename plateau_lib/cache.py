@@ -215,3 +215,23 @@ def keep_rows(kind: str, key: str, rows) -> None:
 def drop_partial(kind: str, key: str) -> None:
     """Remove the partial rows once the finished table is stored."""
     shutil.rmtree(LOCAL / f"{kind}-{key}.partial", ignore_errors=True)
+
+
+def resume_rows(kind: str, key: str, steps, compute_rows, group: int = 1, progress: bool = True,
+                desc: str = "checkpoints"):
+    """The rows of ``compute_rows(steps)`` (one row per step, column ``step``) for every step, ``group`` steps per
+    call; rows kept by an earlier, interrupted call are loaded instead of recomputed (``partial_rows``) and each
+    new group is kept at once (``keep_rows``). Sorted by step. A tqdm bar (hidden in the book build) counts them."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+    from .book import in_book_build
+    done = partial_rows(kind, key)
+    have = set() if done.empty else set(done["step"].astype(int))
+    todo = [int(s) for s in steps if int(s) not in have]
+    bar = tqdm(total=len(todo), desc=desc, disable=not progress or in_book_build())
+    for i in range(0, len(todo), group):
+        done = pd.concat([done, compute_rows(todo[i:i + group])], ignore_index=True)
+        keep_rows(kind, key, done)
+        bar.update(len(todo[i:i + group]))
+    bar.close()
+    return done.sort_values("step").reset_index(drop=True)

@@ -126,18 +126,12 @@ def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = Tr
         raise ValueError(f"the local result of this run lacks checkpoints {missing[:5]}...; recompute it with "
                          "use_cache=False")
     k = key(cfg, llc)
-    done = cache.partial_rows(KIND, k)
     model = cfg.make_task().build_model(cfg)
     settings = {k2: v for k2, v in llc.items() if k2 != "n_data"}
     data = llc_data(cfg, llc["n_data"], llc["seed"], device)
-    todo = [s for s in sorted(ckpts) if done.empty or s not in set(done["step"])]
-    for step in todo:  # one checkpoint at a time, each row kept at once (resumable)
-        row = llc_over_checkpoints(model, cfg.make_task().loss, data, [(step, ckpts[step])], progress=False,
-                                   device=str(device), **settings)
-        done = pd.concat([done, row], ignore_index=True)
-        cache.keep_rows(KIND, k, done)
-        if progress:
-            print(f"LLC at step {step}: {row['llc_mean'].iloc[0]:.1f}", flush=True)
+    done = cache.resume_rows(KIND, k, sorted(ckpts), lambda steps: llc_over_checkpoints(  # each row kept at once
+        model, cfg.make_task().loss, data, [(s, ckpts[s]) for s in steps], progress=False, device=str(device),
+        **settings), progress=progress, desc="λ̂ at checkpoints")
     structure = pd.DataFrame([structure_row(s, torch.load(p, weights_only=True)) for s, p in sorted(ckpts.items())])
     meta = {"config": cfg.to_dict(), "llc": llc, "train_key": cache.cache_key(cfg), "key": k, "version": VERSION,
             "device": str(device), "train_wall_s": train.meta.get("wall_time_s", round(train_s, 1)),

@@ -15,14 +15,13 @@ import argparse
 import json
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from .. import cache, stages
+from ..cache import resume_rows
 from ..model import GPT
 from ..train import TrainConfig
 from ..utils import resolve_device
@@ -37,30 +36,6 @@ METRIC_COLUMNS = ["step", "loss", "acc", "acc_first", "acc_rest", "cosine", "rho
 FLAT_TOLERANCE = 0.25   # calibration: λ̂ within 25 % of the next smaller ε's counts as flat in ε
 SLOPE_FRACTION = 0.5    # GP stages: |dλ̂/d ln(step + 1)| below this fraction of λ̂'s range is a candidate
 GP_MIN_STEP, GP_MERGE_RATIO = 10, 1.5
-
-
-def _hide_bar() -> bool:
-    from ..book import in_book_build
-    return in_book_build()
-
-
-# ---- a table built one row per checkpoint, kept after every row -------------------------------------------
-
-def resume_rows(kind: str, key: str, steps: Iterable[int], compute_rows: Callable[[list], pd.DataFrame],
-                group: int = 1, progress: bool = True) -> pd.DataFrame:
-    """The rows of ``compute_rows(steps)`` (one row per step, column ``step``) for every step, ``group`` steps per
-    call; rows kept by an earlier, interrupted call are loaded instead of recomputed (``cache.partial_rows``) and
-    each new group is kept at once. Sorted by step."""
-    done = cache.partial_rows(kind, key)
-    have = set() if done.empty else set(done["step"].astype(int))
-    todo = [int(s) for s in steps if int(s) not in have]
-    bar = tqdm(total=len(todo), desc="λ̂ at checkpoints", disable=not progress or _hide_bar())
-    for i in range(0, len(todo), group):
-        done = pd.concat([done, compute_rows(todo[i:i + group])], ignore_index=True)
-        cache.keep_rows(kind, key, done)
-        bar.update(len(todo[i:i + group]))
-    bar.close()
-    return done.sort_values("step").reset_index(drop=True)
 
 
 # ---- λ̂ at the checkpoints of one run ------------------------------------------------------------------------
@@ -95,7 +70,7 @@ def llc_curve(cfg: TrainConfig, sgld: dict, use_cache: bool = True, progress: bo
         cache.drop_partial(KIND, key)
     llc = resume_rows(KIND, key, ckpts, lambda steps: llc_over_checkpoints(
         model, sequence_loss, data, [(s, ckpts[s]) for s in steps], stack=stack, progress=False, warn=False,
-        device=device, **_sampler(sgld)), stack, progress)
+        device=device, **_sampler(sgld)), stack, progress, desc="λ̂ at checkpoints")
     return llc, run
 
 
