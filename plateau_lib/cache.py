@@ -18,11 +18,12 @@ import fcntl
 import hashlib
 import json
 import shutil
+import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from .report import git_commit
-from .train import TrainConfig, TrainResult, train_many
+from .train import Stopped, TrainConfig, TrainResult, train_many
 from .utils import atomic_path
 
 RESULTS_VERSION = 1
@@ -145,9 +146,12 @@ def load_committed(cfg, extra=None) -> TrainResult | None:
 
 
 def commit_result(cfg, extra=None) -> Path:
-    """Copy the local result of ``cfg`` into ``results/`` (tables, arrays, meta; no weights) for committing."""
+    """Copy the local result of ``cfg`` into ``results/`` (tables, arrays, meta; no weights) for committing
+    (already committed and not local: nothing to copy)."""
     key = cache_key(cfg, extra)
     src = LOCAL / f"train-{key}"
+    if not (src / "meta.json").exists() and (COMMITTED / f"train-{key}" / "meta.json").exists():
+        return COMMITTED / f"train-{key}"
     if not (src / "meta.json").exists():
         raise ValueError(f"no local result for this config (key {key}); run cached_train(cfg) first")
     with atomic_path(COMMITTED / f"train-{key}") as tmp:
@@ -187,9 +191,12 @@ def store_tables(kind: str, spec: dict, tables: dict, meta: dict) -> Path:
 
 
 def commit_tables(kind: str, spec: dict) -> Path:
-    """Copy the local stored-tables result of ``spec`` into ``results/``."""
+    """Copy the local stored-tables result of ``spec`` into ``results/`` (already committed and not local:
+    nothing to copy)."""
     key = table_key(spec)
     src = LOCAL / f"{kind}-{key}"
+    if not (src / "meta.json").exists() and (COMMITTED / f"{kind}-{key}" / "meta.json").exists():
+        return COMMITTED / f"{kind}-{key}"
     if not (src / "meta.json").exists():
         raise ValueError(f"no local {kind} result for this spec (key {key}); compute it first")
     with atomic_path(COMMITTED / f"{kind}-{key}") as tmp:
@@ -206,10 +213,28 @@ def partial_rows(kind: str, key: str):
     return pd.read_csv(path) if path.exists() else pd.DataFrame()
 
 
+_row_deadline = None  # set by ``stop_rows_at`` (the paper queue's time budget)
+
+
+@contextmanager
+def stop_rows_at(deadline: float | None):
+    """Within this block a table built row by row stops once ``time.time()`` passes ``deadline``: right after
+    ``keep_rows`` has kept its newest rows it raises ``train.Stopped``, so a time-limited command ends cleanly
+    and the next one resumes from the kept rows. ``None``: no deadline."""
+    global _row_deadline
+    before, _row_deadline = _row_deadline, deadline
+    try:
+        yield
+    finally:
+        _row_deadline = before
+
+
 def keep_rows(kind: str, key: str, rows) -> None:
-    """Write the rows so far atomically (called after every new row)."""
+    """Write the rows so far atomically (called after every new row); past ``stop_rows_at``'s deadline, stop."""
     with atomic_path(LOCAL / f"{kind}-{key}.partial" / "rows.csv") as tmp:
         rows.to_csv(tmp, index=False)
+    if _row_deadline is not None and time.time() > _row_deadline:
+        raise Stopped(f"deadline reached after {len(rows)} {kind} rows; they resume from {LOCAL}")
 
 
 def drop_partial(kind: str, key: str) -> None:

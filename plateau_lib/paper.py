@@ -1,35 +1,43 @@
-"""The ``paper`` queue: produce every ``paper``-preset run the pages show, through library code (no
+"""The ``paper`` queue: produce every ``paper``-preset result the pages show, through library code (no
 notebooks, no papermill: a lent GPU machine needs only torch, numpy and pandas), and copy each finished
-run into ``results/`` for committing. ``--preset cpu`` does the same for the miniature's runs, whose
+result into ``results/`` for committing. ``--preset cpu`` does the same for the miniature's runs, whose
 committed results keep the book build short.
 
-``presets.page_runs(preset)`` declares the runs. Each is *committed*, *committed, computed on CPU* (a
-``paper`` run made without a GPU; ``--replace-cpu`` recomputes it) or *missing*. Missing runs of one
-architecture are trained together (``train_many``: stacked on a GPU) through the result cache.
+The queue has three parts, in this order:
+1. **Training runs.** ``presets.page_runs(preset)`` declares them. Each is *committed*, *committed, computed
+   on CPU* (a ``paper`` run made without a GPU; ``--replace-cpu`` recomputes it) or *missing*. Missing runs of
+   one architecture are trained together (``train_many``: stacked on a GPU) through the result cache.
+2. **Analyses** (``analyses``): the steps that read the trained runs' weights or checkpoints: λ̂ at every
+   checkpoint of the stages run, λ̂ against M of the task-diversity sweep, λ̂ across the MWS plateau, and the
+   probe and collapse locations. Each starts once its training runs exist and commits its tables.
+3. The collapse page's miniature language models (``plateau_lib.llm``): each is trained, analysed and its
+   tables committed (``results/llm_collapse-<key>/``). Their checkpoints are too large to carry, so a
+   miniature must finish within one command; one stopped at the budget resumes only on the same machine.
 
-A GPU command is limited in time. ``--budget-s`` stops training at that many seconds, saving every
-unfinished run's resume state in ``.cache/results/train-<key>.partial``; ``--tar`` packs the new results
-*and* those partial states into one file. On the machine with the repository, ``--unpack FILE`` puts the
-results under ``results/`` and the partial states back under ``.cache/results/``, so the next command
-(given those folders) resumes where the last one stopped. Results carry their provenance: config,
-commit (``$PLATEAU_COMMIT`` where the copy has no ``.git``), device, date and wall time.
+The command line keeps the queue's working files (resume states, row-by-row tables, the weights and
+checkpoints an analysis still needs) in ``.cache/queue/``, apart from the book's ``.cache/results/``, so that
+this one folder is what a time-limited GPU command needs to be given. ``--budget-s`` stops the queue at
+that many seconds: training saves every unfinished run's resume state, an analysis keeps the rows it has.
+``--tar`` packs the new results and the queue's working files (at most ``--carry-mib``, the most useful
+first) into .tar.gz parts of at most ``PART_MIB`` each. On the machine with the repository, ``--unpack``
+puts the results under ``results/`` and replaces ``.cache/queue/`` with the packed one, so the next command,
+given that folder, resumes where the last one stopped. Results carry their provenance: config, commit
+(``$PLATEAU_COMMIT`` where the copy has no ``.git``), device, date and wall time.
 
-The collapse page's miniature language models (``plateau_lib.llm``) are in the same queue, after the training
-runs: each is trained, analysed and its tables committed (``results/llm_collapse-<key>/``). Their checkpoints are
-too large to pack, so a miniature must finish within one command; one stopped at the budget resumes only on the
-same machine.
-
-    python -m plateau_lib.paper --list                 # every run, its status and estimated GPU time
-    python -m plateau_lib.paper --budget-s 500 --tar $OUT/paper.tar.gz
-    python -m plateau_lib.paper --unpack paper.tar.gz  # back home: results/ and resumable partial states
+    python -m plateau_lib.paper --list                 # every result, its status and estimated GPU time
+    python -m plateau_lib.paper --budget-s 480 --tar $OUT/paper.tar.gz
+    python -m plateau_lib.paper --unpack paper*.tar.gz # back home: results/ and .cache/queue/ to carry next
 """
 from __future__ import annotations
 
 import argparse
+import re
+import shutil
 import tarfile
 import time
+from functools import partial
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from . import cache, presets
 from .train import Stopped
@@ -41,6 +49,9 @@ COMMITTED, ON_CPU, MISSING = "committed", "committed, computed on CPU", "missing
 # model FLOPs (6 x parameters x tokens) at an effective 20 TFLOP/s; an evaluation (teacher-forced pass and
 # greedy generation) about 40 launch-bound steps. Stacking S runs divides the launch-bound part by about S.
 LAUNCH_FLOOR_S, EFFECTIVE_FLOPS, EVAL_STEPS = 4e-3, 20e12, 40
+QUEUE_LOCAL = cache.ROOT / ".cache" / "queue"  # the command line's working files: what a next command is given
+PART_MIB, CARRY_MIB = 15, 64   # a lent GPU returns files of at most 16 MiB and is given at most 64 MiB
+ANALYSIS_STACK = 8             # checkpoints per batched SGLD computation on a GPU
 
 
 class Entry(NamedTuple):
@@ -107,7 +118,7 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
 
     Runs with no copied groups go first, stacked by architecture; Fig. 5's copied runs follow, once their
     reference's weights exist. With ``budget_s`` training stops at that many seconds (``train.Stopped``
-    is caught; the unfinished runs' resume states stay in ``.cache/results``).
+    is caught; the unfinished runs' resume states stay in ``cache.LOCAL``).
     """
     dev = _check_device(device, preset, allow_cpu)
     todo = pending(pages, preset, replace_cpu)
@@ -150,7 +161,123 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
                     if (path / "meta.json").exists() and (path / "meta.json").stat().st_mtime >= started]
         commit([e for e, _ in finished], [cache.TrainResult.load(path) for _, path in finished])
         print(f"budget of {budget_s:.0f} s spent: {len(written)} run(s) committed; the unfinished ones resume "
-              "from .cache/results/*.partial", flush=True)
+              f"from {cache.LOCAL}/train-*.partial", flush=True)
+    return written
+
+
+# ---- analyses: the steps that read trained runs' weights or checkpoints ----------------------------------------
+
+class Analysis(NamedTuple):
+    """A step after training: it reads the local weights or checkpoints of ``runs`` (declared training runs) and
+    commits the stored tables named ``outputs`` (``<kind>-<key>`` folders); ``compute(device, stack)`` does
+    it, resumably, and returns the folders it committed."""
+    page: str
+    label: str
+    runs: tuple
+    outputs: tuple
+    compute: Callable
+
+    def committed(self) -> bool:
+        return all((cache.COMMITTED / name / "meta.json").exists() for name in self.outputs)
+
+    def trained(self) -> bool:
+        """Whether every run it reads has been trained (committed or local)."""
+        return all(cache.find("train", cache.cache_key(c)) is not None for c in self.runs)
+
+
+def _stages(cfg, llc, device: str, stack: int) -> list[Path]:
+    from .icl import development
+    development.run(cfg.replace(device=device), llc, progress=False, stack=stack)
+    return development.commit(cfg, llc)
+
+
+def _diversity(configs, llc, device: str, stack: int) -> list[Path]:
+    from .icl import diversity
+    configs = {k: c.replace(device=device) for k, c in configs.items()}
+    diversity.llc_calibration(diversity.calibration_runs(configs), llc, presets.DIVERSITY_CALIBRATION, progress=False)
+    diversity.llc_vs_M(configs, llc, progress=False)
+    return diversity.commit(configs, llc, presets.DIVERSITY_CALIBRATION)
+
+
+def _plateau(runs, sgld, device: str, stack: int) -> list[Path]:
+    from .llc import plateau
+    first = runs[min(runs)]
+    calibration, _ = plateau.calibrate(first, presets.PLATEAU_LLC_CALIBRATION, sgld, device=device)
+    written = [cache.commit_tables(plateau.CALIBRATION_KIND,
+                                   plateau.calibration_spec(first, presets.PLATEAU_LLC_CALIBRATION, sgld))]
+    chosen, used = plateau.chosen_setting(calibration), {k: float(sgld[k]) for k in ("epsilon", "nbeta", "gamma")}
+    if chosen != used:  # the page's λ̂ must use the calibrated setting: a person decides
+        print(f"plateau_llc: the calibration chose {chosen}, the preset uses {used}; update "
+              "presets.PLATEAU_LLC_SGLD, then run the queue again (calibration committed, λ̂ not run)", flush=True)
+        return written
+    plateau.plateau_llc(runs, sgld, device=device, stack=stack)
+    return written + [cache.commit_tables(plateau.KIND, plateau.spec(runs, sgld))]
+
+
+def _probe(configs, settings, device: str, stack: int) -> list[Path]:
+    from . import probe
+    probe.measure_runs({k: c.replace(device=device) for k, c in configs.items()}, settings, progress=False)
+    return probe.commit(configs, settings)
+
+
+def _tables(kind: str, spec: dict) -> str:
+    """The folder name of a stored-tables result."""
+    return f"{kind}-{cache.table_key(spec)}"
+
+
+def analyses(preset: str = "paper") -> list[Analysis]:
+    """The analyses of ``preset``'s pages (the cpu queue's are those of the long CPU runs, as in ``page_runs``)."""
+    from . import probe
+    from .icl import development, diversity
+    from .llc import plateau
+    long = "paper" if presets.check_preset(preset) == "paper" else "cpu_long"
+    cfg, llc = presets.icl_stages(long)
+    sweep, sweep_llc = presets.diversity(long)
+    grid = presets.DIVERSITY_CALIBRATION
+    runs, sgld = presets.plateau_llc(long)
+    calibrated = plateau.calibration_spec(runs[min(runs)], presets.PLATEAU_LLC_CALIBRATION, sgld)
+    probed, settings = presets.probe_runs(preset), presets.probe_settings(preset)
+    return [
+        Analysis("icl_stages", "λ̂ and structure at every checkpoint", (cfg,),
+                 (f"{development.KIND}-{development.key(cfg, llc)}",), partial(_stages, cfg, llc)),
+        Analysis("transient_ridge", "SGLD calibration and λ̂ against M", tuple(sweep.values()),
+                 (_tables(diversity.LLC_KIND, diversity.table_spec(sweep, llc=sweep_llc)),
+                  _tables(diversity.CALIBRATION_KIND,
+                       diversity.table_spec(diversity.calibration_runs(sweep), llc=sweep_llc, grid=grid))),
+                 partial(_diversity, sweep, sweep_llc)),
+        Analysis("plateau_llc", "SGLD calibration and λ̂ at every checkpoint", tuple(runs.values()),
+                 (_tables(plateau.CALIBRATION_KIND, calibrated), _tables(plateau.KIND, plateau.spec(runs, sgld))),
+                 partial(_plateau, runs, sgld)),
+        Analysis("mws_probe_and_locations", "probe and collapse at every checkpoint", tuple(probed.values()),
+                 (_tables(probe.KIND, probe.spec(probed, settings)),), partial(_probe, probed, settings))]
+
+
+def run_analyses(pages=None, preset: str = "paper", device: str = "auto", deadline: float | None = None) -> list[Path]:
+    """Compute and commit every analysis not yet committed whose training runs exist; returns the folders
+    written. Past ``deadline`` the running one stops after its latest kept row (``cache.stop_rows_at``) and
+    the rest wait for the next command."""
+    dev = resolve_device(device)
+    stack = ANALYSIS_STACK if dev.type == "cuda" else 1
+    written = []
+    for a in analyses(preset):
+        if a.committed() or (pages is not None and a.page not in pages):
+            continue
+        if not a.trained():
+            print(f"{a.page} {a.label}: waits for its training runs", flush=True)
+            continue
+        if deadline is not None and time.time() > deadline:
+            print(f"budget spent before {a.page}'s analysis; it runs in the next command", flush=True)
+            break
+        t0 = time.time()
+        try:
+            with cache.stop_rows_at(deadline):
+                folders = a.compute(str(dev), stack)
+        except Stopped as stop:
+            print(f"{a.page} {a.label}: {stop}", flush=True)
+            break
+        written += [f for f in folders if f not in written]
+        print(f"{a.page} {a.label}: {time.time() - t0:.0f} s on {dev} -> {', '.join(f.name for f in folders)}",
+              flush=True)
     return written
 
 
@@ -185,52 +312,99 @@ def partial_folders() -> list[Path]:
     return sorted(p for p in cache.LOCAL.glob("train-*.partial") if (p / "resume.pt").exists())
 
 
-def pack(tar_path: Path, written: list[Path]) -> Path:
-    """One .tar.gz with the new results (as ``results/...``) and the partial states (``.cache/results/...``)."""
-    with tarfile.open(tar_path, "w:gz") as tar:
-        for folder in written:
-            tar.add(folder, arcname=f"results/{folder.name}")
-        for folder in partial_folders():
-            tar.add(folder, arcname=f".cache/results/{folder.name}")
-    return tar_path
+def queue_state(preset: str = "paper") -> list[Path]:
+    """The working folders a next command needs, most useful first: tables kept row by row, training resume
+    states, then the finished local runs (weights, checkpoints) that analyses still to do will read."""
+    rows = sorted(p for p in cache.LOCAL.glob("*.partial") if not p.name.startswith("train-") and any(p.iterdir()))
+    runs = [cache.LOCAL / f"train-{cache.cache_key(c)}" for a in analyses(preset) if not a.committed() for c in a.runs]
+    return rows + partial_folders() + [p for p in dict.fromkeys(runs) if (p / "final_state.pt").exists()]
 
 
-def declared_keys() -> set[str]:
-    """The result key of every run any page declares, in any preset (training runs and the miniatures' tables)."""
+def _files(folder: Path, arcname: str) -> list[tuple[Path, str]]:
+    return [(f, f"{arcname}/{f.relative_to(folder)}") for f in sorted(folder.rglob("*")) if f.is_file()]
+
+
+def pack(tar_path: Path, written: list[Path], preset: str = "paper", carry_mib: float = CARRY_MIB,
+         part_mib: float = PART_MIB) -> list[Path]:
+    """The new results (as ``results/<folder>``) and the queue's working folders (as ``.cache/queue/<folder>``,
+    at most ``carry_mib`` MiB in ``queue_state``'s order: a folder that does not fit is left out, said, and
+    recomputed by the next command) in .tar.gz parts of at most ``part_mib`` MiB of content each (a larger
+    single file gets a part of its own): ``tar_path``, then ``<name>.2.tar.gz``, ... Returns the parts."""
+    files = [m for folder in written for m in _files(folder, f"results/{folder.name}")]
+    room = carry_mib * 2**20
+    for folder in queue_state(preset):
+        members = _files(folder, f".cache/queue/{folder.name}")
+        size = sum(f.stat().st_size for f, _ in members)
+        if size > room:
+            print(f"not packed: {folder.name} ({size / 2**20:.1f} MiB) would pass the {carry_mib} MiB a next command "
+                  "is given; that command recomputes it", flush=True)
+            continue
+        room -= size
+        files += members
+    parts, sizes = [[]], [0]
+    for f, arcname in files:
+        size = f.stat().st_size
+        if parts[-1] and sizes[-1] + size > part_mib * 2**20:
+            parts.append([])
+            sizes.append(0)
+        parts[-1].append((f, arcname))
+        sizes[-1] += size
+    stem = tar_path.name.removesuffix(".tar.gz")
+    paths = [tar_path if i == 1 else tar_path.with_name(f"{stem}.{i}.tar.gz") for i in range(1, len(parts) + 1)]
+    for path, members in zip(paths, parts):
+        with tarfile.open(path, "w:gz") as tar:
+            for f, arcname in members:
+                tar.add(f, arcname=arcname)
+    return paths
+
+
+def declared_names() -> set[str]:
+    """The folder name of every result any page declares, in any preset: training runs, the analyses' tables
+    and the miniatures' tables."""
     from . import llm
-    runs = {f"train-{cache.cache_key(e.config, e.extra)}" for preset in presets.PRESETS for e in _entries(None, preset)}
-    tables = {llm.stored_name(cfg, prompt_seed=cfg.prompt_seed(0)) for preset in presets.PRESETS
-              for _, cfg, _ in llm_status(preset)}
-    return runs | tables
+    names = {f"train-{cache.cache_key(e.config, e.extra)}" for preset in presets.PRESETS for e in _entries(None, preset)}
+    names |= {name for preset in presets.PRESETS for a in analyses(preset) for name in a.outputs}
+    return names | {llm.stored_name(cfg, prompt_seed=cfg.prompt_seed(0)) for preset in presets.PRESETS
+                    for _, cfg, _ in llm_status(preset)}
 
 
-def unpack(tar_path: Path, root: Path | None = None) -> list[str]:
-    """Put a packed queue's results under ``results/`` and its partial states under ``.cache/results/``.
+STATE_FOLDER = re.compile(r"^[a-z_]+-[0-9a-f]{16}(\.partial)?$")  # a working folder: <kind>-<key>[.partial]
 
-    Every member is checked before anything is written: only ``results/train-<key>/``,
-    ``results/llm_collapse-<key>/`` and ``.cache/results/train-<key>.partial/`` of runs some page still declares
-    are accepted.
+
+def unpack(tar_paths, root: Path | None = None) -> list[str]:
+    """Put packed results under ``results/`` and replace ``.cache/queue/`` with the packed working folders.
+
+    ``tar_paths``: one path or the parts of one pack. Every member of every part is checked before anything
+    is written: only ``results/<folder>/`` of results some page still declares (``declared_names``) and
+    ``.cache/queue/<kind>-<key>[.partial]/`` (a training run's only if declared) are accepted.
     """
     root = cache.ROOT if root is None else Path(root)
-    keys = declared_keys()
-    with tarfile.open(tar_path) as tar:
-        members = tar.getmembers()
-        for m in members:
-            parts = Path(m.name).parts
-            top = parts[:2] if parts[:1] == (".cache",) else parts[:1]
-            folder = parts[len(top)] if len(parts) > len(top) else ""
-            key = folder.removesuffix(".partial") if top == (".cache", "results") else folder
-            kinds = ("train-",) if top == (".cache", "results") else ("train-", "llm_collapse-")
-            ok = (top in {("results",), (".cache", "results")} and folder.startswith(kinds) and ".." not in parts
-                  and (m.isfile() or m.isdir()))
-            if not ok:
-                raise ValueError(f"unexpected member {m.name!r} in {tar_path}: only results/train-<key>/, "
-                                 "results/llm_collapse-<key>/ and .cache/results/train-<key>.partial/ are unpacked")
-            if key not in keys:
-                raise ValueError(f"{tar_path} holds {folder!r}, a run no page declares any more (presets.page_runs); "
-                                 "nothing was unpacked")
-        tar.extractall(root, members=members, filter="data")
-    return sorted({"/".join(Path(m.name).parts[:3 if m.name.startswith(".cache") else 2]) for m in members})
+    paths = [Path(tar_paths)] if isinstance(tar_paths, (str, Path)) else [Path(p) for p in tar_paths]
+    names, folders = declared_names(), set()
+    for path in paths:
+        with tarfile.open(path) as tar:
+            for m in tar.getmembers():
+                parts = Path(m.name).parts
+                state = parts[:2] == (".cache", "queue") and len(parts) > 2
+                folder = parts[2] if state else parts[1] if parts[:1] == ("results",) and len(parts) > 1 else ""
+                if ".." in parts or not (m.isfile() or m.isdir()) or not folder or (
+                        state and not STATE_FOLDER.match(folder)):
+                    raise ValueError(f"unexpected member {m.name!r} in {path}: only results/<folder>/ and "
+                                     ".cache/queue/<kind>-<key>[.partial]/ are unpacked; nothing was unpacked")
+                run = folder.removesuffix(".partial") if state else folder
+                if (not state or run.startswith("train-")) and run not in names:
+                    raise ValueError(f"{path} holds {folder!r}, a result no page declares any more "
+                                     "(presets.page_runs, paper.analyses); nothing was unpacked")
+                folders.add("/".join(parts[:3] if state else parts[:2]))
+    shutil.rmtree(root / ".cache" / "queue", ignore_errors=True)  # the packed state is the newest
+    for path in paths:
+        with tarfile.open(path) as tar:
+            tar.extractall(root, filter="data")
+    return sorted(folders)
+
+
+def folder_mib(folder: Path) -> float:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20
 
 
 def write_index(path: Path | None = None) -> Path:
@@ -265,31 +439,46 @@ def print_status(entries: list[Entry], preset: str) -> None:
           "(a rough estimate; see paper.py)")
 
 
+def print_analyses(preset: str, pages=None) -> None:
+    for a in analyses(preset):
+        if pages is None or a.page in pages:
+            state = COMMITTED if a.committed() else MISSING if a.trained() else "missing, waits for training"
+            print(f"  {a.page:<24} {a.label:<44} {state}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--page", action="append", help="only this page's runs (repeatable)")
+    parser.add_argument("--page", action="append", help="only this page's runs and analyses (repeatable)")
     parser.add_argument("--preset", default="paper", choices=presets.PRESETS, help="paper (default) or cpu")
-    parser.add_argument("--list", action="store_true", help="print every run with its status and exit")
+    parser.add_argument("--list", action="store_true", help="print every result with its status and exit")
     parser.add_argument("--replace-cpu", action="store_true", help="also recompute paper runs made on a CPU")
     parser.add_argument("--force-cpu", action="store_true", help="allow paper runs on a machine without a GPU")
-    parser.add_argument("--budget-s", type=float, help="stop training after this many seconds (resumable)")
+    parser.add_argument("--budget-s", type=float, help="stop the queue after this many seconds (resumable)")
     parser.add_argument("--device", default="auto", help="auto (default), cpu or cuda")
     parser.add_argument("--backend", default="auto", choices=("auto", "stacked", "sequential"),
                         help="train_many's backend (auto: stacked on CUDA)")
-    parser.add_argument("--tar", type=Path, help="pack the new results and partial states into this .tar.gz")
-    parser.add_argument("--unpack", type=Path, help="unpack a --tar file into results/ and .cache/results/")
+    parser.add_argument("--tar", type=Path, help="pack the new results and the queue's working files into this "
+                                                 ".tar.gz (and NAME.2.tar.gz, ... past PART_MIB)")
+    parser.add_argument("--carry-mib", type=float, default=CARRY_MIB,
+                        help=f"pack at most this much working state (default {CARRY_MIB}: what a command is given)")
+    parser.add_argument("--unpack", type=Path, nargs="+", help="unpack the parts of a --tar: results/ and .cache/queue/")
     args = parser.parse_args(argv)
     cpu_threads()
     if args.unpack:
         for folder in unpack(args.unpack):
             print(f"unpacked {folder}")
         print(f"indexed the committed runs in {write_index()}")
+        queue = cache.ROOT / ".cache" / "queue"
+        if queue.exists():
+            print(f"give the next command {queue.relative_to(cache.ROOT)}/ ({folder_mib(queue):.1f} MiB) to resume")
         return 0
+    cache.LOCAL = QUEUE_LOCAL  # the queue's working files, in one folder a next command can be given
     with_llm = not args.page or "llm_collapse" in args.page
     pages = [p for p in args.page or () if p != "llm_collapse"] or (None if not args.page else [])
     if args.list:
         if pages != []:
             print_status(status(pages, args.preset), args.preset)
+            print_analyses(args.preset, pages)
         for label, cfg, state in llm_status(args.preset) if with_llm else ():
             print(f"  {'llm_collapse':<20} {label:<28} {state:<27} {cfg.steps:>5} steps  "
                   f"{cfg.batch_size} x {cfg.context} tokens per step")
@@ -301,15 +490,21 @@ def main(argv=None) -> int:
     todo = pending(pages, args.preset, args.replace_cpu) if pages != [] else []
     print(f"{len(todo)} {args.preset} run(s) to compute on {dev}", flush=True)
     started = time.time()
-    written = run_queue(pages, args.budget_s, args.device, args.preset, args.replace_cpu, args.force_cpu,
-                        args.backend) if todo else []
-    if with_llm:
-        deadline = None if args.budget_s is None else started + args.budget_s
-        written += run_llm(args.preset, args.device, deadline)
-    print(f"indexed the committed runs in {write_index()}")
-    if args.tar:
-        pack(args.tar, written)
-        print(f"packed {len(written)} result(s) and {len(partial_folders())} partial state(s) into {args.tar}")
+    deadline = None if args.budget_s is None else started + args.budget_s
+    written = []
+    try:
+        if todo:
+            written += run_queue(pages, args.budget_s, args.device, args.preset, args.replace_cpu, args.force_cpu,
+                                 args.backend)
+        if pages != []:
+            written += run_analyses(pages, args.preset, args.device, deadline)
+        if with_llm:
+            written += run_llm(args.preset, args.device, deadline)
+    finally:  # whatever happened, bring back what was made and the state to resume from
+        print(f"indexed the committed runs in {write_index()}")
+        if args.tar:
+            parts = pack(args.tar, list(dict.fromkeys(written)), args.preset, args.carry_mib)
+            print(f"packed {len(written)} result(s) and the working state into {', '.join(map(str, parts))}")
     return 0
 
 

@@ -139,7 +139,7 @@ def test_llc_table_resumes_from_its_kept_rows(tmp_path, monkeypatch):
     configs = diversity.configs(BASE, [2, math.inf])
     llc = dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=8, num_chains=1, num_draws=5, num_burnin_steps=0,
                n_data=32, seed=0)
-    key = cache.table_key(diversity._spec(configs, llc=llc))
+    key = cache.table_key(diversity.table_spec(configs, llc=llc))
     kept = pd.DataFrame([{"M": 2, "seed": 0, "step": 20, "llc_mean": 123.0, "llc_se": 0.0, "elapsed_s": 0.0}])
     cache.keep_rows(diversity.LLC_KIND, key, kept)
     table, _ = diversity.llc_vs_M(configs, llc, progress=False)

@@ -1,9 +1,12 @@
 """The paper queue: declared runs with no committed result are trained, committed, and not run again."""
+import time
+
+import pandas as pd
 import pytest
 import torch
 
 from plateau_lib import cache, paper, presets
-from plateau_lib.train import TrainConfig
+from plateau_lib.train import Stopped, TrainConfig
 
 TINY = TrainConfig(task_kwargs={"n": 4, "p": 5}, d_model=8, steps=4, batch_size=8, eval_every=2, eval_batch=8)
 
@@ -59,16 +62,88 @@ def test_a_stopped_queue_resumes_from_its_packed_partial_state(tiny_queue, tmp_p
     """A deadline stops training part-way; --tar packs the partial state; --unpack elsewhere resumes it."""
     long = {"page_a": {0: TINY.replace(steps=400, eval_every=50)}}
     monkeypatch.setattr(presets, "page_runs", lambda preset="paper": long)
+    monkeypatch.setattr(paper, "analyses", lambda preset="paper": [])
     assert paper.run_queue(budget_s=0.5, allow_cpu=True) == []
     assert len(paper.partial_folders()) == 1
-    tar = paper.pack(tmp_path / "q.tar.gz", [])
+    tar, = paper.pack(tmp_path / "q.tar.gz", [])
     home = tmp_path / "home"
-    assert paper.unpack(tar, home) == [f".cache/results/{paper.partial_folders()[0].name}"]
-    resume = torch.load(next(home.glob(".cache/results/*.partial/resume.pt")), weights_only=True)
+    (home / ".cache" / "queue" / "train-0123456789abcdef.partial").mkdir(parents=True)  # older state: replaced
+    assert paper.unpack(tar, home) == [f".cache/queue/{paper.partial_folders()[0].name}"]
+    assert [p.name for p in (home / ".cache" / "queue").iterdir()] == [paper.partial_folders()[0].name]
+    resume = torch.load(next(home.glob(".cache/queue/*.partial/resume.pt")), weights_only=True)
     assert 0 < resume["step"] < 400
-    monkeypatch.setattr(cache, "LOCAL", home / ".cache" / "results")
+    monkeypatch.setattr(cache, "LOCAL", home / ".cache" / "queue")
     written = paper.run_queue(allow_cpu=True)
     assert len(written) == 1 and paper.pending() == [] and not paper.partial_folders()
+
+
+ICL = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4}, n_layer=2, n_head=2, d_model=16,
+                  schedule="one_cycle", lr=3e-3, batch_size=32, steps=20, eval_every=10, eval_batch=64,
+                  checkpoint_steps=(0, 5, 10, 15, 20), eval_steps=(0, 5, 10, 15, 20))
+ICL_LLC = dict(epsilon=1e-3, gamma=100.0, nbeta=10.0, batch_size=16, num_chains=1, num_draws=4, num_burnin_steps=0,
+               n_data=64, seed=0)
+
+
+@pytest.fixture
+def stages_queue(tiny_queue, monkeypatch):
+    """One training run and one analysis of it (λ̂ at its five checkpoints, as the stages page's)."""
+    from functools import partial
+    from plateau_lib.icl import development
+    monkeypatch.setattr(presets, "page_runs", lambda preset="paper": {"icl_stages": {"training": ICL}})
+    step = paper.Analysis("icl_stages", "λ̂", (ICL,), (f"{development.KIND}-{development.key(ICL, ICL_LLC)}",),
+                          partial(paper._stages, ICL, ICL_LLC))
+    monkeypatch.setattr(paper, "analyses", lambda preset="paper": [step])
+    return step
+
+
+def test_an_analysis_waits_for_its_training_then_commits(stages_queue):
+    assert not stages_queue.trained() and paper.run_analyses(device="cpu") == []
+    paper.run_queue(allow_cpu=True)
+    assert stages_queue.trained() and not stages_queue.committed()
+    written = paper.run_analyses(device="cpu")
+    assert stages_queue.committed() and {p.name for p in written} == {f"train-{cache.cache_key(ICL)}",
+                                                                      *stages_queue.outputs}
+    assert paper.run_analyses(device="cpu") == []
+    assert paper.run_analyses(device="cpu", deadline=0.0) == []  # nothing left, so no budget needed
+
+
+def test_a_stopped_analysis_resumes_elsewhere_from_its_packed_rows_and_checkpoints(stages_queue, tmp_path,
+                                                                                  monkeypatch):
+    """The budget stops λ̂ after its first kept row; the pack carries those rows and the run's checkpoints (and
+    nothing else); unpacked in a new home, the queue finishes with the table of an uninterrupted computation."""
+    from plateau_lib.icl import development
+    paper.run_queue(allow_cpu=True)
+    assert paper.run_analyses(device="cpu", deadline=time.time() - 1) == []  # spent before it starts
+    with cache.stop_rows_at(time.time() - 1), pytest.raises(Stopped):
+        stages_queue.compute("cpu", 1)
+    assert len(cache.partial_rows(development.KIND, development.key(ICL, ICL_LLC))) == 1
+    state = [p.name for p in paper.queue_state()]
+    assert state == [f"{development.KIND}-{development.key(ICL, ICL_LLC)}.partial", f"train-{cache.cache_key(ICL)}"]
+    parts = paper.pack(tmp_path / "q.tar.gz", [], part_mib=0.01)  # small parts: several files
+    assert len(parts) > 1 and parts[1].name == "q.2.tar.gz"
+    home = tmp_path / "home"
+    assert paper.unpack(parts, home) == [f".cache/queue/{name}" for name in sorted(state)]
+    monkeypatch.setattr(cache, "LOCAL", home / ".cache" / "queue")
+    monkeypatch.setattr(cache, "COMMITTED", home / "results")
+    carried = home / ".cache" / "queue" / f"train-{cache.cache_key(ICL)}"
+    weights = {p.name: p.stat().st_mtime_ns for p in carried.glob("*.pt")}
+    paper.run_queue(allow_cpu=True)  # the run's result is found in the carried state, not retrained
+    assert len(weights) == 6 and weights == {p.name: p.stat().st_mtime_ns for p in carried.glob("*.pt")}
+    paper.run_analyses(device="cpu")
+    resumed = cache.find(development.KIND, development.key(ICL, ICL_LLC))
+    assert resumed.parent == home / "results"
+    monkeypatch.setattr(cache, "LOCAL", tmp_path / "again")
+    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "none")
+    whole = development.run(ICL, ICL_LLC, progress=False)
+    columns = ["step", "llc_mean", "llc_se", "init_loss"]
+    pd.testing.assert_frame_equal(pd.read_csv(resumed / "llc.csv")[columns], whole.llc[columns])
+
+
+def test_pack_leaves_out_state_past_the_carry_limit(stages_queue, tmp_path, capsys):
+    paper.run_queue(allow_cpu=True)
+    tar, = paper.pack(tmp_path / "q.tar.gz", [], carry_mib=0.001)
+    assert "not packed" in capsys.readouterr().out
+    assert paper.unpack(tar, tmp_path / "home") == []
 
 
 def test_unpack_refuses_runs_no_page_declares(tiny_queue, tmp_path):
@@ -80,6 +155,11 @@ def test_unpack_refuses_runs_no_page_declares(tiny_queue, tmp_path):
         tar.add(folder, arcname=f"results/{folder.name}")
     with pytest.raises(ValueError, match="no page declares"):
         paper.unpack(tmp_path / "stray.tar.gz", tmp_path / "elsewhere")
+    assert not (tmp_path / "elsewhere").exists()
+    with tarfile.open(tmp_path / "odd.tar.gz", "w:gz") as tar:
+        tar.add(folder / "meta.json", arcname=".cache/queue/notes/meta.json")
+    with pytest.raises(ValueError, match="unexpected member"):
+        paper.unpack(tmp_path / "odd.tar.gz", tmp_path / "elsewhere")
     assert not (tmp_path / "elsewhere").exists()
 
 
@@ -95,5 +175,12 @@ def test_queue_trains_analyses_commits_and_packs_the_miniature_language_models(t
     assert [p.name for p in written] == [llm.stored_name(tiny)] and paper.llm_status()[0][2] == paper.COMMITTED
     assert not list(written[0].rglob("*.safetensors")), "checkpoints are never committed"
     assert paper.run_llm(device="cpu") == []
-    tar = paper.pack(tmp_path / "q.tar.gz", written)
+    tar, = paper.pack(tmp_path / "q.tar.gz", written)
     assert paper.unpack(tar, tmp_path / "home") == [f"results/{written[0].name}"]
+
+
+def test_the_queue_finds_every_committed_cpu_analysis_under_its_name():
+    """The cpu queue's analyses (the long CPU runs') are committed, so their names match the stored tables'."""
+    assert all(a.committed() for a in paper.analyses("cpu"))
+    names = [name for a in paper.analyses("paper") for name in a.outputs]
+    assert len(names) == len(set(names)) == 6 and not any(a.committed() for a in paper.analyses("paper"))

@@ -108,8 +108,9 @@ def load(cfg: TrainConfig, llc: dict) -> Development | None:
     return None
 
 
-def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = True) -> Development:
-    """Train ``cfg`` (through the cache), then estimate the LLC and read the structure at every checkpoint."""
+def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = True, stack: int = 1) -> Development:
+    """Train ``cfg`` (through the cache), then estimate the LLC and read the structure at every checkpoint;
+    ``stack`` checkpoints per batched SGLD computation (``llc_over_checkpoints``; worth it on a GPU only)."""
     if use_cache:
         found = load(cfg, llc)
         if found is not None:
@@ -130,8 +131,8 @@ def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = Tr
     settings = {k2: v for k2, v in llc.items() if k2 != "n_data"}
     data = llc_data(cfg, llc["n_data"], llc["seed"], device)
     done = cache.resume_rows(KIND, k, sorted(ckpts), lambda steps: llc_over_checkpoints(  # each row kept at once
-        model, cfg.make_task().loss, data, [(s, ckpts[s]) for s in steps], progress=False, device=str(device),
-        **settings), progress=progress, desc="λ̂ at checkpoints")
+        model, cfg.make_task().loss, data, [(s, ckpts[s]) for s in steps], stack=stack, progress=False,
+        device=str(device), **settings), stack, progress=progress, desc="λ̂ at checkpoints")
     structure = pd.DataFrame([structure_row(s, torch.load(p, weights_only=True)) for s, p in sorted(ckpts.items())])
     meta = {"config": cfg.to_dict(), "llc": llc, "train_key": cache.cache_key(cfg), "key": k, "version": VERSION,
             "device": str(device), "train_wall_s": train.meta.get("wall_time_s", round(train_s, 1)),

@@ -157,7 +157,7 @@ LLC_KIND, CALIBRATION_KIND = "icl_llc_vs_M", "icl_llc_calibration"
 LLC_VERSION = 1
 
 
-def _spec(configs: dict, **settings) -> dict:
+def table_spec(configs: dict, **settings) -> dict:
     """What a stored LLC table depends on: each run's cache key and the SGLD settings."""
     return {"runs": {f"{label_M(M)}/{s}": cache.cache_key(c) for (M, s), c in configs.items()}, **settings,
             "version": LLC_VERSION}
@@ -180,7 +180,7 @@ def final_model(cfg):
 
 def load_llc(configs: dict, llc: dict):
     """The stored LLC-vs-M table and its meta (committed first, then local), or None; never computes."""
-    found = cache.load_tables(LLC_KIND, _spec(configs, llc=llc))
+    found = cache.load_tables(LLC_KIND, table_spec(configs, llc=llc))
     return None if found is None else (found[0]["llc"], found[1])
 
 
@@ -192,7 +192,7 @@ def llc_vs_M(configs: dict, llc: dict, use_cache: bool = True, progress: bool = 
     from ..llc import estimate_llc
     from ..llc.callbacks import llc_row
     from .development import llc_data
-    spec = _spec(configs, llc=llc)
+    spec = table_spec(configs, llc=llc)
     if use_cache and (found := load_llc(configs, llc)) is not None:
         return found
     key = cache.table_key(spec)
@@ -219,7 +219,7 @@ def llc_vs_M(configs: dict, llc: dict, use_cache: bool = True, progress: bool = 
 
 def load_calibration(configs: dict, llc: dict, grid: dict):
     """The stored calibration (table, traces, meta) of these runs, or None; never computes."""
-    found = cache.load_tables(CALIBRATION_KIND, _spec(calibration_runs(configs), llc=llc, grid=grid))
+    found = cache.load_tables(CALIBRATION_KIND, table_spec(calibration_runs(configs), llc=llc, grid=grid))
     return None if found is None else (found[0]["table"], found[0]["traces"], found[1])
 
 
@@ -230,7 +230,7 @@ def llc_calibration(configs: dict, llc: dict, grid: dict, use_cache: bool = True
     from ..llc import calibration_sweep
     from ..llc.result import traces_table
     from .development import llc_data
-    spec = _spec(configs, llc=llc, grid=grid)
+    spec = table_spec(configs, llc=llc, grid=grid)
     if use_cache and (found := cache.load_tables(CALIBRATION_KIND, spec)) is not None:
         return found[0]["table"], found[0]["traces"], found[1]
     tables, traces = [], []
@@ -292,9 +292,9 @@ def flat_epsilon(table: pd.DataFrame, tol: float = 0.1):
 def commit(configs: dict, llc: dict, grid: dict | None = None) -> list:
     """Copy the sweep's training results, its LLC table and (given ``grid``) its calibration into ``results/``."""
     paths = [cache.commit_result(c) for c in configs.values()]
-    paths.append(cache.commit_tables(LLC_KIND, _spec(configs, llc=llc)))
+    paths.append(cache.commit_tables(LLC_KIND, table_spec(configs, llc=llc)))
     if grid is not None:
-        paths.append(cache.commit_tables(CALIBRATION_KIND, _spec(calibration_runs(configs), llc=llc, grid=grid)))
+        paths.append(cache.commit_tables(CALIBRATION_KIND, table_spec(calibration_runs(configs), llc=llc, grid=grid)))
     return paths
 
 
