@@ -131,6 +131,8 @@ def test_live_config_rebuilds_checkpoints_and_refuses_bad_values():
         page.live_config("gpu")
     with pytest.raises(ValueError, match="SGLD"):
         page.live_config("cpu", num_chainz=2)
+    with pytest.raises(ValueError, match=r"checkpoint_steps must be integers in \[0, steps=1500\], got \[2000\]"):
+        page.live_config("cpu", overrides={"checkpoint_steps": (0, 100, 2_000)})  # a checkpoint outside the run
 
 
 def test_settings_table_marks_the_miniatures_changes():
@@ -139,11 +141,53 @@ def test_settings_table_marks_the_miniatures_changes():
     assert table.loc["SGLD num_chains", "this run"] == "3" and table.loc["SGLD num_chains", "paper"] == "10"
 
 
-def test_head_types_find_previous_token_heads():
-    heads = page.head_types(fake_run().train)
+def test_layer_head_scores_find_previous_token_heads():
+    heads = page.layer_head_scores(fake_run().train)
     token = heads[heads["type"] == "previous token"]["weight"]
     assert np.allclose(token, 1.0) and set(heads["layer"]) == {"layer 1"}
-    assert heads[heads["type"] == "previous x"]["weight"].max() < 1.0
+    assert np.allclose(heads[heads["type"] == "previous y"]["weight"], 1.0)  # an x-query's previous token
+    assert heads[heads["type"] == "previous x"]["weight"].max() == 0.0
+
+
+def hand_built_heads(T=8):
+    """Three evaluations of one layer of four heads: self, previous token from the second evaluation on,
+    previous pair's x (lost at the second evaluation), and uniform attention."""
+    attn = np.zeros((3, 1, 4, T, T))
+    q = np.arange(T)
+    attn[:, 0, 0, q, q] = 1.0
+    attn[0, 0, 1] = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
+    attn[1:, 0, 1, q[1:], q[1:] - 1] = 1.0
+    attn[1:, 0, 1, 0, 0] = 1.0
+    previous_x = np.where(q % 2 == 1, q - 3, q - 2).clip(0)
+    attn[:, 0, 2, q, previous_x] = 1.0
+    attn[1, 0, 2] = attn[0, 0, 1]
+    attn[:, 0, 3] = attn[0, 0, 1]
+    return attn
+
+
+def test_head_types_name_each_head_half_as_the_paper():
+    scores = development.head_scores(hand_built_heads())
+    last = scores[scores["evaluation"] == 2].set_index(["head", "query"])
+    assert last.loc[(0, "x"), "self"] == 1.0 and last.loc[(1, "y"), "previous token"] == 1.0
+    assert np.isnan(last.loc[(1, "x"), "previous token"]) and last.loc[(1, "x"), "previous y"] == 1.0
+    assert last.loc[(2, "y"), "previous x"] == 1.0 and last.loc[(2, "y"), "previous token"] == 0.0
+    assert np.isclose(last.loc[(3, "y"), "self"], np.mean([1 / 4, 1 / 6, 1 / 8]))  # queries 3, 5, 7
+    types = development.head_types(scores, steps=[0, 10, 100]).set_index("head")
+    assert types.loc["B1H1x", "type"] == "self" and types.loc["B1H1x", "typed_from"] == 0
+    assert types.loc["B1H2y", "type"] == "previous token" and types.loc["B1H2y", "typed_from"] == 10
+    assert types.loc["B1H2x", "type"] == "previous y" and types.loc["B1H2x", "typed_from"] == 10
+    assert types.loc["B1H3y", "type"] == "previous x" and types.loc["B1H3y", "typed_from"] == 100  # lost, regained
+    assert not types.loc["B1H4y", "typed"] and pd.isna(types.loc["B1H4y", "typed_from"])
+    with pytest.raises(ValueError, match="2 \\(x, y\\) pairs"):
+        development.head_scores(np.zeros((1, 1, 1, 2, 2)))
+
+
+def test_head_table_places_each_type_in_its_stage():
+    run = fake_run(steps=100)
+    run.train.arrays.update(step=np.array([0, 10, 100]), attn=hand_built_heads(2 * K))
+    table = page.head_table(run, SimpleNamespace(boundaries=[5, 50]))
+    assert table.index[0] == "B1H1x" and table.loc["B1H2y", "λ̂ stage"] == "2" and table.loc["B1H3x", "λ̂ stage"] == "3"
+    assert table.loc["B1H2y", "× 500k ÷ steps"] == "50,000" and table.loc["B1H4y", "type"].startswith("(none")
 
 
 def test_frame_indices_span_the_run():

@@ -67,24 +67,53 @@ def structure_row(step: int, state: dict) -> dict:
     return row
 
 
+HEAD_TYPES = ("self", "previous token", "previous x", "previous y")
+TYPED = 0.5  # a head half has a type when more than this share of its attention goes to that one token
+
+
 def head_scores(attn: np.ndarray) -> pd.DataFrame:
-    """Attention-head types from batch-mean attention maps ``attn`` (E, L, H, 2K, 2K) at E evaluations:
-    per evaluation, layer and head, the mean weight a query puts on the previous token, on the most recent
-    earlier x-token and on the most recent earlier y-token (tokens alternate x, y; position 0 is x_1)."""
+    """The scores behind Hoogland et al.'s attention-head types (App. D), each head split into its x-token and
+    its y-token queries, from batch-mean attention maps ``attn`` (E, L, H, 2K, 2K) at E evaluations (tokens
+    alternate x_1, y_1, x_2, ...; position 0 is x_1). One row per evaluation, layer, head and query kind: the
+    mean weight the queries of pairs 2..K put on themselves, on the token just before them, on the previous
+    pair's x and on the previous pair's y. For an x-query the token just before *is* the previous pair's y:
+    its "previous token" is left empty and the weight counts as previous y (the paper's head B1H4x)."""
     E, L, H, T, _ = attn.shape
-    q = np.arange(1, T)
-    prev_x = np.where(q % 2 == 0, q - 2, q - 1)   # x-tokens sit at even positions
-    prev_y = np.where(q % 2 == 0, q - 1, q - 2)   # y-tokens at odd ones
+    if T < 4:
+        raise ValueError(f"head types need at least 2 (x, y) pairs per sequence, got {T} tokens")
+    q = np.arange(2, T)
+    is_y = q % 2 == 1
+    targets = {"self": q, "previous token": q - 1, "previous x": np.where(is_y, q - 3, q - 2),
+               "previous y": np.where(is_y, q - 2, q - 1)}
+    e, layer, head = (a.ravel() for a in np.indices((E, L, H)))
+    frames = []
+    for query, mask in (("x", ~is_y), ("y", is_y)):
+        scores = {name: attn[..., q[mask], pos[mask]].mean(-1).ravel() for name, pos in targets.items()}
+        if query == "x":
+            scores["previous token"] = np.full(E * L * H, np.nan)
+        frames.append(pd.DataFrame({"evaluation": e, "layer": layer, "head": head, "query": query, **scores}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def head_types(scores: pd.DataFrame, steps, typed: float = TYPED) -> pd.DataFrame:
+    """Each head half's type at the last evaluation (``scores`` from ``head_scores``, ``steps`` the step of each
+    evaluation): the type with the largest weight and that weight. ``typed``: the weight is above ``typed``, so
+    that one token gets more of the attention (on average over the batch) than all the others together;
+    ``typed_from``: the first evaluation step from which the half keeps that type above ``typed`` to the end
+    (None if it has no type at the end). The weight also shows how hard the head is: the paper's identified
+    heads are hard (weight near 1) and consistent across inputs; a per-sequence variability is not stored.
+    Named as the paper: B1H3y is block 1, head 3, y-queries."""
+    scores = scores.assign(step=np.asarray(steps)[scores["evaluation"]])
+    types = scores[list(HEAD_TYPES)]
+    scores = scores.assign(type=types.idxmax(axis=1), weight=types.max(axis=1))
     rows = []
-    for e in range(E):
-        for layer in range(L):
-            for h in range(H):
-                a = attn[e, layer, h]
-                keep = prev_y >= 0
-                rows.append({"evaluation": e, "layer": layer, "head": h,
-                             "previous token": float(a[q, q - 1].mean()),
-                             "previous x": float(a[q, prev_x].mean()),
-                             "previous y": float(a[q[keep], prev_y[keep]].mean())})
+    for (layer, head, query), half in scores.sort_values("step").groupby(["layer", "head", "query"], sort=True):
+        last = half.iloc[-1]
+        same = ((half["type"] == last["type"]) & (half["weight"] > typed)).to_numpy()
+        settled = len(same) - int(np.argmin(same[::-1])) if not same.all() else 0
+        rows.append({"head": f"B{layer + 1}H{head + 1}{query}", "type": last["type"],
+                     "weight": round(float(last["weight"]), 3), "typed": bool(last["weight"] > typed),
+                     "typed_from": int(half["step"].iloc[settled]) if same[-1] else None})
     return pd.DataFrame(rows)
 
 

@@ -271,14 +271,31 @@ def shade_stages(ax, boundaries, last_step: int, paper_lines=None, label: bool =
         ax.axvline(s + 1, color="#c0392b", lw=1.0, ls=":", zorder=1)
 
 
-def head_types(train) -> pd.DataFrame:
-    """Per evaluation step, layer and head type: the largest score over the layer's heads (long format)."""
+def layer_head_scores(train) -> pd.DataFrame:
+    """Per evaluation step, layer and head type: the largest score over the layer's heads and query kinds
+    (``development.head_scores``; long format), the markers panel's curves."""
     scores = development.head_scores(np.asarray(train.arrays["attn"]))
     scores["step"] = np.asarray(train.arrays["step"])[scores["evaluation"]]
     best = scores.groupby(["step", "layer"])[["previous token", "previous x", "previous y"]].max().reset_index()
     long = best.melt(id_vars=["step", "layer"], var_name="type", value_name="weight")
     long["layer"] = "layer " + (long["layer"] + 1).astype(str)
     return long
+
+
+def head_table(dev, stages) -> pd.DataFrame:
+    """Every head half's type at the end of the run (``development.head_types``): the step from which it kept
+    it, that step at the same fraction of the paper's schedule, and the λ̂ stage (between ``stages``'
+    boundaries) it falls in. Typed halves first, by weight."""
+    steps = np.asarray(dev.train.arrays["step"])
+    table = development.head_types(development.head_scores(np.asarray(dev.train.arrays["attn"])), steps)
+    table = table.sort_values(["typed", "weight"], ascending=False, kind="stable")
+    edges, since = sorted(stages.boundaries), table.pop("typed_from")
+    table["type from step"] = ["–" if pd.isna(s) else f"{int(s):,}" for s in since]
+    table["× 500k ÷ steps"] = ["–" if pd.isna(s) else f"{int(round(float(to_paper_step(s, run_steps(dev))))):,}"
+                               for s in since]
+    table["λ̂ stage"] = ["–" if pd.isna(s) else str(1 + int(np.searchsorted(edges, s, side="right"))) for s in since]
+    table["type"] = np.where(table.pop("typed"), table["type"], "(none: " + table["type"] + " strongest)")
+    return table.rename(columns={"weight": "weight at the end"}).set_index("head")
 
 
 MARKERS = (  # (key, title, y label, log y)
@@ -327,10 +344,11 @@ def _marker(ax, key: str, dev) -> None:
         ax.legend(loc="upper left")
     elif key == "heads":
         kinds, styles = ["previous token", "previous x", "previous y"], ["-", "--", ":", "-."]
-        for (layer, kind), group in head_types(dev.train).groupby(["layer", "type"]):
+        heads = layer_head_scores(dev.train)
+        for (layer, kind), group in heads.groupby(["layer", "type"]):
             ax.plot(group["step"] + 1, group["weight"], color=f"C{kinds.index(kind)}",
                     ls=styles[(int(layer.split()[-1]) - 1) % len(styles)])
-        layers = sorted(head_types(dev.train)["layer"].unique())
+        layers = sorted(heads["layer"].unique())
         handles = [plt.Line2D([], [], color=f"C{i}", label=k) for i, k in enumerate(kinds)]
         handles += [plt.Line2D([], [], color="black", ls=styles[i % len(styles)], label=name)
                     for i, name in enumerate(layers)]
