@@ -35,7 +35,8 @@ TITLES = {"train": "Training loop: metrics, stacked runs (train_many) and the fl
           "train_bench": "Training loop: with and without the chapter metrics",
           "llc_bench": "LLC estimator: ours vs devinterp",
           "llc": "LLC estimator: sequential, vmap and compiled backends vs devinterp and the floor",
-          "llm": "Collapse chapter: the miniature's training step, and the batched analysis vs the paper's loop"}
+          "llm": "Collapse chapter: the miniature's training step, and the batched analysis vs the paper's loop",
+          "icl": "Stages page, paper preset: a training step and a λ̂ checkpoint against their floors"}
 
 
 # ---- where a run happened ----------------------------------------------------------------------------

@@ -242,3 +242,16 @@ def test_detect_stages_scales_the_first_step(monkeypatch):
     monkeypatch.setattr("plateau_lib.stages.gp_stage_boundaries", lambda s, v, **kw: seen.update(kw))
     page.detect_stages(fake_run(20_000, {0: 0.0, 10: 1.0, 100: 2.0, 1_000: 3.0, 20_000: 4.0}))
     assert seen == {"min_step": 4}
+
+
+def test_paper_cost_reads_the_benchmark_record(tmp_path):
+    from plateau_lib import benchmarks
+    assert page.paper_cost(tmp_path) == ""
+    ratios = {"cpu_paper_training_500k_steps_extrapolated_s": 61_000.0,
+              "cpu_paper_llc_one_checkpoint_extrapolated_s": 20_000.0,
+              "cpu_paper_llc_190_checkpoints_extrapolated_s": 3_800_000.0}
+    benchmarks.write_benchmark("icl", [{"workload": "w", "variant": "v"}], ratios, 1, folder=tmp_path)
+    note = page.paper_cost(tmp_path)
+    assert "on one CPU core, the training takes about 17 h and λ̂ about 6 h per checkpoint (44 days" in note
+    assert note.endswith("No GPU has been timed yet.")
+    assert page._duration(90) == "90 s" and page._duration(600) == "10 min"

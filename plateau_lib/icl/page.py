@@ -88,7 +88,7 @@ def expected_time_note(preset: str, cfg, llc: dict, use_cache: bool) -> str:
     if use_cache and stored:
         return ""
     return (f"Computing the `{preset}` run now: expect {EXPECTED.get(preset, 'a while')} (for the preset's "
-            "settings; other knobs scale it).")
+            "settings; other knobs scale it). " + (paper_cost() if preset == "paper" else "")).strip()
 
 
 def other_runs(live_preset: str) -> dict:
@@ -110,7 +110,35 @@ def missing_note(preset: str) -> str:
         return ("**The long CPU run is not committed yet.** It (the paper's model, 20k steps, LLC at 27 checkpoints) "
                 "is being computed in the background; its figures appear here once it is in `results/`.")
     return ("**No `paper`-preset run yet.** The 500k-step run with the reference's SGLD settings is produced on a "
-            "GPU by the `make paper` queue; until it is committed, this page shows only CPU runs.")
+            "GPU by the `make paper` queue; until it is committed, this page shows only CPU runs. " + paper_cost())
+
+
+def _duration(seconds: float) -> str:
+    for limit, unit, size in ((120, "s", 1), (7_200, "min", 60), (259_200, "h", 3_600)):
+        if seconds < limit:
+            return f"{seconds / size:,.0f} {unit}"
+    return f"{seconds / 86_400:,.0f} days"
+
+
+def paper_cost(folder=None) -> str:
+    """What the benchmark record ``icl.json`` (``benchmarks/icl_bench.py``) says the ``paper`` preset costs on
+    each device it was measured on, extrapolated from short timed runs; '' without a record."""
+    from ..benchmarks import load_benchmarks
+    _, _, ratios = load_benchmarks(folder)
+    values = ratios[ratios["benchmark"] == "icl"].set_index("ratio")["value"]
+    parts = []
+    for prefix, device in (("gpu", "a GPU"), ("cpu", "one CPU core")):
+        train = values.filter(regex=f"^{prefix}_paper_training_.*_extrapolated_s$")
+        every = values.filter(regex=f"^{prefix}_paper_llc_\\d+_checkpoints_extrapolated_s$")
+        one = values.get(f"{prefix}_paper_llc_one_checkpoint_extrapolated_s")
+        if len(train) and len(every) and one is not None:
+            parts.append(f"on {device}, the training takes about {_duration(train.iloc[0])} and λ̂ about "
+                         f"{_duration(one)} per checkpoint ({_duration(every.iloc[0])} for all of them)")
+    if not parts:
+        return ""
+    gpu = "" if parts[0].startswith("on a GPU") else " No GPU has been timed yet."
+    return ("Timed on short runs and multiplied out (`benchmarks/icl_bench.py`, on the Performance page): "
+            + "; ".join(parts) + "." + gpu)
 
 
 def richest(shown: dict) -> str:
