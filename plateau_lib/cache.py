@@ -145,18 +145,25 @@ def load_committed(cfg, extra=None) -> TrainResult | None:
     return result
 
 
+def _commit(folder: str, missing: str, ignore=None) -> Path:
+    """Copy ``LOCAL/folder`` into ``results/`` atomically (``ignore``: shutil's, for files left out); already
+    committed and not local: nothing to copy. No local result and none committed: ``missing`` is raised."""
+    src, dst = LOCAL / folder, COMMITTED / folder
+    if not (src / "meta.json").exists():
+        if (dst / "meta.json").exists():
+            return dst
+        raise ValueError(missing)
+    with atomic_path(dst) as tmp:
+        shutil.copytree(src, tmp, ignore=ignore)
+    return dst
+
+
 def commit_result(cfg, extra=None) -> Path:
     """Copy the local result of ``cfg`` into ``results/`` (tables, arrays, meta; no weights) for committing
     (already committed and not local: nothing to copy)."""
     key = cache_key(cfg, extra)
-    src = LOCAL / f"train-{key}"
-    if not (src / "meta.json").exists() and (COMMITTED / f"train-{key}" / "meta.json").exists():
-        return COMMITTED / f"train-{key}"
-    if not (src / "meta.json").exists():
-        raise ValueError(f"no local result for this config (key {key}); run cached_train(cfg) first")
-    with atomic_path(COMMITTED / f"train-{key}") as tmp:
-        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("final_state.pt", "*.pt"))
-    return COMMITTED / f"train-{key}"
+    return _commit(f"train-{key}", f"no local result for this config (key {key}); run cached_train(cfg) first",
+                   shutil.ignore_patterns("final_state.pt", "*.pt"))
 
 
 # ---- stored tables: results that are a few CSV tables (e.g. λ̂ per run), keyed by a JSON spec ---------------
@@ -194,14 +201,7 @@ def commit_tables(kind: str, spec: dict) -> Path:
     """Copy the local stored-tables result of ``spec`` into ``results/`` (already committed and not local:
     nothing to copy)."""
     key = table_key(spec)
-    src = LOCAL / f"{kind}-{key}"
-    if not (src / "meta.json").exists() and (COMMITTED / f"{kind}-{key}" / "meta.json").exists():
-        return COMMITTED / f"{kind}-{key}"
-    if not (src / "meta.json").exists():
-        raise ValueError(f"no local {kind} result for this spec (key {key}); compute it first")
-    with atomic_path(COMMITTED / f"{kind}-{key}") as tmp:
-        shutil.copytree(src, tmp)
-    return COMMITTED / f"{kind}-{key}"
+    return _commit(f"{kind}-{key}", f"no local {kind} result for this spec (key {key}); compute it first")
 
 
 # ---- tables built row by row (one λ̂ per checkpoint or per run): kept after every row, so work resumes --------

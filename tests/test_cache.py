@@ -84,6 +84,16 @@ def test_commit_result_needs_a_local_result(stores):
         cache.commit_result(TrainConfig(**TINY))
 
 
+def test_committing_again_without_the_local_copy_keeps_the_committed_one(stores):
+    """A queue that resumes elsewhere commits what it already committed: nothing to copy, no error."""
+    import shutil
+    cfg = TrainConfig(**TINY)
+    cache.cached_train(cfg, progress=False)
+    path = cache.commit_result(cfg)
+    shutil.rmtree(cache.LOCAL / path.name)
+    assert cache.commit_result(cfg) == path and (path / "meta.json").exists()
+
+
 def test_stored_tables_round_trip(tmp_path, monkeypatch):
     import pandas as pd
     monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
