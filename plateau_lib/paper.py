@@ -243,7 +243,7 @@ def analyses(preset: str = "paper") -> list[Analysis]:
         Analysis("transient_ridge", "SGLD calibration and λ̂ against M", tuple(sweep.values()),
                  (_tables(diversity.LLC_KIND, diversity.table_spec(sweep, llc=sweep_llc)),
                   _tables(diversity.CALIBRATION_KIND,
-                       diversity.table_spec(diversity.calibration_runs(sweep), llc=sweep_llc, grid=grid))),
+                          diversity.table_spec(diversity.calibration_runs(sweep), llc=sweep_llc, grid=grid))),
                  partial(_diversity, sweep, sweep_llc)),
         Analysis("plateau_llc", "SGLD calibration and λ̂ at every checkpoint", tuple(runs.values()),
                  (_tables(plateau.CALIBRATION_KIND, calibrated), _tables(plateau.KIND, plateau.spec(runs, sgld))),
@@ -255,7 +255,7 @@ def analyses(preset: str = "paper") -> list[Analysis]:
 def run_analyses(pages=None, preset: str = "paper", device: str = "auto", deadline: float | None = None) -> list[Path]:
     """Compute and commit every analysis not yet committed whose training runs exist; returns the folders
     written. Past ``deadline`` the running one stops after its latest kept row (``cache.stop_rows_at``) and
-    the rest wait for the next command."""
+    the rest wait for the next command; an SGLD calibration has no rows and is not stopped part-way."""
     dev = resolve_device(device)
     stack = ANALYSIS_STACK if dev.type == "cuda" else 1
     written = []
