@@ -187,7 +187,7 @@ def test_head_table_places_each_type_in_its_stage():
     run.train.arrays.update(step=np.array([0, 10, 100]), attn=hand_built_heads(2 * K))
     table = page.head_table(run, SimpleNamespace(boundaries=[5, 50]))
     assert table.index[0] == "B1H1x" and table.loc["B1H2y", "λ̂ stage"] == "2" and table.loc["B1H3x", "λ̂ stage"] == "3"
-    assert table.loc["B1H2y", "× 500k ÷ steps"] == "50,000" and table.loc["B1H4y", "type"].startswith("(none")
+    assert table.loc["B1H2y", "× 500k ÷ steps"] == "50,000" and table.loc["B1H4y", "type"] == "none (self)"
 
 
 def test_frame_indices_span_the_run():

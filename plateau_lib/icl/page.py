@@ -322,7 +322,7 @@ def head_table(dev, stages) -> pd.DataFrame:
     table["× 500k ÷ steps"] = ["–" if pd.isna(s) else f"{int(round(float(to_paper_step(s, run_steps(dev))))):,}"
                                for s in since]
     table["λ̂ stage"] = ["–" if pd.isna(s) else str(1 + int(np.searchsorted(edges, s, side="right"))) for s in since]
-    table["type"] = np.where(table.pop("typed"), table["type"], "(none: " + table["type"] + " strongest)")
+    table["type"] = np.where(table.pop("typed"), table["type"], "none (" + table["type"] + ")")
     return table.rename(columns={"weight": "weight at the end"}).set_index("head")
 
 
