@@ -158,6 +158,12 @@ def _commit(folder: str, missing: str, ignore=None) -> Path:
     return dst
 
 
+def committed_meta(cfg, extra=None) -> dict | None:
+    """The provenance (``meta.json``) of the committed result of ``cfg``, without loading its tables; or None."""
+    path = COMMITTED / f"train-{cache_key(cfg, extra)}" / "meta.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 def commit_result(cfg, extra=None) -> Path:
     """Copy the local result of ``cfg`` into ``results/`` (tables, arrays, meta; no weights) for committing
     (already committed and not local: nothing to copy)."""

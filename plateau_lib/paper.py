@@ -76,9 +76,9 @@ def _entries(pages=None, preset: str = "paper") -> list[Entry]:
         reference = configs.get("reference")
         for label, cfg in configs.items():
             extra = {"reference": cache.cache_key(reference)} if cfg.copy_groups else None
-            result = cache.load_committed(cfg, extra)
-            device = None if result is None else str(result.meta.get("device"))
-            status = MISSING if result is None else ON_CPU if device == "cpu" and preset == "paper" else COMMITTED
+            meta = cache.committed_meta(cfg, extra)
+            device = None if meta is None else str(meta.get("device"))
+            status = MISSING if meta is None else ON_CPU if device == "cpu" and preset == "paper" else COMMITTED
             out.append(Entry(page, label, cfg, extra, status, device))
     return out
 
@@ -333,14 +333,13 @@ def pack(tar_path: Path, written: list[Path], preset: str = "paper", carry_mib: 
     files = [m for folder in written for m in _files(folder, f"results/{folder.name}")]
     room = carry_mib * 2**20
     for folder in queue_state(preset):
-        members = _files(folder, f".cache/queue/{folder.name}")
-        size = sum(f.stat().st_size for f, _ in members)
+        size = folder_mib(folder) * 2**20
         if size > room:
             print(f"not packed: {folder.name} ({size / 2**20:.1f} MiB) would pass the {carry_mib} MiB a next command "
                   "is given; that command recomputes it", flush=True)
             continue
         room -= size
-        files += members
+        files += _files(folder, f".cache/queue/{folder.name}")
     parts, sizes = [[]], [0]
     for f, arcname in files:
         size = f.stat().st_size
@@ -415,11 +414,11 @@ def write_index(path: Path | None = None) -> Path:
         for e in _entries(None, preset):
             if e.status == MISSING:
                 continue
-            result = cache.load_committed(e.config, e.extra)
-            rows.append({"folder": Path(result.meta["cache"]).name, "page": e.page, "preset": preset,
+            meta = cache.committed_meta(e.config, e.extra)
+            rows.append({"folder": f"train-{cache.cache_key(e.config, e.extra)}", "page": e.page, "preset": preset,
                          "run": e.label, "d_model": e.config.d_model, "steps": e.config.steps,
-                         "device": result.meta.get("device"), "wall_time_s": result.meta.get("wall_time_s"),
-                         "commit": result.meta.get("commit"), "date": str(result.meta.get("date", ""))[:10]})
+                         "device": meta.get("device"), "wall_time_s": meta.get("wall_time_s"),
+                         "commit": meta.get("commit"), "date": str(meta.get("date", ""))[:10]})
     path = cache.COMMITTED / "runs.csv" if path is None else path
     pd.DataFrame(rows).drop_duplicates("folder").to_csv(path, index=False)
     return path
