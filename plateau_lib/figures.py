@@ -37,7 +37,9 @@ def plateau_values(summary: pd.DataFrame, metrics: pd.DataFrame) -> dict:
     return {"peak cosine before the jump": mean_of(summary, "peak_cosine"),
             "peak ρ before the jump": mean_of(summary, "peak_rho"),
             "data ρ": float(metrics["rho_data"].mean()),
-            "APM just before the jump": mean_of(summary, "apm_before_jump"),
+            "APM at step 0": mean_of(summary, "apm_start"),
+            "APM at its peak": mean_of(summary, "apm_peak"),
+            "APM's rank correlation with the step, up to the jump": mean_of(summary, "apm_rank_corr"),
             "step of the jump": mean_of(summary, "jump_step"),
             "final accuracy": mean_of(summary, "final_acc")}
 

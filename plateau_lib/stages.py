@@ -46,7 +46,10 @@ def plateau_summary(metrics: pd.DataFrame, first_level: float = 0.9, jump_level:
       when the partial solution is every output);
     - ``plateau_span``: jump_step - partial_step, the steps spent with only the partial solution;
     - ``solved_step``: overall accuracy reaches ``solved_level``;
-    - peaks of cosine and ρ up to the jump, and APM at the last evaluation before the jump.
+    - peaks of cosine and ρ up to the jump, and APM at the last evaluation before the jump;
+    - ``apm_peak``, the highest APM of the run, and ``apm_rank_corr``, the rank correlation of APM with the
+      step up to the jump: the paper's "APM monotonically increases during the plateau, from near 0 to
+      approximately 0.8" is a statement about the whole rise, not about the value just before the drop.
     """
     m = metrics.sort_values("step")
     if tuple(partial) != (1,):
@@ -69,6 +72,8 @@ def plateau_summary(metrics: pd.DataFrame, first_level: float = 0.9, jump_level:
         "peak_rho": float(before["rho"].max()),
         "apm_start": float(m["apm"].iloc[0]),
         "apm_before_jump": float(before["apm"].iloc[-1]),
+        "apm_peak": float(m["apm"].max()),
+        "apm_rank_corr": float(before["step"].corr(before["apm"], method="spearman")) if len(before) > 2 else np.nan,
         "final_acc": float(m["acc"].iloc[-1]),
     }
 
