@@ -30,6 +30,7 @@ RESULTS_VERSION = 1
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "results"
 LOCAL = ROOT / ".cache" / "results"
+QUEUE = ROOT / ".cache" / "queue"  # the paper queue's working files (``python -m plateau_lib.paper`` sets LOCAL to it)
 
 
 def cache_key(cfg, extra=None) -> str:

@@ -49,7 +49,7 @@ COMMITTED, ON_CPU, MISSING = "committed", "committed, computed on CPU", "missing
 # model FLOPs (6 x parameters x tokens) at an effective 20 TFLOP/s; an evaluation (teacher-forced pass and
 # greedy generation) about 40 launch-bound steps. Stacking S runs divides the launch-bound part by about S.
 LAUNCH_FLOOR_S, EFFECTIVE_FLOPS, EVAL_STEPS = 4e-3, 20e12, 40
-QUEUE_LOCAL = cache.ROOT / ".cache" / "queue"  # the command line's working files: what a next command is given
+QUEUE_LOCAL = cache.QUEUE  # the command line's working files: what a next command is given
 PART_MIB, CARRY_MIB = 15, 64   # a lent GPU returns files of at most 16 MiB and is given at most 64 MiB
 ANALYSIS_STACK = 8             # checkpoints per batched SGLD computation on a GPU
 
@@ -424,13 +424,24 @@ def write_index(path: Path | None = None) -> Path:
     return path
 
 
+def in_progress(cfg) -> str | None:
+    """"in progress on a CPU: step N of M" for a run made across work sessions (the stages page's paper run,
+    ``icl.long_run``), else None."""
+    from .icl import long_run
+    state = long_run.progress(cfg)
+    if state is None or state["status"] != "in progress":
+        return None
+    return f"in progress on a CPU: step {state['step']:,} of {state['steps']:,} ({state['cpu_hours']:.1f} CPU-h)"
+
+
 def print_status(entries: list[Entry], preset: str) -> None:
     todo = [e.config.model_config() for e in entries if e.status != COMMITTED]
     total = 0.0
     for e in entries:  # runs of one architecture are stacked by train_many
         est = estimate_gpu_s(e.config, max(1, todo.count(e.config.model_config())))
         total += est if e.status != COMMITTED else 0.0
-        print(f"  {e.page:<20} {str(e.label):<28} {e.status:<27} {e.config.steps:>5} steps  d_model "
+        status = (e.status == MISSING and in_progress(e.config)) or e.status
+        print(f"  {e.page:<20} {str(e.label):<28} {status:<27} {e.config.steps:>5} steps  d_model "
               f"{e.config.d_model:<4} ~{est:5.1f} s GPU")
     counts = {s: sum(e.status == s for e in entries) for s in (COMMITTED, ON_CPU, MISSING)}
     print(f"{preset}: {counts[COMMITTED]} committed, {counts[ON_CPU]} committed but computed on CPU, "

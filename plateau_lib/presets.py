@@ -186,6 +186,10 @@ ICL_LLC_PAPER = dict(epsilon=3e-4, gamma=20 / 3, nbeta=200 / 3, batch_size=1024,
 ICL_LLC = {"paper": ICL_LLC_PAPER,
            "cpu_long": {**ICL_LLC_PAPER, "batch_size": 256, "num_chains": 4, "num_draws": 200, "n_data": 2**14},
            "cpu": {**ICL_LLC_PAPER, "batch_size": 128, "num_chains": 3, "num_draws": 60, "n_data": 2**12}}
+# λ̂ along the paper run made on a CPU (plateau_lib.icl.long_run): the paper's epsilon, gamma, nbeta and m, a reduced
+# budget (4 chains x 400 draws instead of 10 x 5,000) from 2^18 fixed sequences, at about 40 of the 190 checkpoints;
+# checked against chains 4x longer at three checkpoints (the page's table). About 8 min a checkpoint on one core.
+ICL_LLC_REDUCED = {**ICL_LLC_PAPER, "num_chains": 4, "num_draws": 400, "n_data": 2**18}
 
 
 def icl_stages(preset: str, overrides: dict | None = None, **llc_fields) -> tuple[TrainConfig, dict]:

@@ -87,6 +87,17 @@ def record_summary(figure: str, preset: str, values: dict, page: str, provenance
     return path
 
 
+def record_status(figure: str, preset: str, page: str, status: str) -> Path:
+    """Say why ``figure`` has no ``preset`` numbers yet (e.g. "in progress: step 180,000 of 500,000 on a CPU", or
+    "left for a GPU: 72 CPU-hours a run"): the Reproducibility page shows it in place of "no run yet". A figure
+    that records numbers for ``preset`` replaces it."""
+    summary = {"figure": figure, "preset": preset, "page": page, "rows": [], "status": status,
+               "commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    path = summaries_dir() / f"{slug(figure)}-{preset}.json"
+    write_json(path, summary)
+    return path
+
+
 def load_summaries() -> list[dict]:
     """Every summary in ``summaries_dir()``."""
     folder = summaries_dir()
@@ -96,13 +107,15 @@ def load_summaries() -> list[dict]:
 def reproducibility_table(summaries: list[dict] | None = None) -> pd.DataFrame:
     """One wide table in book order: figure | metric | paper | one "value (verdict)" column per preset | source.
 
-    A claim no page recorded for a preset reads "no run yet"; a figure with no run of an optional preset
-    (the long CPU runs) reads "–" in that column.
+    A claim no page recorded for a preset reads "no run yet", or the status its page recorded
+    (``record_status``: a run in progress, or why it is left for a GPU); a figure with no run of an optional
+    preset (the long CPU runs) reads "–" in that column.
     """
     summaries = load_summaries() if summaries is None else summaries
     found = {(s["figure"], s["preset"], r["metric"]): (r, s) for s in summaries for r in s["rows"]}
     pages = {s["figure"]: s["page"] for s in summaries}
     has = {(s["figure"], s["preset"]) for s in summaries}
+    status = {(s["figure"], s["preset"]): s["status"] for s in summaries if s.get("status")}
     rows = []
     for claim in CLAIMS:
         if claim.figure not in pages:
@@ -110,7 +123,8 @@ def reproducibility_table(summaries: list[dict] | None = None) -> pd.DataFrame:
         row = {"figure": claim.figure, "metric": claim.metric, "paper": claim.paper}
         for preset, column in PRESET_COLUMNS.items():
             hit = found.get((claim.figure, preset, claim.metric))
-            absent = "–" if preset in OPTIONAL_PRESETS and (claim.figure, preset) not in has else "no run yet"
+            absent = "–" if preset in OPTIONAL_PRESETS and (claim.figure, preset) not in has else \
+                status.get((claim.figure, preset), "no run yet")
             row[column] = f"{hit[0]['shown']} ({hit[0]['verdict']})" if hit else absent
         row["source"] = pages[claim.figure]
         rows.append(row)

@@ -20,7 +20,7 @@ PUBLISHED = [984, 35353, 45454, 126262, 323232]  # seed-1 candidates past step 1
 
 def fake_run(steps=500_000, llc=None, heads=(1, 2), cache=None):
     """A Development with hand-made tables: λ̂ at the paper's seed-1 points unless ``llc`` {step: λ̂}."""
-    llc = llc or page.PAPER_LLC
+    llc = llc or development.PAPER_LLC
     llc_table = pd.DataFrame({"step": list(llc), "llc_mean": list(llc.values()), "llc_se": 1.0})
     evals = np.array(sorted(llc))
     metrics = pd.DataFrame({"step": evals, "seed": 1, "loss": np.linspace(4.4, 1.75, evals.size),

@@ -31,6 +31,14 @@ from ..utils import atomic_path, cpu_threads, resolve_device, write_json
 
 KIND = "icl_stages"
 VERSION = 1
+# The paper's run (Hoogland et al., seed 1): its length, stage boundaries and λ̂ at its marked points.
+PAPER_STEPS = 500_000
+PAPER_BOUNDARIES = (1_000, 40_000, 126_000, 320_000)
+# λ̂ and the evaluation MSE of the published seed-1 run (reference icl_regression.md §4.2).
+PAPER_LLC = {0: -0.7, 1_000: 18.6, 5_000: 124.0, 10_000: 156.0, 40_000: 169.3, 126_000: 156.9,
+             320_000: 112.8, 500_000: 116.3}
+PAPER_POINTS = {1_000: "1k (end of LR1)", 40_000: "40k (end of LR2, the λ̂ peak)", 126_000: "126k (end of LR3)",
+                320_000: "320k (end of LR4)", 500_000: "500k (end)"}
 
 
 @dataclass

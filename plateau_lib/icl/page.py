@@ -18,15 +18,9 @@ import seaborn as sns
 
 from ..plots import PAGE_WIDTH
 from . import development
+from .development import PAPER_BOUNDARIES, PAPER_LLC, PAPER_POINTS, PAPER_STEPS
 
 FIGURE = "Hoogland Fig. 1(b) (LR stages)"
-PAPER_STEPS = 500_000
-PAPER_BOUNDARIES = (1_000, 40_000, 126_000, 320_000)
-# λ̂ and the evaluation MSE of the published seed-1 run (reference icl_regression.md §4.2).
-PAPER_LLC = {0: -0.7, 1_000: 18.6, 5_000: 124.0, 10_000: 156.0, 40_000: 169.3, 126_000: 156.9,
-             320_000: 112.8, 500_000: 116.3}
-PAPER_POINTS = {1_000: "1k (end of LR1)", 40_000: "40k (end of LR2, the λ̂ peak)", 126_000: "126k (end of LR3)",
-                320_000: "320k (end of LR4)", 500_000: "500k (end)"}
 MATCH_FACTOR = 2.0  # a found boundary "matches" a paper boundary when their (step + 1) differ by < this factor
 # (log-spaced, linear-spaced) checkpoint counts of each preset; tests check they rebuild presets.py's steps.
 LABELS = {"cpu": "cpu miniature", "cpu_long": "long CPU run", "paper": "paper preset"}
@@ -554,3 +548,95 @@ def closing_note(devs: dict, found: dict) -> str:
             f"{dev.meta.get('train_wall_s')} s training, {dev.meta.get('llc_wall_s')} s LLC on "
             f"{dev.meta.get('device')}.")
     return "\n".join(lines)
+
+
+# ---- the paper's own run, made on a CPU across work days (long_run) ---------------------------------------
+
+def paper_in_progress_note(cfg, llc: dict) -> str:
+    """A paragraph on the paper's run being made on a CPU: the step reached, CPU-hours, λ̂ rows; '' without one."""
+    from . import long_run
+    state = long_run.progress(cfg)
+    if state is None or state["status"] != "in progress":
+        return ""
+    return (f"**In progress: through step {state['step']:,} of {state['steps']:,}.** The paper's own training run "
+            f"(seed 1, one-cycle to 3e-3, batch 256, the 190 checkpoints), computed on one CPU core across work sessions "
+            f"and committed with its resume state after each (`python -m plateau_lib.icl.long_run`; "
+            f"{state['cpu_hours']:.1f} CPU-hours so far). λ̂ is estimated at {state['llc_checkpoints']} of its checkpoints "
+            f"at a reduced SGLD budget (the paper's ε, γ, nβ and m = {llc['batch_size']:,}; {llc['num_chains']} chains × "
+            f"{llc['num_draws']} draws from {llc['n_data']:,} fixed sequences instead of 10 × 5,000 from 2²⁰): "
+            f"{state['llc_rows']} rows so far. Nothing of it is judged until the run is finished: its verdicts, here and "
+            "on the Reproducibility page, read *in progress*. The paper's boundaries are at the paper's own steps here "
+            "(dotted), as this run has the paper's schedule.")
+
+
+def in_progress_figure(metrics: pd.DataFrame, llc: pd.DataFrame, steps: int, title: str = ""):
+    """The paper run so far: λ̂ at the checkpoints estimated (± se) beside the paper's seed-1 values, and the
+    evaluation loss against ridge's, over log(step + 1) up to the run's end, the paper's boundaries dotted."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(PAGE_WIDTH, 5.2), sharex=True, constrained_layout=True)
+    if not llc.empty:
+        top.errorbar(llc["step"] + 1, llc["llc_mean"], yerr=llc["llc_se"], fmt="o", ms=3.5, color="C0", lw=1,
+                     label="λ̂ ± se (this run, reduced budget)")
+    paper = pd.Series(PAPER_LLC)
+    top.plot(paper.index + 1, paper.values, "s", color="#c0392b", ms=4, mfc="none", label="paper's λ̂ (seed 1)")
+    top.set(ylabel="λ̂", title="local learning coefficient")
+    top.legend(loc="upper left")
+    m = metrics.sort_values("step")
+    bottom.plot(m["step"] + 1, m["loss"], color="C0", label="transformer")
+    bottom.plot(m["step"] + 1, m["loss_ridge"], color="grey", ls="--", lw=1, label="ridge (Bayes)")
+    bottom.set(ylabel="MSE", title="evaluation loss (held-out batch, per token)", xlabel="training step + 1 (log scale)")
+    bottom.legend(loc="upper right")
+    reached = int(m["step"].max()) if len(m) else 0
+    for ax in (top, bottom):
+        for b in PAPER_BOUNDARIES:
+            ax.axvline(b + 1, color="#c0392b", ls=":", lw=1)
+        ax.axvspan(reached + 1, steps + 1, color="0.92", zorder=0)
+    top.set_xscale("log")
+    top.set_xlim(1, steps + 1)
+    top.text(min(reached + 1, steps) * 1.1, top.get_ylim()[1], " not reached yet", va="top", fontsize=9, color="0.4")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def in_progress_points(llc: pd.DataFrame) -> pd.DataFrame:
+    """λ̂ at the paper's points that this run has estimated (the nearest selected checkpoint within 5%),
+    beside the paper's seed-1 values; points not reached read '—'."""
+    rows = []
+    for paper, label in PAPER_POINTS.items():
+        near = llc[(llc["step"] - paper).abs() <= 0.05 * paper] if not llc.empty else llc
+        row = near.iloc[(near["step"] - paper).abs().argmin()] if len(near) else None
+        rows.append({"paper point": label, "checkpoint": "—" if row is None else int(row["step"]),
+                     "λ̂": "—" if row is None else round(float(row["llc_mean"]), 1),
+                     "± se": "—" if row is None else round(float(row["llc_se"]), 1),
+                     "paper λ̂ (seed 1)": PAPER_LLC[paper]})
+    return pd.DataFrame(rows)
+
+
+def show_paper_run(shown: dict, found: dict, live: str) -> None:
+    """The `paper` section: the finished run's stages figure where one is stored; else, while the paper's run is
+    being made on a CPU, its curves so far, λ̂ at the paper's points reached and the budget check, and the
+    status "in progress" recorded for the Reproducibility page; else where the run will come from."""
+    from IPython.display import Markdown, display
+    from .. import report
+    from ..presets import ICL_LLC_REDUCED, ICL_PAPER
+    from . import long_run
+    note = paper_in_progress_note(ICL_PAPER, ICL_LLC_REDUCED)
+    if "paper" in shown or live == "paper" or not note:
+        show_stored_run(shown, found, "paper", live)
+        return
+    state = long_run.progress(ICL_PAPER)
+    llc = long_run.llc_table(ICL_PAPER, ICL_LLC_REDUCED)
+    display(Markdown(note))
+    fig = in_progress_figure(long_run.evaluations(ICL_PAPER), llc, ICL_PAPER.steps,
+                             title=f"paper config, computed on a CPU: through step {state['step']:,} of {ICL_PAPER.steps:,}")
+    display(fig)
+    plt.close(fig)
+    display(Markdown("λ̂ at the paper's points this run has reached and estimated so far:"), in_progress_points(llc))
+    check = long_run.budget_table(ICL_PAPER, ICL_LLC_REDUCED)
+    if not check.empty:
+        display(Markdown(f"The reduced budget against chains {long_run.CHECK_FACTOR}× longer (same seed; the "
+                         f"reduced estimate is the same chains after their first {ICL_LLC_REDUCED['num_draws']} draws). "
+                         f"It passes where they differ by less than {long_run.CHECK_TOLERANCE:.0%}:"),
+                check.round(3))
+    report.record_status(FIGURE, "paper", "icl_stages",
+                         f"in progress: step {state['step']:,} of {ICL_PAPER.steps:,} (CPU)")

@@ -1,0 +1,295 @@
+"""Hoogland et al.'s own training run (``ICL_PAPER``: seed 1, one-cycle to 3e-3, batch 256, 500k steps, the
+paper's 190 checkpoints) made on one CPU core across work days, with λ̂ at about 40 of its checkpoints at a
+stated reduced SGLD budget (``presets.ICL_LLC_REDUCED``: the paper's ε, γ and nβ; fewer chains and draws).
+
+A work session lasts at most three hours and nothing on its machine is sure to survive it, so between
+sessions the run lives in the repository, in ``results/in_progress/icl_stages-<train key>/``:
+
+- ``resume.pt``: weights, Adam moments, the data generator, the step and the evaluations so far (about 1.5 MB);
+- ``llc.csv``: λ̂ at each selected checkpoint reached, one row kept as it is made;
+- ``budget_check.csv``: the reduced budget against chains 4x longer at three checkpoints (``budget_check``);
+- ``ckpt_<step>.pt``: the selected checkpoints reached whose λ̂ row is still to do (213 KB each; dropped from the
+  state once their row exists);
+- ``progress.json``: ``status`` ("in progress" until the 500k-th step), the step reached, the CPU-hours so far,
+  the date and the commit.
+
+``restore`` copies that state into the queue's working folder (``cache.QUEUE``), where ``train`` resumes it
+and ``llc`` reads the checkpoints; ``save`` copies the state back. Training stops cleanly at a time budget
+(SIGKILL loses at most the evaluations since the last resume state, which ``train`` saves every 5).
+
+    OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run train --budget-s 9000  # core 1
+    OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run llc --budget-s 9000    # core 2, as checkpoints appear
+    python -m plateau_lib.icl.long_run save      # before the session ends: then commit results/in_progress/
+    python -m plateau_lib.icl.long_run status
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .. import cache
+from ..llc import llc_over_checkpoints
+from ..llc.callbacks import llc_row
+from ..report import git_commit
+from ..train import Stopped, TrainConfig
+from ..utils import atomic_path, cpu_threads, torch_save, write_json
+from . import development
+from .development import PAPER_POINTS
+
+IN_PROGRESS = cache.COMMITTED / "in_progress"
+LLC_KIND = "icl_long_llc"      # the λ̂ rows being made (cache.keep_rows), resumable
+CHECK_KIND = "icl_llc_budget"  # the reduced budget against a 4x longer chain
+CHECK_FACTOR = 4
+CHECK_TOLERANCE = 0.05
+
+
+def state_folder(cfg: TrainConfig) -> Path:
+    """Where the run's state waits between work sessions (committed)."""
+    return IN_PROGRESS / f"{development.KIND}-{cache.cache_key(cfg)}"
+
+
+def run_folder(cfg: TrainConfig) -> Path:
+    """The training's working folder (resume state and checkpoints) in this session."""
+    return cache.LOCAL / f"train-{cache.cache_key(cfg)}.partial"
+
+
+def llc_steps(cfg: TrainConfig, n_log: int = 20, n_linear: int = 18) -> list[int]:
+    """About 40 of the run's checkpoints for λ̂: the nearest to ``n_log`` log-spaced steps from 100, to ``n_linear``
+    evenly spaced ones, and to the paper's points (1k, 40k, 126k, 320k, the end)."""
+    ckpts = np.array(sorted(cfg.checkpoint_steps))
+    targets = [*np.geomspace(100, cfg.steps, n_log), *np.linspace(cfg.steps / n_linear, cfg.steps, n_linear),
+               *(p * cfg.steps / max(PAPER_POINTS) for p in PAPER_POINTS)]
+    return sorted({int(ckpts[np.abs(np.log1p(ckpts) - np.log1p(t)).argmin()]) for t in targets})
+
+
+def check_steps(cfg: TrainConfig) -> list[int]:
+    """The three checkpoints where the reduced budget is checked against a longer chain: the paper's 1k, 40k
+    and 126k (the end of LR1, the λ̂ peak, the end of LR3), as the nearest selected checkpoints."""
+    chosen = llc_steps(cfg)
+    return [min(chosen, key=lambda s: abs(np.log1p(s) - np.log1p(p * cfg.steps / max(PAPER_POINTS))))
+            for p in (1_000, 40_000, 126_000)]
+
+
+def llc_key(cfg: TrainConfig, llc: dict) -> str:
+    return development.key(cfg, llc)
+
+
+# ---- the state between sessions --------------------------------------------------------------------------
+
+def progress(cfg: TrainConfig) -> dict | None:
+    """The committed state's ``progress.json`` (status, step, steps, CPU-hours, date, commit), or None."""
+    path = state_folder(cfg) / "progress.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _resume_step(path: Path) -> int:
+    return int(torch.load(path, weights_only=True)["step"]) if path.exists() else -1
+
+
+def restore(cfg: TrainConfig, llc: dict) -> int:
+    """Copy the committed state into this session's working folders, unless they already hold as much;
+    returns the step the training resumes from (0 if nothing is committed)."""
+    src, run = state_folder(cfg), run_folder(cfg)
+    if not src.exists():
+        return max(_resume_step(run / "resume.pt"), 0)
+    run.mkdir(parents=True, exist_ok=True)
+    if _resume_step(src / "resume.pt") > _resume_step(run / "resume.pt"):
+        shutil.copy2(src / "resume.pt", run / "resume.pt")
+    for ckpt in src.glob("ckpt_*.pt"):
+        if not (run / ckpt.name).exists():
+            shutil.copy2(ckpt, run / ckpt.name)
+    for kind, name in ((LLC_KIND, "llc.csv"), (CHECK_KIND, "budget_check.csv")):
+        committed = pd.read_csv(src / name) if (src / name).exists() else pd.DataFrame()
+        if len(committed) > len(cache.partial_rows(kind, llc_key(cfg, llc))):
+            cache.keep_rows(kind, llc_key(cfg, llc), committed)
+    return _resume_step(run / "resume.pt")
+
+
+def _train_seconds(cfg: TrainConfig, resume: Path) -> float:
+    """Training time so far (one thread: CPU time), as the resume state or the finished result records it."""
+    found = cache.find("train", cache.cache_key(cfg))
+    if found is not None:
+        return float(json.loads((found / "meta.json").read_text()).get("wall_time_s", 0.0))
+    return float(torch.load(resume, weights_only=True)["elapsed"]) if resume.exists() else 0.0
+
+
+def save(cfg: TrainConfig, llc: dict) -> Path:
+    """Copy this session's state into ``state_folder`` (atomically): the newer resume state, the λ̂ and check rows,
+    and the selected checkpoints reached with no λ̂ row yet. CPU-hours count the training's time and every row's."""
+    dst, run = state_folder(cfg), run_folder(cfg)
+    rows = cache.partial_rows(LLC_KIND, llc_key(cfg, llc))
+    have = set() if rows.empty else set(rows["step"].astype(int))
+    resume = run / "resume.pt" if _resume_step(run / "resume.pt") >= _resume_step(dst / "resume.pt") else dst / "resume.pt"
+    step = max(_resume_step(resume), 0)
+    finished = cache.find("train", cache.cache_key(cfg)) is not None
+    with atomic_path(dst) as tmp:
+        tmp.mkdir()
+        if resume.exists() and not finished:
+            shutil.copy2(resume, tmp / "resume.pt")
+        for s in llc_steps(cfg):
+            name = f"ckpt_{s:06d}.pt"
+            found = next((p for p in (run / name, dst / name, _finished_ckpt(cfg, name)) if p and p.exists()), None)
+            if s not in have and found is not None:
+                shutil.copy2(found, tmp / name)
+        if not rows.empty:
+            rows.sort_values("step").to_csv(tmp / "llc.csv", index=False)
+        check = budget_table(cfg, llc)
+        if not check.empty:
+            check.to_csv(tmp / "budget_check.csv", index=False)
+        cpu_s = _train_seconds(cfg, resume) + sum(float(t["elapsed_s"].sum()) for t in (rows, check) if not t.empty)
+        write_json(tmp / "progress.json", {
+            "status": "finished" if finished else "in progress", "step": cfg.steps if finished else step,
+            "steps": cfg.steps, "cpu_hours": round(cpu_s / 3600, 3),
+            "llc_rows": len(have), "llc_checkpoints": len(llc_steps(cfg)), "llc": llc,
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "commit": git_commit()})
+    return dst
+
+
+def _finished_ckpt(cfg: TrainConfig, name: str) -> Path | None:
+    found = cache.find("train", cache.cache_key(cfg))
+    return None if found is None else found / name
+
+
+def evaluations(cfg: TrainConfig) -> pd.DataFrame:
+    """The evaluations made so far (the committed state's, or this session's newer ones) as the task's tidy
+    metrics table; empty before the first."""
+    paths = [p for p in (run_folder(cfg) / "resume.pt", state_folder(cfg) / "resume.pt") if p.exists()]
+    if not paths:
+        return pd.DataFrame()
+    state = torch.load(max(paths, key=_resume_step), weights_only=True)
+    metrics, _, _ = cfg.make_task().tables(state["evals"], cfg.seed)
+    return metrics
+
+
+def llc_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
+    """λ̂ rows made so far (this session's, else the committed state's)."""
+    rows = cache.partial_rows(LLC_KIND, llc_key(cfg, llc))
+    path = state_folder(cfg) / "llc.csv"
+    committed = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    return (rows if len(rows) >= len(committed) else committed).sort_values("step").reset_index(drop=True) \
+        if len(rows) or len(committed) else pd.DataFrame()
+
+
+def budget_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
+    """The reduced budget's check rows made so far (this session's, else the committed state's)."""
+    rows = cache.partial_rows(CHECK_KIND, llc_key(cfg, llc))
+    path = state_folder(cfg) / "budget_check.csv"
+    committed = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    return rows if len(rows) >= len(committed) else committed
+
+
+# ---- the work -------------------------------------------------------------------------------------------
+
+def train(cfg: TrainConfig, llc: dict, budget_s: float, progress_bar: bool = True) -> int:
+    """Restore, train until ``budget_s`` seconds have passed (or the end), save; returns the step reached."""
+    restore(cfg, llc)
+    t0 = time.time()
+    try:
+        cache.cached_train_many([cfg], progress=progress_bar, deadline=t0 + budget_s)
+    except Stopped as stop:
+        print(stop, flush=True)
+    folder = save(cfg, llc)
+    print(f"saved {folder}: {progress(cfg)}", flush=True)
+    return progress(cfg)["step"]
+
+
+def _checkpoint(cfg: TrainConfig, step: int) -> Path | None:
+    name = f"ckpt_{step:06d}.pt"
+    return next((p for p in (run_folder(cfg) / name, state_folder(cfg) / name, _finished_ckpt(cfg, name))
+                 if p is not None and p.exists()), None)
+
+
+def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False) -> pd.DataFrame:
+    """λ̂ at every selected checkpoint that exists and has no row yet, each row kept at once; stops at the
+    budget (and with ``wait`` waits for the training's next checkpoint until then). Saves the state."""
+    restore(cfg, llc)
+    deadline = time.time() + budget_s
+    model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
+    settings = {k: v for k, v in llc.items() if k != "n_data"}
+    data = development.llc_data(cfg, llc["n_data"], llc["seed"], "cpu")
+
+    def rows(steps):
+        return llc_over_checkpoints(model, loss, data, [(s, _checkpoint(cfg, s)) for s in steps],
+                                    progress=False, device="cpu", **settings)
+    try:
+        with cache.stop_rows_at(deadline):
+            while time.time() < deadline:
+                done = llc_table(cfg, llc)
+                have = set() if done.empty else set(done["step"].astype(int))
+                ready = [s for s in llc_steps(cfg) if s not in have and _checkpoint(cfg, s) is not None]
+                if ready:
+                    cache.resume_rows(LLC_KIND, llc_key(cfg, llc), [*have, ready[0]], rows, progress=False)
+                    print(f"λ̂ at step {ready[0]} kept", flush=True)
+                elif wait and len(have) < len(llc_steps(cfg)):
+                    time.sleep(60)
+                else:
+                    break
+    except Stopped as stop:
+        print(stop, flush=True)
+    save(cfg, llc)
+    return llc_table(cfg, llc)
+
+
+def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR) -> pd.DataFrame:
+    """At ``check_steps``: λ̂ from chains ``factor`` times longer than the reduced budget's, and the same chains'
+    estimate after the reduced budget's draws (their first ``num_draws``: the reduced run itself, since the
+    chains are the same until then). A row per checkpoint, kept as it is made, with the relative difference."""
+    long = {**llc, "num_draws": llc["num_draws"] * factor}
+    model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
+    settings = {k: v for k, v in long.items() if k != "n_data"}
+    data = development.llc_data(cfg, llc["n_data"], llc["seed"], "cpu")
+
+    def rows(steps):
+        out = []
+        for s in steps:
+            _, results = llc_over_checkpoints(model, loss, data, [(s, _checkpoint(cfg, s))], progress=False,
+                                              device="cpu", return_results=True, **settings)
+            res = results[s]
+            ok = ~res.diverged
+            short = float(np.mean(res.llc_running[ok, llc["num_draws"] - 1]))
+            out.append({"step": s, "reduced": short, "longer": res.llc_mean,
+                        "relative difference": abs(short - res.llc_mean) / abs(res.llc_mean),
+                        "draws": llc["num_draws"], "longer draws": long["num_draws"], "chains": llc["num_chains"],
+                        "elapsed_s": res.elapsed_s})
+        return pd.DataFrame(out)
+    restore(cfg, llc)
+    ready = [s for s in check_steps(cfg) if _checkpoint(cfg, s) is not None]
+    table = cache.resume_rows(CHECK_KIND, llc_key(cfg, llc), ready, rows, progress=False)
+    save(cfg, llc)
+    return table
+
+
+def main(argv=None) -> int:
+    from ..presets import ICL_LLC_REDUCED, ICL_PAPER
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("action", choices=("train", "llc", "check", "save", "status"))
+    parser.add_argument("--budget-s", type=float, default=3600.0, help="stop after this many seconds (default 3600)")
+    parser.add_argument("--wait", action="store_true", help="llc: wait for checkpoints still to come until the budget")
+    args = parser.parse_args(argv)
+    if args.budget_s <= 0:
+        parser.error(f"--budget-s must be positive, got {args.budget_s}")
+    cpu_threads()
+    cache.LOCAL = cache.QUEUE
+    cfg, llc = ICL_PAPER, ICL_LLC_REDUCED
+    if args.action == "train":
+        train(cfg, llc, args.budget_s)
+    elif args.action == "llc":
+        print(estimate(cfg, llc, args.budget_s, wait=args.wait).to_string(index=False))
+    elif args.action == "check":
+        print(budget_check(cfg, llc).to_string(index=False))
+    elif args.action == "save":
+        print(save(cfg, llc))
+    print(json.dumps(progress(cfg), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

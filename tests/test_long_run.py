@@ -1,0 +1,95 @@
+"""The paper's stages run made across work days (plateau_lib.icl.long_run): a run stopped by its budget and
+by SIGKILL, resumed from the committed state alone on a "new machine", gives the evaluations and λ̂ rows of an
+uninterrupted run; a partial state is never taken for a finished one."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from plateau_lib import cache
+from plateau_lib.icl import long_run
+from plateau_lib.presets import ICL_LLC_REDUCED, ICL_PAPER
+
+TINY = ICL_PAPER.replace(d_model=16, n_head=2, steps=60, batch_size=16, eval_every=10, eval_batch=32,
+                         checkpoint_steps=(0, 5, 20, 40, 60), eval_steps=(5,))
+TINY_LLC = {**ICL_LLC_REDUCED, "batch_size": 16, "num_chains": 2, "num_draws": 8, "n_data": 64}
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "results")
+    monkeypatch.setattr(long_run, "IN_PROGRESS", tmp_path / "results" / "in_progress")
+    return tmp_path
+
+
+def new_machine():
+    """Everything but the committed state is gone."""
+    shutil.rmtree(cache.LOCAL, ignore_errors=True)
+
+
+def test_selected_checkpoints_of_the_paper_run():
+    steps = long_run.llc_steps(ICL_PAPER)
+    assert 35 <= len(steps) <= 45 and set(steps) <= set(ICL_PAPER.checkpoint_steps)
+    assert ICL_PAPER.steps - 1 in steps or ICL_PAPER.steps in steps   # the end
+    for paper in (1_000, 40_000, 126_000, 320_000):                   # the paper's points, within 5%
+        assert min(abs(s - paper) / paper for s in steps) < 0.05
+    assert len(long_run.check_steps(ICL_PAPER)) == 3
+
+
+def test_budget_stops_resume_to_the_uninterrupted_run(home):
+    whole = cache.cached_train(TINY, use_cache=False, progress=False).metrics
+    straight = long_run.estimate(TINY, TINY_LLC, budget_s=120)            # λ̂ of the uninterrupted run, in one go
+    new_machine()
+    shutil.rmtree(long_run.IN_PROGRESS)
+    assert long_run.train(TINY, TINY_LLC, budget_s=0.0, progress_bar=False) == 1   # stopped after one step
+    state = long_run.progress(TINY)
+    assert state["status"] == "in progress" and state["step"] == 1 and state["steps"] == 60
+    new_machine()
+    long_run.estimate(TINY, TINY_LLC, budget_s=60)                                  # λ̂ at step 0, then saved
+    assert long_run.progress(TINY)["llc_rows"] == 1
+    new_machine()
+    long_run.train(TINY, TINY_LLC, budget_s=0.0, progress_bar=False)               # a second budget stop
+    assert long_run.progress(TINY)["status"] == "in progress"
+    new_machine()
+    long_run.train(TINY, TINY_LLC, budget_s=600, progress_bar=False)
+    assert long_run.progress(TINY)["status"] == "finished"
+    again = cache.cached_train(TINY, progress=False).metrics
+    pd.testing.assert_frame_equal(whole.reset_index(drop=True), again.reset_index(drop=True))
+
+    rows = long_run.estimate(TINY, TINY_LLC, budget_s=120)
+    assert list(rows["step"]) == long_run.llc_steps(TINY)
+    pd.testing.assert_frame_equal(rows.drop(columns="elapsed_s"), straight.drop(columns="elapsed_s"))
+    # no checkpoint is kept once its λ̂ row exists
+    assert not list(long_run.state_folder(TINY).glob("ckpt_*.pt"))
+
+
+def test_sigkill_resumes_from_the_last_resume_state(home):
+    whole = cache.cached_train(TINY.replace(steps=400), use_cache=False, progress=False).metrics
+    new_machine()
+    cfg = TINY.replace(steps=400)
+    script = (f"import sys; from pathlib import Path; from plateau_lib import cache; from plateau_lib.icl import long_run\n"
+              f"cache.LOCAL = Path({str(cache.LOCAL)!r}); cache.COMMITTED = Path({str(cache.COMMITTED)!r})\n"
+              f"long_run.IN_PROGRESS = Path({str(long_run.IN_PROGRESS)!r})\n"
+              f"from plateau_lib.presets import ICL_PAPER\n"
+              f"cfg = ICL_PAPER.replace(**{ {k: getattr(cfg, k) for k in ('d_model', 'n_head', 'steps', 'batch_size', 'eval_every', 'eval_batch', 'checkpoint_steps', 'eval_steps')}!r})\n"
+              f"long_run.train(cfg, {TINY_LLC!r}, budget_s=600, progress_bar=False)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "OMP_NUM_THREADS": "1"})
+    resume = long_run.run_folder(cfg) / "resume.pt"
+    t0 = time.time()
+    while not resume.exists() and time.time() - t0 < 120 and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert resume.exists(), "the run saved no resume state before it was killed"
+    long_run.save(cfg, TINY_LLC)                      # what a session saves of a killed job's working folder
+    assert long_run.progress(cfg)["status"] == "in progress"
+    new_machine()
+    long_run.train(cfg, TINY_LLC, budget_s=600, progress_bar=False)
+    again = cache.cached_train(cfg, progress=False).metrics
+    pd.testing.assert_frame_equal(whole.reset_index(drop=True), again.reset_index(drop=True))
