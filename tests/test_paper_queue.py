@@ -63,7 +63,7 @@ def test_a_stopped_queue_resumes_from_its_packed_partial_state(tiny_queue, tmp_p
     long = {"page_a": {0: TINY.replace(steps=400, eval_every=50)}}
     monkeypatch.setattr(presets, "page_runs", lambda preset="paper": long)
     monkeypatch.setattr(paper, "analyses", lambda preset="paper": [])
-    assert paper.run_queue(budget_s=0.5, allow_cpu=True) == []
+    assert paper.run_queue(budget_s=0.0, allow_cpu=True) == []  # stops after its first step, whatever the speed
     assert len(paper.partial_folders()) == 1
     tar, = paper.pack(tmp_path / "q.tar.gz", [])
     home = tmp_path / "home"
