@@ -31,6 +31,9 @@ given that folder, resumes where the last one stopped. Results carry their prove
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import platform
 import re
 import shutil
 import tarfile
@@ -39,9 +42,11 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+import torch
+
 from . import cache, presets
 from .train import Stopped
-from .utils import cpu_threads, resolve_device
+from .utils import cpu_threads, resolve_device, write_json
 
 COMMITTED, ON_CPU, MISSING = "committed", "committed, computed on CPU", "missing"
 
@@ -162,6 +167,118 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
         commit([e for e, _ in finished], [cache.TrainResult.load(path) for _, path in finished])
         print(f"budget of {budget_s:.0f} s spent: {len(written)} run(s) committed; the unfinished ones resume "
               f"from {cache.LOCAL}/train-*.partial", flush=True)
+    return written
+
+
+# ---- the CPU part of the queue: runs that fit one core, on two worker processes --------------------------------
+
+CPU_LIMIT_H = 3.0  # a run estimated above this many CPU-hours is left for a GPU
+CPU_RECORD = cache.COMMITTED / "benchmarks" / "paper_cpu.json"  # measured seconds per step and per evaluation
+COST_FIELDS = ("task", "task_kwargs", "n_layer", "n_head", "d_model", "softmax", "optimizer", "batch_size", "eval_batch")
+
+
+def architecture(cfg) -> str:
+    """What sets a run's cost per step on a CPU: model, task, optimizer and batch sizes (not steps or seed)."""
+    d = cfg.to_dict()
+    return json.dumps({k: d[k] for k in COST_FIELDS}, sort_keys=True)
+
+
+def measure_cpu(cfg, steps: int = 8, least_s: float = 1.0) -> dict:
+    """Seconds per training step and per evaluation of ``cfg``'s architecture on one CPU thread, from three short
+    runs evaluated at their start and end: ``steps`` steps, the same with two more evaluations (after steps 1
+    and 2), and 2 x ``steps`` steps. Differences cancel the fixed cost of building and starting a run; while
+    the extra steps take less than ``least_s`` (noise), ``steps`` grows eightfold."""
+    from .train import train
+
+    def timed(n, extra=()):
+        probe = cfg.replace(steps=n, eval_every=n, eval_steps=extra, checkpoint_steps=(), device="cpu",
+                            copy_groups=(), schedule="constant", warmup_steps=0)
+        t0 = time.perf_counter()
+        train(probe, progress=False)
+        return time.perf_counter() - t0
+    while True:
+        base, doubled = timed(steps), timed(2 * steps)
+        if doubled - base >= least_s or steps >= 4096:
+            break
+        steps *= 8
+    return {"step_s": round(max(doubled - base, 0.0) / steps, 5),
+            "eval_s": round(max(timed(steps, (1, 2)) - base, 0.0) / 2, 5)}
+
+
+def cpu_costs(configs, measure: bool = True, record: Path | None = None) -> dict:
+    """``{architecture: {"step_s", "eval_s"}}`` for ``configs``, read from ``record`` (``CPU_RECORD``); with
+    ``measure`` the architectures it lacks are timed here (one thread) and added to it."""
+    record = CPU_RECORD if record is None else record
+    known = json.loads(record.read_text())["architectures"] if record.exists() else {}
+    missing = {architecture(c): c for c in configs if architecture(c) not in known}
+    for arch, cfg in missing.items() if measure else ():
+        print(f"measuring one CPU core's step and evaluation of {cfg.task} d_model {cfg.d_model} "
+              f"({len(known)} architectures recorded)...", flush=True)
+        known[arch] = measure_cpu(cfg)
+        write_json(record, {"architectures": known, "machine": platform.processor() or platform.machine(),
+                            "threads": cpu_threads(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+                            "load_at_end": [round(x, 2) for x in os.getloadavg()],
+                            "note": "python -m plateau_lib.paper --list measures what is missing"})
+    return known
+
+
+def estimate_cpu_s(cfg, costs: dict) -> float | None:
+    """Seconds one run of ``cfg`` takes on one CPU core (its architecture's measured step and evaluation times
+    multiplied out), or None when the architecture was not measured."""
+    cost = costs.get(architecture(cfg))
+    if cost is None:
+        return None
+    evals = cfg.steps // cfg.eval_every + len(set(cfg.eval_steps)) + 2
+    return cfg.steps * cost["step_s"] + evals * cost["eval_s"]
+
+
+def _train_on_worker(cfg, extra, local: str, committed: str, deadline: float | None):
+    """A worker's job: train ``cfg`` through the cache (one thread); None if the deadline stopped it (its resume
+    state is kept in ``local``). Stopped is caught here: it is a KeyboardInterrupt, which a worker must not see."""
+    cpu_threads()
+    cache.LOCAL, cache.COMMITTED = Path(local), Path(committed)
+    try:
+        return cache.cached_train_many([cfg], extras=[extra], progress=False, lock=False, deadline=deadline)[0]
+    except Stopped:
+        return None
+
+
+def run_cpu_queue(pages=None, budget_s: float | None = None, workers: int = 2, limit_h: float = CPU_LIMIT_H,
+                  preset: str = "paper", client=None) -> list[Path]:
+    """Train the pending runs that fit ``limit_h`` CPU-hours each on ``workers`` processes (a dask LocalCluster,
+    one thread each; or ``client``, any dask client), and commit each into ``results/`` the moment it finishes,
+    with ``device: cpu`` and its wall time in its provenance. At ``budget_s`` the running ones save their resume
+    state and the next call resumes them. Runs over the limit, and Fig. 5's copied runs (they need their
+    reference's weights), are left for a GPU; returns the folders written."""
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"parameter 'workers' must be a positive integer, got {workers!r}")
+    costs = cpu_costs([e.config for e in pending(pages, preset)])
+    todo = [e for e in pending(pages, preset) if not e.config.copy_groups
+            and (estimate_cpu_s(e.config, costs) or float("inf")) <= limit_h * 3600]
+    todo.sort(key=lambda e: estimate_cpu_s(e.config, costs))  # cheapest first: most results per hour
+    deadline = None if budget_s is None else time.time() + budget_s
+    if not todo:
+        return []
+    from distributed import Client, LocalCluster, as_completed
+    cluster = None
+    if client is None:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
+        client = Client(cluster)
+    written = []
+    try:
+        futures = {client.submit(_train_on_worker, e.config.replace(device="cpu"), e.extra, str(cache.LOCAL),
+                                 str(cache.COMMITTED), deadline, pure=False): e for e in todo}
+        for future in as_completed(futures):
+            e, result = futures[future], future.result()
+            if result is None:
+                print(f"{e.page} {e.label}: stopped at the budget; it resumes from {cache.LOCAL}", flush=True)
+                continue
+            written.append(cache.commit_result(e.config, e.extra))
+            print(f"{e.page} {e.label}: {result.meta.get('wall_time_s')} s on cpu -> {written[-1].name}", flush=True)
+    finally:
+        if cluster is not None:
+            client.close()
+            cluster.close()
     return written
 
 
@@ -434,19 +551,32 @@ def in_progress(cfg) -> str | None:
     return f"in progress on a CPU: step {state['step']:,} of {state['steps']:,} ({state['cpu_hours']:.1f} CPU-h)"
 
 
-def print_status(entries: list[Entry], preset: str) -> None:
+def print_status(entries: list[Entry], preset: str, costs: dict | None = None, limit_h: float = CPU_LIMIT_H) -> None:
+    """Each run: status, length, width, GPU estimate and (``costs``: measured CPU costs) the CPU estimate, with
+    the runs over ``limit_h`` CPU-hours marked as left for a GPU."""
     todo = [e.config.model_config() for e in entries if e.status != COMMITTED]
-    total = 0.0
+    total, over = 0.0, []
     for e in entries:  # runs of one architecture are stacked by train_many
         est = estimate_gpu_s(e.config, max(1, todo.count(e.config.model_config())))
         total += est if e.status != COMMITTED else 0.0
         status = (e.status == MISSING and in_progress(e.config)) or e.status
+        cpu_s = None if costs is None else estimate_cpu_s(e.config, costs)
+        cpu = "" if cpu_s is None else f"  ~{cpu_s / 3600:6.2f} CPU-h"
+        if cpu_s is not None and e.status == MISSING and (cpu_s > limit_h * 3600 or e.config.copy_groups):
+            cpu += "  (left for a GPU)"
+            over.append(e)
         print(f"  {e.page:<20} {str(e.label):<28} {status:<27} {e.config.steps:>5} steps  d_model "
-              f"{e.config.d_model:<4} ~{est:5.1f} s GPU")
+              f"{e.config.d_model:<4} ~{est:5.1f} s GPU{cpu}")
     counts = {s: sum(e.status == s for e in entries) for s in (COMMITTED, ON_CPU, MISSING)}
     print(f"{preset}: {counts[COMMITTED]} committed, {counts[ON_CPU]} committed but computed on CPU, "
           f"{counts[MISSING]} missing; about {total:.0f} s of GPU time for the missing and CPU-made ones "
           "(a rough estimate; see paper.py)")
+    if costs is not None:
+        feasible = [e for e in entries if e.status == MISSING and e not in over]
+        hours = sum(estimate_cpu_s(e.config, costs) or 0.0 for e in feasible) / 3600
+        print(f"on this CPU (one core a run, measured step times in {CPU_RECORD.relative_to(cache.ROOT)}): "
+              f"{len(feasible)} missing run(s) fit the limit of {limit_h:g} CPU-hours a run, about {hours:.1f} "
+              f"CPU-hours in all; {len(over)} are left for a GPU (over the limit, or Fig. 5's copied runs)")
 
 
 def print_analyses(preset: str, pages=None) -> None:
@@ -472,6 +602,10 @@ def main(argv=None) -> int:
     parser.add_argument("--carry-mib", type=float, default=CARRY_MIB,
                         help=f"pack at most this much working state (default {CARRY_MIB}: what a command is given)")
     parser.add_argument("--unpack", type=Path, nargs="+", help="unpack the parts of a --tar: results/ and .cache/queue/")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="without a GPU: worker processes, one thread each (default 2: this machine's cores)")
+    parser.add_argument("--cpu-limit-h", type=float, default=CPU_LIMIT_H,
+                        help=f"without a GPU: leave runs estimated above this many CPU-hours for a GPU (default {CPU_LIMIT_H:g})")
     args = parser.parse_args(argv)
     cpu_threads()
     if args.unpack:
@@ -485,13 +619,28 @@ def main(argv=None) -> int:
     cache.LOCAL = QUEUE_LOCAL  # the queue's working files, in one folder a next command can be given
     with_llm = not args.page or "llm_collapse" in args.page
     pages = [p for p in args.page or () if p != "llm_collapse"] or (None if not args.page else [])
+    if args.workers < 1 or args.cpu_limit_h <= 0 or (args.budget_s is not None and args.budget_s < 0):
+        parser.error(f"--workers must be >= 1, --cpu-limit-h > 0 and --budget-s >= 0; got {args.workers}, "
+                     f"{args.cpu_limit_h} and {args.budget_s}")
     if args.list:
         if pages != []:
-            print_status(status(pages, args.preset), args.preset)
+            entries = status(pages, args.preset)
+            costs = cpu_costs([e.config for e in entries if e.status == MISSING]) if args.preset == "paper" else None
+            print_status(entries, args.preset, costs, args.cpu_limit_h)
             print_analyses(args.preset, pages)
         for label, cfg, state in llm_status(args.preset) if with_llm else ():
             print(f"  {'llm_collapse':<20} {label:<28} {state:<27} {cfg.steps:>5} steps  "
                   f"{cfg.batch_size} x {cfg.context} tokens per step")
+        return 0
+    if args.preset == "paper" and resolve_device(args.device).type != "cuda" and not args.force_cpu:
+        # no GPU: the CPU-feasible part of the queue, on two workers; the rest (and the analyses) wait for a GPU
+        written = run_cpu_queue(pages, args.budget_s, args.workers, args.cpu_limit_h) if pages != [] else []
+        print(f"{len(written)} paper run(s) computed on this CPU and committed to results/; the runs over "
+              f"{args.cpu_limit_h:g} CPU-hours and the analyses wait for a GPU (--list shows which; --force-cpu runs "
+              "them here anyway)", flush=True)
+        print(f"indexed the committed runs in {write_index()}")
+        if args.tar:
+            pack(args.tar, written, args.preset, args.carry_mib)
         return 0
     try:
         dev = _check_device(args.device, args.preset, args.force_cpu)

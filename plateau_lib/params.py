@@ -27,6 +27,9 @@ def int_list(value, name, default):
     if not isinstance(value, (list, tuple)) or not value or not all(
             isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
         raise ValueError(f"parameter {name!r} must be a non-empty list of integers >= 0, got {value!r}")
+    repeated = sorted({v for v in value if list(value).count(v) > 1})
+    if repeated:
+        raise ValueError(f"parameter {name!r} lists {repeated} more than once; give each value once, got {value!r}")
     return list(value)
 
 

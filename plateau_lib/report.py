@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from .utils import write_json
-from .verdicts import CLAIMS, claims_of
+from .verdicts import CLAIMS, PAPER_PENDING, claims_of
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PRESET_COLUMNS = {"cpu": "cpu miniature", "cpu_long": "long CPU run", "paper": "paper preset"}
@@ -107,9 +107,9 @@ def load_summaries() -> list[dict]:
 def reproducibility_table(summaries: list[dict] | None = None) -> pd.DataFrame:
     """One wide table in book order: figure | metric | paper | one "value (verdict)" column per preset | source.
 
-    A claim no page recorded for a preset reads "no run yet", or the status its page recorded
-    (``record_status``: a run in progress, or why it is left for a GPU); a figure with no run of an optional
-    preset (the long CPU runs) reads "–" in that column.
+    A claim no page recorded for a preset reads the status its page recorded (``record_status``: a run in
+    progress), else for the paper column why it is pending (``verdicts.PAPER_PENDING``), else "no run yet"; a
+    figure with no run of an optional preset (the long CPU runs) reads "–" in that column.
     """
     summaries = load_summaries() if summaries is None else summaries
     found = {(s["figure"], s["preset"], r["metric"]): (r, s) for s in summaries for r in s["rows"]}
@@ -123,8 +123,9 @@ def reproducibility_table(summaries: list[dict] | None = None) -> pd.DataFrame:
         row = {"figure": claim.figure, "metric": claim.metric, "paper": claim.paper}
         for preset, column in PRESET_COLUMNS.items():
             hit = found.get((claim.figure, preset, claim.metric))
+            pending = PAPER_PENDING.get(claim.figure, "no run yet") if preset == "paper" else "no run yet"
             absent = "–" if preset in OPTIONAL_PRESETS and (claim.figure, preset) not in has else \
-                status.get((claim.figure, preset), "no run yet")
+                status.get((claim.figure, preset), pending)
             row[column] = f"{hit[0]['shown']} ({hit[0]['verdict']})" if hit else absent
         row["source"] = pages[claim.figure]
         rows.append(row)

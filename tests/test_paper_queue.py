@@ -184,3 +184,45 @@ def test_the_queue_finds_every_committed_cpu_analysis_under_its_name():
     assert all(a.committed() for a in paper.analyses("cpu"))
     names = [name for a in paper.analyses("paper") for name in a.outputs]
     assert len(names) == len(set(names)) == 6 and not any(a.committed() for a in paper.analyses("paper"))
+
+
+def test_cpu_queue_trains_the_feasible_runs_on_two_workers_stops_and_resumes(tiny_queue, monkeypatch):
+    """Without a GPU: runs within the CPU limit are trained on two dask workers and committed as each finishes;
+    a run over the limit and Fig. 5's copied run are left for a GPU; a budget stops them and the next call resumes."""
+    import distributed
+    from plateau_lib.train import train
+    runs = {"page_a": {0: TINY, 1: TINY.replace(seed=1), "long": TINY.replace(seed=2, steps=40_000)},
+            "page_b": {"reference": TINY.replace(seed=3), ("KQ", 1): TINY.replace(seed=1, copy_groups=("kq", "embed"))}}
+    monkeypatch.setattr(presets, "page_runs", lambda preset="paper": runs)
+    costs = {paper.architecture(TINY): {"step_s": 0.5, "eval_s": 0.0}}   # 4 steps: 2 s; 40k steps: 5.6 h
+    monkeypatch.setattr(paper, "cpu_costs", lambda configs, measure=True, record=None: costs)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as lc, \
+            distributed.Client(lc) as client:
+        assert paper.run_cpu_queue(budget_s=0.0, client=client, limit_h=3.0) == []   # each stops after one step
+        assert len(list(cache.LOCAL.glob("train-*.partial/resume.pt"))) == 3
+        written = paper.run_cpu_queue(client=client, limit_h=3.0)
+    assert sorted(p.name for p in written) == sorted(f"train-{cache.cache_key(c)}" for c in
+                                                     (TINY, TINY.replace(seed=1), TINY.replace(seed=3)))
+    assert {(e.page, e.label) for e in paper.pending()} == {("page_a", "long"), ("page_b", ("KQ", 1))}
+    resumed = cache.load_committed(TINY.replace(seed=1)).metrics
+    pd.testing.assert_frame_equal(resumed, train(TINY.replace(seed=1), progress=False).metrics)
+    assert all(cache.committed_meta(c)["device"] == "cpu" for c in (TINY, TINY.replace(seed=3)))
+
+
+def test_cpu_estimate_is_within_2x_of_a_measured_run(tmp_path):
+    from plateau_lib.train import train
+    cfg = TINY.replace(task_kwargs={"n": 8, "p": 11}, d_model=32, steps=300, eval_every=30, batch_size=64)
+    costs = paper.cpu_costs([cfg], record=tmp_path / "cpu.json")
+    assert (tmp_path / "cpu.json").exists() and paper.architecture(cfg) in costs
+    t0 = time.perf_counter()
+    train(cfg, progress=False)
+    took = time.perf_counter() - t0
+    assert took / 2 <= paper.estimate_cpu_s(cfg, costs) <= 2 * took, (took, costs)
+
+
+def test_duplicate_seeds_are_refused():
+    from plateau_lib.params import int_list
+    with pytest.raises(ValueError, match=r"parameter 'seeds' lists \[0\] more than once"):
+        int_list([0, 1, 0], "seeds", [0])
+    with pytest.raises(ValueError, match="'seeds'"):
+        presets.training_setup_runs("cpu", seeds=int_list("[2, 2]", "seeds", [0]))

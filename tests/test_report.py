@@ -3,7 +3,7 @@ import json
 import pytest
 
 from plateau_lib import report
-from plateau_lib.verdicts import CLAIMS
+from plateau_lib.verdicts import CLAIMS, PAPER_PENDING
 
 FIG = "Fig. 2 (MWS plateau)"
 
@@ -59,7 +59,21 @@ def test_a_long_cpu_run_has_its_own_column_and_the_miniature_rule(summaries):
     report.record_summary(stages, "cpu_long", {scale_bound.metric: 1.0}, "icl_stages", {})
     row = report.reproducibility_table().set_index("metric").loc[scale_bound.metric]
     assert row["long CPU run"] == f"{scale_bound.show(1.0)} (not comparable at this scale)"
-    assert row["cpu miniature"] == "no run yet" and row["paper preset"] == "no run yet"
+    assert row["cpu miniature"] == "no run yet"
+    assert row["paper preset"] == PAPER_PENDING[stages]   # why the paper column is empty, not "no run yet"
+
+
+def test_a_recorded_status_stands_in_for_the_missing_values(summaries):
+    """A page that records a status (a run in progress) is quoted in place of 'no run yet' or the pending reason;
+    recording values for the same figure and preset replaces it."""
+    stages = "Hoogland Fig. 1(b) (LR stages)"
+    claim = next(c for c in CLAIMS if c.figure == stages)
+    report.record_summary(stages, "cpu", {claim.metric: 1.0}, "icl_stages", {})
+    report.record_status(stages, "paper", "icl_stages", "in progress: step 150,000 of 500,000 (CPU)")
+    table = report.reproducibility_table().set_index("metric")
+    assert set(table.loc[table["figure"] == stages, "paper preset"]) == {"in progress: step 150,000 of 500,000 (CPU)"}
+    report.record_summary(stages, "paper", {claim.metric: 5.0}, "icl_stages", {})
+    assert report.reproducibility_table().set_index("metric").loc[claim.metric, "paper preset"].startswith("5")
 
 
 def test_empty_build_gives_an_empty_table(summaries):
