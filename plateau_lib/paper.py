@@ -389,7 +389,8 @@ def run_analyses(pages=None, preset: str = "paper", device: str = "auto", deadli
         try:
             with cache.stop_rows_at(deadline):
                 folders = a.compute(str(dev), stack)
-        except Stopped as stop:
+        except Stopped as stop:  # what it committed before the deadline (e.g. a calibration) is brought back too
+            written += [cache.COMMITTED / n for n in a.outputs if (cache.COMMITTED / n / "meta.json").exists()]
             print(f"{a.page} {a.label}: {stop}", flush=True)
             break
         written += [f for f in folders if f not in written]
