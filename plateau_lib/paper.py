@@ -174,13 +174,15 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
 
 CPU_LIMIT_H = 3.0  # a run estimated above this many CPU-hours is left for a GPU
 CPU_RECORD = cache.COMMITTED / "benchmarks" / "paper_cpu.json"  # measured seconds per step and per evaluation
-COST_FIELDS = ("task", "task_kwargs", "n_layer", "n_head", "d_model", "softmax", "optimizer", "batch_size", "eval_batch")
+COST_FIELDS = ("task", "optimizer", "batch_size", "eval_batch")
 
 
 def architecture(cfg) -> str:
-    """What sets a run's cost per step on a CPU: model, task, optimizer and batch sizes (not steps or seed)."""
+    """What sets a run's cost per step on a CPU: the model it builds (which holds the task's sequence length and
+    vocabulary), the task, the optimizer and the batch sizes; not its length, seed, or the task's other settings
+    (e.g. the number M of pretraining tasks, which changes only the evaluation's baselines a little)."""
     d = cfg.to_dict()
-    return json.dumps({k: d[k] for k in COST_FIELDS}, sort_keys=True)
+    return json.dumps({**{k: d[k] for k in COST_FIELDS}, "model": repr(cfg.model_config())}, sort_keys=True)
 
 
 def measure_cpu(cfg, steps: int = 8, least_s: float = 1.0) -> dict:
