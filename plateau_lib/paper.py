@@ -565,7 +565,9 @@ def print_status(entries: list[Entry], preset: str, costs: dict | None = None, l
         status = (e.status == MISSING and in_progress(e.config)) or e.status
         cpu_s = None if costs is None else estimate_cpu_s(e.config, costs)
         cpu = "" if cpu_s is None else f"  ~{cpu_s / 3600:6.2f} CPU-h"
-        if cpu_s is not None and e.status == MISSING and (cpu_s > limit_h * 3600 or e.config.copy_groups):
+        if status != e.status:
+            cpu += "  (made across work sessions: python -m plateau_lib.icl.long_run)"
+        elif cpu_s is not None and e.status == MISSING and (cpu_s > limit_h * 3600 or e.config.copy_groups):
             cpu += "  (left for a GPU)"
             over.append(e)
         print(f"  {e.page:<20} {str(e.label):<28} {status:<27} {e.config.steps:>5} steps  d_model "
@@ -575,7 +577,7 @@ def print_status(entries: list[Entry], preset: str, costs: dict | None = None, l
           f"{counts[MISSING]} missing; about {total:.0f} s of GPU time for the missing and CPU-made ones "
           "(a rough estimate; see paper.py)")
     if costs is not None:
-        feasible = [e for e in entries if e.status == MISSING and e not in over]
+        feasible = [e for e in entries if e.status == MISSING and e not in over and not in_progress(e.config)]
         hours = sum(estimate_cpu_s(e.config, costs) or 0.0 for e in feasible) / 3600
         print(f"on this CPU (one core a run, measured step times in {CPU_RECORD.relative_to(cache.ROOT)}): "
               f"{len(feasible)} missing run(s) fit the limit of {limit_h:g} CPU-hours a run, about {hours:.1f} "
