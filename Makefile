@@ -1,4 +1,4 @@
-# make book | make test | make paper | make clean     (PRESET=paper|cpu, FRESH=1 are passed on to the notebooks)
+# make book | make test | make lab | make paper | make clean     (PRESET=paper|cpu, FRESH=1 are passed on to the notebooks)
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -9,7 +9,7 @@ export OMP_NUM_THREADS := 1
 export PRESET
 export FRESH
 
-.PHONY: venv vendor notebooks book test paper clean
+.PHONY: venv vendor notebooks book test lab paper clean
 
 venv: $(STAMP)
 
@@ -32,6 +32,17 @@ book: venv vendor notebooks
 
 test: venv
 	$(PY) -m pytest -q tests
+
+# JupyterLab on the notebooks, on this machine only (127.0.0.1), with a fresh token; offline. The venv's Python is the
+# notebooks' kernel ("python3"). PORT=8889 make lab picks another port.
+PORT ?= 8888
+lab: venv
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (plateau-companion .venv)" >/dev/null
+	@token=$$($(PY) -c 'import secrets; print(secrets.token_hex(16))'); \
+	echo "JupyterLab: http://127.0.0.1:$(PORT)/lab?token=$$token  (Ctrl-C stops it)"; \
+	$(VENV)/bin/jupyter lab --ip 127.0.0.1 --port $(PORT) --no-browser --notebook-dir notebooks \
+	  --IdentityProvider.token=$$token --ServerApp.port_retries=0 --LabApp.extension_manager=readonly \
+	  $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # The paper-preset runs the pages declare (plateau_lib/presets.py) into results/ to commit: all of them on a GPU,
 # without one those within 3 CPU-hours each on two workers. LIST=1 lists every run with its status and GPU and
