@@ -12,17 +12,12 @@ import matplotlib as mpl
 import pandas as pd
 import seaborn as sns
 
-from .utils import cpu_threads
+from .utils import cpu_threads, in_book_build
 
 # Figures are drawn for the book's text column (about 780 px at a 1,400 px window): 7.5 inches at 100 dpi,
 # with no text smaller than 9 pt, so the smallest label is >= 9 px on screen.
 PAGE_WIDTH_IN = 7.5
 MIN_FONT_PT = 9
-
-
-def in_book_build() -> bool:
-    """True when the notebook runs inside ``scripts/run_notebooks.py`` (the book build)."""
-    return os.environ.get("PLATEAU_BOOK_BUILD", "") not in ("", "0")
 
 
 def setup() -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .report import git_commit
 from .train import Stopped, TrainConfig, TrainResult, train_many
-from .utils import atomic_path
+from .utils import atomic_path, in_book_build
 
 RESULTS_VERSION = 1
 ROOT = Path(__file__).resolve().parent.parent
@@ -256,7 +256,6 @@ def resume_rows(kind: str, key: str, steps, compute_rows, group: int = 1, progre
     new group is kept at once (``keep_rows``). Sorted by step. A tqdm bar (hidden in the book build) counts them."""
     import pandas as pd
     from tqdm.auto import tqdm
-    from .book import in_book_build
     done = partial_rows(kind, key)
     have = set() if done.empty else set(done["step"].astype(int))
     todo = [int(s) for s in steps if int(s) not in have]

@@ -173,7 +173,7 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
 # ---- the CPU part of the queue: runs that fit one core, on two worker processes --------------------------------
 
 CPU_LIMIT_H = 3.0  # a run estimated above this many CPU-hours is left for a GPU
-CPU_RECORD = cache.COMMITTED / "benchmarks" / "paper_cpu.json"  # measured seconds per step and per evaluation
+CPU_RECORD = cache.COMMITTED / "cpu_costs.json"  # measured seconds per step and per evaluation
 COST_FIELDS = ("task", "optimizer", "batch_size", "eval_batch")
 
 

@@ -30,6 +30,11 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
+def in_book_build() -> bool:
+    """True when the code runs inside ``scripts/run_notebooks.py`` (the book build): progress bars stay off."""
+    return os.environ.get("PLATEAU_BOOK_BUILD", "") not in ("", "0")
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python, NumPy and torch (all devices)."""
     random.seed(seed)

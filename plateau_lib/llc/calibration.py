@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 import pandas as pd
 from tqdm.auto import tqdm
 
+from ..utils import in_book_build
 from .estimator import estimate_llc
 from .result import LLCResult, LLCWarning, converged
 
@@ -44,7 +45,6 @@ def calibration_sweep(model, loss_fn: Callable, data, *, epsilons: Sequence[floa
     num_draws = llc_kwargs.get("num_draws", 200)
     last = max(1, num_draws // 4) if last_draws is None else int(last_draws)
     rows, results = [], {}
-    from ..book import in_book_build
     for eps, nb, gam in tqdm(cells, desc="calibration sweep", disable=not progress or in_book_build()):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LLCWarning)

@@ -18,16 +18,12 @@ import torch
 import torch.nn as nn
 from tqdm.auto import tqdm
 
+from ..utils import in_book_build
 from .estimator import estimate_llc, estimate_llc_stacked
 from .result import LLCResult
 
 FRESH_SEED_OFFSET = 1000  # fresh_seed=True: the seed at step s is seed + FRESH_SEED_OFFSET + s
 LLC_COLUMNS = ["step", "llc_mean", "llc_se", "llc_std", "num_diverged", "init_loss", "mala_mean", "elapsed_s"]
-
-
-def _hide_bar() -> bool:
-    from ..book import in_book_build
-    return in_book_build()
 
 
 def _load_state(obj):
@@ -69,7 +65,7 @@ def llc_over_checkpoints(model: nn.Module, loss_fn: Callable, data, checkpoints,
         raise ValueError(f"stack must be an integer >= 1 (checkpoints per batched computation), got {stack!r}")
     groups = [items[i:i + stack] for i in range(0, len(items), stack)]
     rows, results = [], {}
-    bar = tqdm(total=len(items), desc="LLC over checkpoints", disable=not progress or _hide_bar())
+    bar = tqdm(total=len(items), desc="LLC over checkpoints", disable=not progress or in_book_build())
     for group in groups:
         models = []
         for _, ckpt in group:
@@ -115,7 +111,7 @@ class LLCCallback:
             raise ValueError(f"steps must be a non-empty collection of non-negative integers, got {steps!r}")
         self._pending = set(self.steps)
         self.results: dict[int, LLCResult] = {}
-        self._bar = tqdm(total=len(self.steps), desc="LLC (online)", disable=not progress or _hide_bar())
+        self._bar = tqdm(total=len(self.steps), desc="LLC (online)", disable=not progress or in_book_build())
 
     def seed_at(self, step: int) -> int:
         """The SGLD seed used at ``step``."""
@@ -146,7 +142,7 @@ class StepProgress:
     def __init__(self, steps: Iterable[int], per_step: int = 1, desc: str = "LLC over training", progress=True):
         self.steps, self.per_step, self.done = {int(s) for s in steps}, per_step, 0
         self.total = per_step * len(self.steps)
-        self.bar = tqdm(total=self.total, desc=desc, disable=not progress or _hide_bar())
+        self.bar = tqdm(total=self.total, desc=desc, disable=not progress or in_book_build())
 
     def __call__(self, step: int, model: nn.Module) -> None:
         if step in self.steps:

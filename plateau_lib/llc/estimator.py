@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 from torch.utils._pytree import tree_leaves
 
-from ..utils import resolve_device
+from ..utils import in_book_build, resolve_device
 from .result import MAX_LOSS_RATIO, RUNAWAY_SDS, LLCResult, summarize
 from .sampler import ParamLayout, TensorBatches, make_batches, make_generator, resolve_backend, sgld_sample
 
@@ -232,7 +232,6 @@ def estimate_llc_stacked(models: Sequence[nn.Module], loss_fn: Callable, data, *
     if progress:
         from tqdm.auto import tqdm
 
-        from ..book import in_book_build
         bar = tqdm(total=num_steps * len(chain_ids) * len(models), desc=f"SGLD {len(chain_ids)} chains",
                    unit="chain-step", leave=False, disable=in_book_build())
     t0 = time.perf_counter()
