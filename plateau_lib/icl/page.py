@@ -609,7 +609,7 @@ def in_progress_points(llc: pd.DataFrame) -> pd.DataFrame:
                      "λ̂": "—" if row is None else round(float(row["llc_mean"]), 1),
                      "± se": "—" if row is None else round(float(row["llc_se"]), 1),
                      "paper λ̂ (seed 1)": PAPER_LLC[paper]})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).set_index("paper point")
 
 
 def show_paper_run(shown: dict, found: dict, live: str) -> None:
