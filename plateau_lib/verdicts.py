@@ -227,11 +227,11 @@ CLAIMS = [
 # Why a figure's `paper` column is empty where no page recorded a value or a status (report.record_status): the
 # runs it needs are over this book's CPU limit (``paper.CPU_LIMIT_H``) or need files that cannot be had offline.
 PAPER_PENDING = {
-    _TR: "left for a GPU: 12 runs of a 2.6M-parameter model, about 72 CPU-hours each (2.6 s a step)",
-    _TD: "left for a GPU: the transient-ridge page's sweep (about 72 CPU-hours a run)",
-    _LLM: "the real Pythia/OLMo checkpoints cannot be downloaded here; the paper-size miniature is not run yet",
-    _OLMO: "the real OLMo-2 7B checkpoints cannot be downloaded here",
-    "Figs. 41–42 (collapse at every location)": "not run yet: the probe at paper width takes about 12 CPU-hours",
-    _ICL: "needs the 500k-step run and its λ̂: made on a CPU across work sessions (stages page)",
+    _TR: "left for a GPU (12 runs × ~72 CPU-h)",
+    _TD: "left for a GPU (~72 CPU-h a run)",
+    _LLM: "needs the real checkpoints (not offline) or the paper-size miniature (not run yet)",
+    _OLMO: "needs the real OLMo-2 7B checkpoints (not offline)",
+    "Figs. 41–42 (collapse at every location)": "not run yet (the probe at paper width: ~12 CPU-h)",
+    _ICL: "in progress on a CPU (stages page)",
 }
 

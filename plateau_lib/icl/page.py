@@ -639,4 +639,4 @@ def show_paper_run(shown: dict, found: dict, live: str) -> None:
                          f"It passes where they differ by less than {long_run.CHECK_TOLERANCE:.0%}:"),
                 check.round(3))
     report.record_status(FIGURE, "paper", "icl_stages",
-                         f"in progress: step {state['step']:,} of {ICL_PAPER.steps:,} (CPU)")
+                         f"in progress: step {state['step'] // 1000}k of {ICL_PAPER.steps // 1000}k (CPU)")
