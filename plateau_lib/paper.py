@@ -185,26 +185,32 @@ def architecture(cfg) -> str:
     return json.dumps({**{k: d[k] for k in COST_FIELDS}, "model": repr(cfg.model_config())}, sort_keys=True)
 
 
-def measure_cpu(cfg, steps: int = 8, least_s: float = 1.0) -> dict:
-    """Seconds per training step and per evaluation of ``cfg``'s architecture on one CPU thread, from three short
-    runs evaluated at their start and end: ``steps`` steps, the same with two more evaluations (after steps 1
-    and 2), and 2 x ``steps`` steps. Differences cancel the fixed cost of building and starting a run; while
-    the extra steps take less than ``least_s`` (noise), ``steps`` grows eightfold."""
+def measure_cpu(cfg, steps: int = 8, least_s: float = 1.0, extra_evals: int = 4, repeats: int = 2) -> dict:
+    """Seconds per training step and per evaluation of ``cfg``'s architecture on one CPU thread, from short runs
+    evaluated at their start and end: ``steps`` steps, the same with ``extra_evals`` more evaluations, and
+    2 x ``steps`` steps, each the fastest of ``repeats`` (a shared machine only ever adds time). Differences
+    cancel the fixed cost of building and starting a run; while the extra steps take less than ``least_s``
+    (noise), ``steps`` grows eightfold."""
     from .train import train
 
     def timed(n, extra=()):
         probe = cfg.replace(steps=n, eval_every=n, eval_steps=extra, checkpoint_steps=(), device="cpu",
                             copy_groups=(), schedule="constant", warmup_steps=0)
-        t0 = time.perf_counter()
-        train(probe, progress=False)
-        return time.perf_counter() - t0
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            train(probe, progress=False)
+            best = min(best, time.perf_counter() - t0)
+        return best
+    steps = max(steps, extra_evals + 1)
     while True:
         base, doubled = timed(steps), timed(2 * steps)
         if doubled - base >= least_s or steps >= 4096:
             break
         steps *= 8
+    evals = timed(steps, tuple(range(1, extra_evals + 1)))
     return {"step_s": round(max(doubled - base, 0.0) / steps, 5),
-            "eval_s": round(max(timed(steps, (1, 2)) - base, 0.0) / 2, 5)}
+            "eval_s": round(max(evals - base, 0.0) / extra_evals, 5)}
 
 
 def cpu_costs(configs, measure: bool = True, record: Path | None = None) -> dict:

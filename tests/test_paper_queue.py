@@ -214,10 +214,12 @@ def test_cpu_estimate_is_within_2x_of_a_measured_run(tmp_path):
     cfg = TINY.replace(task_kwargs={"n": 8, "p": 11}, d_model=32, steps=300, eval_every=30, batch_size=64)
     costs = paper.cpu_costs([cfg], record=tmp_path / "cpu.json")
     assert (tmp_path / "cpu.json").exists() and paper.architecture(cfg) in costs
-    t0 = time.perf_counter()
-    train(cfg, progress=False)
-    took = time.perf_counter() - t0
-    assert took / 2 <= paper.estimate_cpu_s(cfg, costs) <= 2 * took, (took, costs)
+    took = []
+    for _ in range(2):   # the faster of two, as the measurement takes the fastest of its runs
+        t0 = time.perf_counter()
+        train(cfg, progress=False)
+        took.append(time.perf_counter() - t0)
+    assert min(took) / 2 <= paper.estimate_cpu_s(cfg, costs) <= 2 * min(took), (took, costs)
 
 
 def test_duplicate_seeds_are_refused():
