@@ -14,6 +14,11 @@ The queue has three parts, in this order:
    tables committed (``results/llm_collapse-<key>/``). Their checkpoints are too large to carry, so a
    miniature must finish within one command; one stopped at the budget resumes only on the same machine.
 
+**Without a GPU** the command line does the CPU-feasible part instead (``run_cpu_queue``): the missing runs
+whose cost, multiplied out from their architecture's measured step and evaluation times (``measure_cpu``,
+recorded in ``results/cpu_costs.json``), fits ``--cpu-limit-h`` CPU-hours, on two one-thread dask workers,
+each committed as it finishes. The rest, and the analyses, are left for a GPU (``--force-cpu`` runs them here).
+
 The command line keeps the queue's working files (resume states, row-by-row tables, the weights and
 checkpoints an analysis still needs) in ``.cache/queue/``, apart from the book's ``.cache/results/``, so that
 this one folder is what a time-limited GPU command needs to be given. ``--budget-s`` stops the queue at
@@ -24,7 +29,7 @@ puts the results under ``results/`` and replaces ``.cache/queue/`` with the pack
 given that folder, resumes where the last one stopped. Results carry their provenance: config, commit
 (``$PLATEAU_COMMIT`` where the copy has no ``.git``), device, date and wall time.
 
-    python -m plateau_lib.paper --list                 # every result, its status and estimated GPU time
+    python -m plateau_lib.paper --list                 # every result, its status and estimated GPU and CPU time
     python -m plateau_lib.paper --budget-s 480 --tar $OUT/paper.tar.gz
     python -m plateau_lib.paper --unpack paper*.tar.gz # back home: results/ and .cache/queue/ to carry next
 """
