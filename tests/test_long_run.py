@@ -93,3 +93,12 @@ def test_sigkill_resumes_from_the_last_resume_state(home):
     long_run.train(cfg, TINY_LLC, budget_s=600, progress_bar=False)
     again = cache.cached_train(cfg, progress=False).metrics
     pd.testing.assert_frame_equal(whole.reset_index(drop=True), again.reset_index(drop=True))
+
+
+def test_a_failed_budget_check_blocks_the_llc_rows(home):
+    """The check is computed by budget_check; here a failing row is put in place to see that λ̂ rows then wait."""
+    cache.keep_rows(long_run.CHECK_KIND, long_run.llc_key(TINY, TINY_LLC),
+                    pd.DataFrame([{"step": 5, "reduced": 15.8, "longer": 18.5, "relative difference": 0.145,
+                                   "draws": 8, "longer draws": 32, "chains": 2, "elapsed_s": 1.0}]))
+    with pytest.raises(ValueError, match=r"failed its check at step\(s\) \[5\].*raise presets.ICL_LLC_REDUCED"):
+        long_run.estimate(TINY, TINY_LLC, budget_s=10)

@@ -209,8 +209,15 @@ def _checkpoint(cfg: TrainConfig, step: int) -> Path | None:
 
 def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False) -> pd.DataFrame:
     """λ̂ at every selected checkpoint that exists and has no row yet, each row kept at once; stops at the
-    budget (and with ``wait`` waits for the training's next checkpoint until then). Saves the state."""
+    budget (and with ``wait`` waits for the training's next checkpoint until then). Saves the state. Refused
+    (ValueError) while the budget check has failed somewhere: rows at a budget too small would be wasted."""
     restore(cfg, llc)
+    check = budget_table(cfg, llc)
+    failed = [] if check.empty else check.loc[check["relative difference"] >= CHECK_TOLERANCE, "step"].tolist()
+    if failed:
+        raise ValueError(f"the reduced SGLD budget ({llc['num_chains']} chains x {llc['num_draws']} draws) failed its check at "
+                         f"step(s) {failed}: it differs from chains {CHECK_FACTOR}x longer by {CHECK_TOLERANCE:.0%} or more "
+                         "(budget_check.csv); raise presets.ICL_LLC_REDUCED's num_draws before estimating λ̂ rows")
     deadline = time.time() + budget_s
     model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
     settings = {k: v for k, v in llc.items() if k != "n_data"}
