@@ -242,7 +242,9 @@ def _resume_state(run_dir, cfg):
     if path is None or not path.exists():
         return None
     state = torch.load(path, weights_only=True)
-    return state if state["config"] == cfg.to_dict() else None
+    saved, wanted = dict(state["config"]), cfg.to_dict()
+    saved.pop("device", None), wanted.pop("device", None)  # provenance, not part of the run: "cpu" resumes "auto"
+    return state if saved == wanted else None
 
 
 def _to_host(out: dict) -> dict:

@@ -14,6 +14,7 @@ import pytest
 from plateau_lib import cache
 from plateau_lib.icl import long_run
 from plateau_lib.presets import ICL_LLC_REDUCED, ICL_PAPER
+from plateau_lib.train import Stopped
 
 TINY = ICL_PAPER.replace(d_model=16, n_head=2, steps=60, batch_size=16, eval_every=10, eval_batch=32,
                          checkpoint_steps=(0, 5, 20, 40, 60), eval_steps=(5,))
@@ -102,3 +103,19 @@ def test_a_failed_budget_check_blocks_the_llc_rows(home):
                                    "draws": 8, "longer draws": 32, "chains": 2, "elapsed_s": 1.0}]))
     with pytest.raises(ValueError, match=r"failed its check at step\(s\) \[5\].*raise presets.ICL_LLC_REDUCED"):
         long_run.estimate(TINY, TINY_LLC, budget_s=10)
+
+
+def test_a_state_saved_under_another_device_name_resumes(home):
+    """The device is provenance: a resume state written by a run configured for "cpu" (the paper queue's) resumes
+    the same run configured for "auto" (long_run's), instead of starting it again from step 0."""
+    cfg = TINY.replace(device="cpu")
+    whole = cache.cached_train(TINY, use_cache=False, progress=False).metrics
+    new_machine()
+    with pytest.raises(Stopped):
+        cache.cached_train_many([cfg], progress=False, deadline=0.0)
+    assert long_run.restore(TINY, TINY_LLC) == 1
+    from plateau_lib.train import _resume_state
+    assert _resume_state(long_run.run_folder(TINY), TINY)["step"] == 1   # the "cpu" state resumes the "auto" config
+    long_run.train(TINY, TINY_LLC, budget_s=600, progress_bar=False)
+    again = cache.cached_train(TINY, progress=False).metrics
+    pd.testing.assert_frame_equal(whole.reset_index(drop=True), again.reset_index(drop=True))
