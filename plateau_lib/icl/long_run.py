@@ -135,10 +135,9 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
         if resume.exists() and not finished:
             shutil.copy2(resume, tmp / "resume.pt")
         for s in llc_steps(cfg):
-            name = f"ckpt_{s:06d}.pt"
-            found = next((p for p in (run / name, dst / name, _finished_ckpt(cfg, name)) if p and p.exists()), None)
+            found = _checkpoint(cfg, s)
             if s not in have and found is not None:
-                shutil.copy2(found, tmp / name)
+                shutil.copy2(found, tmp / found.name)
         if not rows.empty:
             rows.sort_values("step").to_csv(tmp / "llc.csv", index=False)
         check = budget_table(cfg, llc)
@@ -169,21 +168,23 @@ def evaluations(cfg: TrainConfig) -> pd.DataFrame:
     return metrics
 
 
-def llc_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
-    """λ̂ rows made so far (this session's, else the committed state's)."""
-    rows = cache.partial_rows(LLC_KIND, llc_key(cfg, llc))
-    path = state_folder(cfg) / "llc.csv"
+def _newer_rows(cfg: TrainConfig, llc: dict, kind: str, name: str) -> pd.DataFrame:
+    """The rows of ``kind`` made so far, by step: this session's, else the committed state's ``name``."""
+    rows = cache.partial_rows(kind, llc_key(cfg, llc))
+    path = state_folder(cfg) / name
     committed = pd.read_csv(path) if path.exists() else pd.DataFrame()
-    return (rows if len(rows) >= len(committed) else committed).sort_values("step").reset_index(drop=True) \
-        if len(rows) or len(committed) else pd.DataFrame()
+    newer = rows if len(rows) >= len(committed) else committed
+    return newer.sort_values("step").reset_index(drop=True) if len(newer) else pd.DataFrame()
+
+
+def llc_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
+    """λ̂ rows made so far."""
+    return _newer_rows(cfg, llc, LLC_KIND, "llc.csv")
 
 
 def budget_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
-    """The reduced budget's check rows made so far (this session's, else the committed state's)."""
-    rows = cache.partial_rows(CHECK_KIND, llc_key(cfg, llc))
-    path = state_folder(cfg) / "budget_check.csv"
-    committed = pd.read_csv(path) if path.exists() else pd.DataFrame()
-    return rows if len(rows) >= len(committed) else committed
+    """The reduced budget's check rows made so far."""
+    return _newer_rows(cfg, llc, CHECK_KIND, "budget_check.csv")
 
 
 # ---- the work -------------------------------------------------------------------------------------------
