@@ -38,7 +38,7 @@ from .tasks import make_task
 from .utils import resolve_device, seed_everything, torch_save
 
 OPTIMIZERS = ("adam", "sgd", "muon")
-SCHEDULES = ("constant", "warmup_cosine", "one_cycle")
+SCHEDULES = ("constant", "warmup_cosine", "warmup_constant", "one_cycle")
 COPY_GROUPS = ("kq", "ov", "mlp", "embed", "ln", "head")
 
 
@@ -208,7 +208,8 @@ def muon_groups(model) -> tuple[list, list]:
 
 def lr_factor(cfg: TrainConfig, step: int) -> float:
     """Multiplier of the base learning rates at ``step``: "warmup_cosine" is a linear warm-up then a cosine
-    decay to 0; "one_cycle" the triangle 0 -> 1 at the half-way step -> 0 (Hoogland et al.'s schedule)."""
+    decay to 0; "warmup_constant" the same warm-up, then constant (the temporal-task-diversity runs' schedule);
+    "one_cycle" the triangle 0 -> 1 at the half-way step -> 0 (Hoogland et al.'s schedule)."""
     if cfg.schedule == "constant":
         return 1.0
     if cfg.schedule == "one_cycle":
@@ -216,6 +217,8 @@ def lr_factor(cfg: TrainConfig, step: int) -> float:
         return step / half if step < half else max(0.0, (cfg.steps - step) / half)
     if step < cfg.warmup_steps:
         return step / cfg.warmup_steps
+    if cfg.schedule == "warmup_constant":
+        return 1.0
     progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
     return 0.5 * (1 + math.cos(math.pi * progress))
 
