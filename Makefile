@@ -44,7 +44,7 @@ lab: venv
 	  --IdentityProvider.token=$$token --ServerApp.port_retries=0 --LabApp.extension_manager=readonly \
 	  $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# The paper-preset runs the pages declare (plateau_lib/presets.py) into results/ to commit: all of them on a GPU,
+# The paper-preset runs the pages declare (plateau_lib/<chapter>/presets.py, gathered by plateau_lib/chapters.py) into results/ to commit: all of them on a GPU,
 # without one those within 3 CPU-hours each on two workers. LIST=1 lists every run with its status and GPU and
 # CPU cost; REPLACE_CPU=1 recomputes paper runs made on a CPU; FORCE_CPU=1 runs everything without a GPU. Without this venv (e.g. a lent GPU with torch): python -m plateau_lib.paper
 paper: venv

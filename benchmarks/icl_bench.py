@@ -25,12 +25,12 @@ import time
 
 import torch
 
-from plateau_lib import benchmarks as B
-from plateau_lib import presets
+from plateau_lib.book import benchmarks as B
+from plateau_lib.engine.train import train
+from plateau_lib.engine.utils import cpu_threads, resolve_device
+from plateau_lib.icl import presets
 from plateau_lib.icl.development import llc_data
 from plateau_lib.llc import estimate_llc, llc_over_checkpoints
-from plateau_lib.train import train
-from plateau_lib.utils import cpu_threads, resolve_device
 
 STACK = 8  # checkpoints per batched SGLD computation on a GPU (paper.ANALYSIS_STACK)
 

@@ -3,7 +3,7 @@
 Two workloads, each at SGLD batch 1024 on the same thread count:
 
 - gpt: the project's linear-attention GPT (vocab 18, block 32, 1 layer, 1 head, d_model 64; 54,464
-  parameters) trained briefly on moving-window sums (plateau_lib.train, 300 Adam steps), on a fixed set
+  parameters) trained briefly on moving-window sums (plateau_lib.engine.train, 300 Adam steps), on a fixed set
   of 8,192 sequences; loss: cross-entropy over every next-token position.
 - mlp: a 64-192-192-1 GELU MLP (49,729 parameters) trained briefly (300 Adam steps) on 8,192 examples of
   a random teacher MLP plus noise; loss: mean squared error.
@@ -24,7 +24,7 @@ Time per chain-step = the call's time / (chains x draws); both wall and process 
 Ratios are throughputs, ours / theirs (> 1: ours is faster): ``gpt_vs_floor`` = floor ms / ours ms,
 ``gpt_vs_devinterp`` = devinterp ms / ours ms, the same for mlp, ``*_compiled_*`` and ``*_vmap_*`` for
 the other variants; plain names in wall time, ``(CPU time)`` ones in process CPU time (steadier on a
-shared machine). Writes ``results/benchmarks/llc.json`` (``plateau_lib.benchmarks``), shown on the
+shared machine). Writes ``results/benchmarks/llc.json`` (``plateau_lib.book.benchmarks``), shown on the
 book's Performance page. Run::
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/llc_bench.py --draws 30   # the committed run
@@ -42,12 +42,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from plateau_lib import benchmarks as B
-from plateau_lib import metrics as M
+from plateau_lib.book import benchmarks as B
+from plateau_lib.engine.train import TrainConfig, train
+from plateau_lib.engine.utils import cpu_threads
 from plateau_lib.llc import estimate_llc
-from plateau_lib.model import GPT
-from plateau_lib.train import TrainConfig, train
-from plateau_lib.utils import cpu_threads
+from plateau_lib.plateau import metrics as M
+from plateau_lib.plateau.model import GPT
 
 N_DATA = 8192
 

@@ -17,14 +17,15 @@ import time
 
 import torch
 
-from plateau_lib import benchmarks as B
-from plateau_lib import llm, presets
-from plateau_lib.utils import cpu_threads, resolve_device
+from plateau_lib.book import benchmarks as B
+from plateau_lib.engine import presets as engine_presets
+from plateau_lib.engine.utils import cpu_threads, resolve_device
+from plateau_lib.llm import collapse, corpus, miniature, presets
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="cpu", choices=presets.PRESETS)
+    ap.add_argument("--preset", default="cpu", choices=engine_presets.PRESETS)
     ap.add_argument("--steps", type=int, default=5, help="training steps per repeat")
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--batch", type=int, default=16, help="prompts per batch of the batched analysis")
@@ -37,22 +38,22 @@ def main():
     load_start, t_start = B.loadavg(), time.perf_counter()
     device = resolve_device(args.device)
     cfg = next(iter(presets.llm_miniatures(args.preset, seeds=[0]).values()))
-    model = llm.build_model(cfg).to(device)
-    opt = llm.optimizer(model, cfg)
-    batch = llm.sample_batch(torch.randint(0, 50_000, (100_000,)), cfg, torch.Generator().manual_seed(0), device)
-    tok = llm.tokenizer(cfg.arch)
-    ids = [tok(q, add_special_tokens=False)["input_ids"] for q in llm.prompts(args.prompts, 0)]
+    model = miniature.build_model(cfg).to(device)
+    opt = miniature.optimizer(model, cfg)
+    batch = miniature.sample_batch(torch.randint(0, 50_000, (100_000,)), cfg, torch.Generator().manual_seed(0), device)
+    tok = corpus.tokenizer(cfg.arch)
+    ids = [tok(q, add_special_tokens=False)["input_ids"] for q in corpus.prompts(args.prompts, 0)]
 
     train_work = f"miniature ({args.preset}): {cfg.batch_size} x {cfg.context} tokens per step"
     analysis_work = f"analysis: {args.prompts} ARC-Easy prompts, 8 greedy tokens, no KV cache"
-    runs = {"floor: forward+backward": lambda: B.time_steps(B.floor_step(model, llm.next_token_loss, batch), args.steps,
+    runs = {"floor: forward+backward": lambda: B.time_steps(B.floor_step(model, miniature.next_token_loss, batch), args.steps,
                                                              warmup=1, device=device),
-            "train_step (clip + AdamW)": lambda: B.time_steps(lambda: llm.train_step(model, opt, batch, cfg, 1e-5),
+            "train_step (clip + AdamW)": lambda: B.time_steps(lambda: miniature.train_step(model, opt, batch, cfg, 1e-5),
                                                                args.steps, warmup=1, device=device),
-            "one prompt at a time (the paper's loop)": lambda: B.timed(lambda: llm.generate_reference(model, ids),
+            "one prompt at a time (the paper's loop)": lambda: B.timed(lambda: collapse.generate_reference(model, ids),
                                                                        device),
             f"batched (left padding, {args.batch} per batch)": lambda: B.timed(
-                lambda: llm.generate(model, ids, batch_size=args.batch), device)}
+                lambda: collapse.generate(model, ids, batch_size=args.batch), device)}
     times = {k: [] for k in runs}
     for repeat in range(args.repeats):
         for name in list(runs)[repeat % len(runs):] + list(runs)[:repeat % len(runs)]:

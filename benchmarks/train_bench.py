@@ -14,7 +14,7 @@ alternated repeats:
 - with ``--paper-width`` also the paper's d_model-256 model, stacked vs sequential
   (``gpu_paper_width_stacked_vs_sequential``) and the wall time of one ``paper`` Fig. 2 run.
 
-Writes ``results/benchmarks/train.json`` (``plateau_lib.benchmarks``), merged with what other devices
+Writes ``results/benchmarks/train.json`` (``plateau_lib.book.benchmarks``), merged with what other devices
 measured, and the Performance page shows it.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_bench.py --steps 100 --repeats 3        # CPU
@@ -25,10 +25,11 @@ import time
 
 import torch
 
-from plateau_lib import benchmarks as B
-from plateau_lib import presets
-from plateau_lib.train import build_model, train, train_many
-from plateau_lib.utils import cpu_threads, resolve_device
+from plateau_lib.book import benchmarks as B
+from plateau_lib.engine import presets as engine_presets
+from plateau_lib.engine.train import build_model, train, train_many
+from plateau_lib.engine.utils import cpu_threads, resolve_device
+from plateau_lib.plateau import presets
 
 
 def stacked_rows(label, base, stack, steps, repeats, device, floor):
@@ -45,7 +46,7 @@ def stacked_rows(label, base, stack, steps, repeats, device, floor):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="cpu", choices=presets.PRESETS)
+    ap.add_argument("--preset", default="cpu", choices=engine_presets.PRESETS)
     ap.add_argument("--steps", type=int, default=100, help="training steps per run (and floor steps per repeat)")
     ap.add_argument("--eval-every", type=int, default=10)
     ap.add_argument("--metrics-steps", type=int, default=None, help="steps of the two train() runs (default: the preset's)")

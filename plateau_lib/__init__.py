@@ -1,7 +1,9 @@
-"""plateau_lib: the thin library behind the plateau companion book.
+"""plateau_lib: the thin library behind the plateau companion book, one package per chapter.
 
-Modules: ``model`` (the paper's GPT), ``tasks`` (algorithmic tasks), ``train`` (one online training
-loop), ``metrics`` (every chapter metric), ``stages`` (plateau/jump detection), ``cache`` (result
-cache with provenance), ``presets`` (paper vs cpu configs), ``plots`` (seaborn figures),
-``llc`` (SGLD local learning coefficient), ``widgets`` and ``report`` (book helpers).
+- ``engine``: the one training loop, the task table, the result cache, sweeps, stage detection, trajectory PCA;
+- ``llc``: the SGLD estimator of the local learning coefficient (and its Methods page);
+- ``book``: page helpers, plots, widgets, the verdict rule, the Reproducibility summaries, the notebook runner;
+- ``plateau``, ``llm``, ``icl``: the chapters (Gopalani et al.; Pythia/OLMo; in-context linear regression), each
+  with its ``presets`` and ``claims``;
+- ``chapters``: the registry the paper queue (``paper``) and the Reproducibility page read.
 """

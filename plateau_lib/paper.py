@@ -4,7 +4,7 @@ result into ``results/`` for committing. ``--preset cpu`` does the same for the 
 committed results keep the book build short.
 
 The queue has three parts, in this order:
-1. **Training runs.** ``presets.page_runs(preset)`` declares them. Each is *committed*, *committed, computed
+1. **Training runs.** ``chapters.page_runs(preset)`` declares them. Each is *committed*, *committed, computed
    on CPU* (a ``paper`` run made without a GPU; ``--replace-cpu`` recomputes it) or *missing*. Missing runs of
    one architecture are trained together (``train_many``: stacked on a GPU) through the result cache.
 2. **Analyses** (``analyses``): the steps that read the trained runs' weights or checkpoints: λ̂ at every
@@ -49,9 +49,13 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from . import cache, presets
-from .train import Stopped
-from .utils import cpu_threads, resolve_device, write_json
+from plateau_lib import chapters
+from plateau_lib.engine import cache, presets as engine_presets
+from plateau_lib.engine.train import Stopped
+from plateau_lib.engine.utils import cpu_threads, resolve_device, write_json
+from plateau_lib.icl import presets as icl_presets
+from plateau_lib.llm import presets as llm_presets
+from plateau_lib.plateau import presets
 
 COMMITTED, ON_CPU, MISSING = "committed", "committed, computed on CPU", "missing"
 
@@ -75,7 +79,7 @@ class Entry(NamedTuple):
 
 
 def _entries(pages=None, preset: str = "paper") -> list[Entry]:
-    runs = presets.page_runs(presets.check_preset(preset))
+    runs = chapters.page_runs(engine_presets.check_preset(preset))
     unknown = sorted(set(pages or ()) - set(runs))
     if unknown:
         raise ValueError(f"unknown page(s) {unknown}; pages that declare {preset} runs: {sorted(runs)}")
@@ -159,7 +163,7 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
                                                     deadline=deadline))
         for page in dict.fromkeys(e.page for e in copied):
             entries = [e for e in copied if e.page == page]
-            reference = presets.page_runs(preset)[page]["reference"].replace(device=str(dev))
+            reference = chapters.page_runs(preset)[page]["reference"].replace(device=str(dev))
             state = cache.cached_train(reference, progress=False, need_state=True).final_state
             configs = [e.config.replace(device=str(dev)) for e in entries]
             commit(entries, cache.cached_train_many(configs, use_cache=fresh, init_states=[state] * len(configs),
@@ -196,7 +200,7 @@ def measure_cpu(cfg, steps: int = 8, least_s: float = 1.0, extra_evals: int = 4,
     2 x ``steps`` steps, each the fastest of ``repeats`` (a shared machine only ever adds time). Differences
     cancel the fixed cost of building and starting a run; while the extra steps take less than ``least_s``
     (noise), ``steps`` grows eightfold."""
-    from .train import train
+    from plateau_lib.engine.train import train
 
     def timed(n, extra=()):
         probe = cfg.replace(steps=n, eval_every=n, eval_steps=extra, checkpoint_steps=(), device="cpu",
@@ -316,36 +320,36 @@ class Analysis(NamedTuple):
 
 
 def _stages(cfg, llc, device: str, stack: int) -> list[Path]:
-    from .icl import development
+    from plateau_lib.icl import development
     development.run(cfg.replace(device=device), llc, progress=False, stack=stack)
     return development.commit(cfg, llc)
 
 
 def _diversity(configs, llc, device: str, stack: int) -> list[Path]:
-    from .icl import diversity
+    from plateau_lib.icl import diversity
     configs = {k: c.replace(device=device) for k, c in configs.items()}
-    diversity.llc_calibration(diversity.calibration_runs(configs), llc, presets.DIVERSITY_CALIBRATION, progress=False)
+    diversity.llc_calibration(diversity.calibration_runs(configs), llc, icl_presets.DIVERSITY_CALIBRATION, progress=False)
     diversity.llc_vs_M(configs, llc, progress=False)
-    return diversity.commit(configs, llc, presets.DIVERSITY_CALIBRATION)
+    return diversity.commit(configs, llc, icl_presets.DIVERSITY_CALIBRATION)
 
 
 def _plateau(runs, sgld, device: str, stack: int) -> list[Path]:
-    from .llc import plateau
+    from plateau_lib.plateau import llc_across
     first = runs[min(runs)]
-    calibration, _ = plateau.calibrate(first, presets.PLATEAU_LLC_CALIBRATION, sgld, device=device)
-    written = [cache.commit_tables(plateau.CALIBRATION_KIND,
-                                   plateau.calibration_spec(first, presets.PLATEAU_LLC_CALIBRATION, sgld))]
-    chosen, used = plateau.chosen_setting(calibration), {k: float(sgld[k]) for k in ("epsilon", "nbeta", "gamma")}
+    calibration, _ = llc_across.calibrate(first, presets.PLATEAU_LLC_CALIBRATION, sgld, device=device)
+    written = [cache.commit_tables(llc_across.CALIBRATION_KIND,
+                                   llc_across.calibration_spec(first, presets.PLATEAU_LLC_CALIBRATION, sgld))]
+    chosen, used = llc_across.chosen_setting(calibration), {k: float(sgld[k]) for k in ("epsilon", "nbeta", "gamma")}
     if chosen != used:  # the page's λ̂ must use the calibrated setting: a person decides
         print(f"plateau_llc: the calibration chose {chosen}, the preset uses {used}; update "
-              "presets.PLATEAU_LLC_SGLD, then run the queue again (calibration committed, λ̂ not run)", flush=True)
+              "plateau.presets.PLATEAU_LLC_SGLD, then run the queue again (calibration committed, λ̂ not run)", flush=True)
         return written
-    plateau.plateau_llc(runs, sgld, device=device, stack=stack)
-    return written + [cache.commit_tables(plateau.KIND, plateau.spec(runs, sgld))]
+    llc_across.plateau_llc(runs, sgld, device=device, stack=stack)
+    return written + [cache.commit_tables(llc_across.KIND, llc_across.spec(runs, sgld))]
 
 
 def _probe(configs, settings, device: str, stack: int) -> list[Path]:
-    from . import probe
+    from plateau_lib.plateau import probe
     probe.measure_runs({k: c.replace(device=device) for k, c in configs.items()}, settings, progress=False)
     return probe.commit(configs, settings)
 
@@ -357,15 +361,14 @@ def _tables(kind: str, spec: dict) -> str:
 
 def analyses(preset: str = "paper") -> list[Analysis]:
     """The analyses of ``preset``'s pages (the cpu queue's are those of the long CPU runs, as in ``page_runs``)."""
-    from . import probe
-    from .icl import development, diversity
-    from .llc import plateau
-    long = "paper" if presets.check_preset(preset) == "paper" else "cpu_long"
-    cfg, llc = presets.icl_stages(long)
-    sweep, sweep_llc = presets.diversity(long)
-    grid = presets.DIVERSITY_CALIBRATION
+    from plateau_lib.icl import development, diversity
+    from plateau_lib.plateau import llc_across, probe
+    long = "paper" if engine_presets.check_preset(preset) == "paper" else "cpu_long"
+    cfg, llc = icl_presets.icl_stages(long)
+    sweep, sweep_llc = icl_presets.diversity(long)
+    grid = icl_presets.DIVERSITY_CALIBRATION
     runs, sgld = presets.plateau_llc(long)
-    calibrated = plateau.calibration_spec(runs[min(runs)], presets.PLATEAU_LLC_CALIBRATION, sgld)
+    calibrated = llc_across.calibration_spec(runs[min(runs)], presets.PLATEAU_LLC_CALIBRATION, sgld)
     probed, settings = presets.probe_runs(preset), presets.probe_settings(preset)
     return [
         Analysis("icl_stages", "λ̂ and structure at every checkpoint", (cfg,),
@@ -376,7 +379,7 @@ def analyses(preset: str = "paper") -> list[Analysis]:
                           diversity.table_spec(diversity.calibration_runs(sweep), llc=sweep_llc, grid=grid))),
                  partial(_diversity, sweep, sweep_llc)),
         Analysis("plateau_llc", "SGLD calibration and λ̂ at every checkpoint", tuple(runs.values()),
-                 (_tables(plateau.CALIBRATION_KIND, calibrated), _tables(plateau.KIND, plateau.spec(runs, sgld))),
+                 (_tables(llc_across.CALIBRATION_KIND, calibrated), _tables(llc_across.KIND, llc_across.spec(runs, sgld))),
                  partial(_plateau, runs, sgld)),
         Analysis("mws_probe_and_locations", "probe and collapse at every checkpoint", tuple(probed.values()),
                  (_tables(probe.KIND, probe.spec(probed, settings)),), partial(_probe, probed, settings))]
@@ -414,15 +417,15 @@ def run_analyses(pages=None, preset: str = "paper", device: str = "auto", deadli
 
 def llm_status(preset: str = "paper") -> list[tuple]:
     """``(label, config, status)`` of the collapse page's miniatures for ``preset`` (committed or missing)."""
-    from . import llm
+    from plateau_lib.llm import collapse as llm
     return [(f"{arch} miniature, seed {seed}", cfg,
              COMMITTED if llm.stored(cfg, prompt_seed=cfg.prompt_seed(0), committed_only=True) else MISSING)
-            for (arch, seed), cfg in presets.llm_miniatures(preset).items()]
+            for (arch, seed), cfg in llm_presets.llm_miniatures(preset).items()]
 
 
 def run_llm(preset: str = "paper", device: str = "auto", deadline: float | None = None) -> list[Path]:
     """Train, analyse and commit the missing miniatures of the collapse page; returns the folders written."""
-    from . import llm
+    from plateau_lib.llm import collapse as llm
     written = []
     for label, cfg, state in llm_status(preset):
         if state == COMMITTED:
@@ -491,10 +494,10 @@ def pack(tar_path: Path, written: list[Path], preset: str = "paper", carry_mib: 
 def declared_names() -> set[str]:
     """The folder name of every result any page declares, in any preset: training runs, the analyses' tables
     and the miniatures' tables."""
-    from . import llm
-    names = {f"train-{cache.cache_key(e.config, e.extra)}" for preset in presets.PRESETS for e in _entries(None, preset)}
-    names |= {name for preset in presets.PRESETS for a in analyses(preset) for name in a.outputs}
-    return names | {llm.stored_name(cfg, prompt_seed=cfg.prompt_seed(0)) for preset in presets.PRESETS
+    from plateau_lib.llm import collapse as llm
+    names = {f"train-{cache.cache_key(e.config, e.extra)}" for preset in engine_presets.PRESETS for e in _entries(None, preset)}
+    names |= {name for preset in engine_presets.PRESETS for a in analyses(preset) for name in a.outputs}
+    return names | {llm.stored_name(cfg, prompt_seed=cfg.prompt_seed(0)) for preset in engine_presets.PRESETS
                     for _, cfg, _ in llm_status(preset)}
 
 
@@ -524,7 +527,7 @@ def unpack(tar_paths, root: Path | None = None) -> list[str]:
                 run = folder.removesuffix(".partial") if state else folder
                 if (not state or run.startswith("train-")) and run not in names:
                     raise ValueError(f"{path} holds {folder!r}, a result no page declares any more "
-                                     "(presets.page_runs, paper.analyses); nothing was unpacked")
+                                     "(chapters.page_runs, paper.analyses); nothing was unpacked")
                 folders.add("/".join(parts[:3] if state else parts[:2]))
     shutil.rmtree(root / ".cache" / "queue", ignore_errors=True)  # the packed state is the newest
     for path in paths:
@@ -541,7 +544,7 @@ def write_index(path: Path | None = None) -> Path:
     """``results/runs.csv``: every committed run the pages declare, with its page, preset and provenance."""
     import pandas as pd
     rows = []
-    for preset in presets.PRESETS:
+    for preset in engine_presets.PRESETS:
         for e in _entries(None, preset):
             if e.status == MISSING:
                 continue
@@ -558,7 +561,7 @@ def write_index(path: Path | None = None) -> Path:
 def in_progress(cfg) -> str | None:
     """"in progress on a CPU: step N of M" for a run made across work sessions (the stages page's paper run,
     ``icl.long_run``), else None."""
-    from .icl import long_run
+    from plateau_lib.icl import long_run
     state = long_run.progress(cfg)
     if state is None or state["status"] != "in progress":
         return None
@@ -605,7 +608,7 @@ def print_analyses(preset: str, pages=None) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--page", action="append", help="only this page's runs and analyses (repeatable)")
-    parser.add_argument("--preset", default="paper", choices=presets.PRESETS, help="paper (default) or cpu")
+    parser.add_argument("--preset", default="paper", choices=engine_presets.PRESETS, help="paper (default) or cpu")
     parser.add_argument("--list", action="store_true", help="print every result with its status and exit")
     parser.add_argument("--replace-cpu", action="store_true", help="also recompute paper runs made on a CPU")
     parser.add_argument("--force-cpu", action="store_true", help="allow paper runs on a machine without a GPU")

@@ -7,7 +7,7 @@ Environment: PRESET=cpu|paper (default: paper if CUDA is available, else cpu); F
 
 A full build runs the figure chapters of _toc.yml in book order (reproducibility last: it summarises the
 others); notebooks not in the TOC run only with --only. Every notebook's parameters are checked against its
-parameters cell (plateau_lib.run.check_parameters) before any runs. The notebooks run with
+parameters cell (plateau_lib.book.run.check_parameters) before any runs. The notebooks run with
 PLATEAU_BOOK_BUILD=1, TQDM_DISABLE=1 and PLATEAU_SUMMARIES=book/figures/_summaries (emptied by a full build).
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from plateau_lib.run import check_parameters
+from plateau_lib.book.run import check_parameters
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -123,8 +123,8 @@ def run_one(name: str, parameters: dict) -> tuple[str, bool, float, str]:
     log = EXECUTED / f"{name}.log"
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PLATEAU_BOOK_BUILD="1",
                TQDM_DISABLE="1", PLATEAU_SUMMARIES=str(SUMMARIES))
-    # plateau_lib.run: papermill (kernel python3, output logged, no progress bar), parameters checked again
-    cmd = [sys.executable, "-m", "plateau_lib.run", str(NOTEBOOKS / f"{name}.ipynb"), str(tmp),
+    # plateau_lib.book.run: papermill (kernel python3, output logged, no progress bar), parameters checked again
+    cmd = [sys.executable, "-m", "plateau_lib.book.run", str(NOTEBOOKS / f"{name}.ipynb"), str(tmp),
            "-y", json.dumps(parameters), "--cwd", str(ROOT)]
     start = time.perf_counter()
     with open(log, "w") as out:

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from plateau_lib import benchmarks as B
+from plateau_lib.book import benchmarks as B
 
 ROWS = [{"workload": "toy", "variant": "floor: forward+backward", "steps": 10, "ms_per_step": 2.0,
          "cpu_ms_per_step": 1.5},

@@ -4,9 +4,9 @@ import math
 import pytest
 import torch
 
+from plateau_lib.engine.tasks import make_task
+from plateau_lib.engine.train import TrainConfig
 from plateau_lib.icl import ICLRegression, ood_batch, sample, task_set, to_tokens
-from plateau_lib.tasks import make_task
-from plateau_lib.train import TrainConfig
 
 
 def test_task_sets_are_nested_across_m():

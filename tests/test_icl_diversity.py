@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from plateau_lib.icl import baselines, data, diversity
-from plateau_lib.train import TrainConfig, train
+from plateau_lib.engine.train import TrainConfig, train
+from plateau_lib.icl import baselines, data, diversity, presets as icl_presets
 
 BASE = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4, "noise_var": 0.125, "n_root": 3},
                    n_layer=1, n_head=1, d_model=8, steps=20, batch_size=8, eval_every=10, eval_batch=16, device="cpu")
@@ -18,17 +18,17 @@ BASE = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4, "noise_va
                                        ([2, 2], "repeats"), ("16", "list")])
 def test_bad_M_grid(Ms, match):
     with pytest.raises(ValueError, match=match):
-        diversity.configs(BASE, Ms)
+        icl_presets.configs(BASE, Ms)
 
 
 def test_configs_nested_and_labelled():
-    runs = diversity.configs(BASE, [1, 4, None], seeds=[0, 3])
+    runs = icl_presets.configs(BASE, [1, 4, None], seeds=[0, 3])
     assert list(runs) == [(1, 0), (1, 3), (4, 0), (4, 3), (math.inf, 0), (math.inf, 3)]
     assert runs[(math.inf, 3)].task_kwargs["M"] is None and runs[(4, 3)].seed == 3
     t4, t1 = runs[(4, 0)].make_task().tasks(), runs[(1, 0)].make_task().tasks()
     assert torch.equal(t4[:1], t1)  # T_1 ⊂ T_4: the root task is shared
     with pytest.raises(ValueError, match="seeds"):
-        diversity.configs(BASE, [1], seeds=[])
+        icl_presets.configs(BASE, [1], seeds=[])
 
 
 def fake_curves(ood_by_M: dict) -> pd.DataFrame:
@@ -65,7 +65,7 @@ def test_predictor_rows_on_the_root_probe():
 
 
 def test_a_run_keeps_its_root_predictions_and_curves_read_them():
-    runs = diversity.configs(BASE, [2, math.inf])
+    runs = icl_presets.configs(BASE, [2, math.inf])
     results = {label: train(cfg, progress=False) for label, cfg in runs.items()}
     rows, steps = diversity.trajectory_rows(results)
     assert rows[(2, 0)].shape == (3, 3 * 4) and list(steps[(2, 0)]) == [0, 10, 20]
@@ -99,7 +99,7 @@ def test_transient_Ms_reads_a_dip_then_rise():
 
 def test_presets_bad_input_before_compute():
     from plateau_lib.icl import diversity_page as dp
-    from plateau_lib.presets import diversity as preset_sweep
+    from plateau_lib.icl.presets import diversity as preset_sweep
     with pytest.raises(ValueError, match="preset"):
         preset_sweep("gpu")
     with pytest.raises(ValueError, match="SGLD setting"):
@@ -113,7 +113,7 @@ def test_presets_bad_input_before_compute():
 
 
 def test_paper_sweep_is_carrolls_setting():
-    from plateau_lib.presets import diversity as preset_sweep
+    from plateau_lib.icl.presets import diversity as preset_sweep
     configs, _ = preset_sweep("paper")
     cfg = configs[(1024, 0)]
     assert {k: cfg.task_kwargs[k] for k in ("D", "K", "noise_var")} == {"D": 8, "K": 16, "noise_var": 0.125}
@@ -133,10 +133,10 @@ def test_flat_epsilon_is_the_largest_step_before_lambda_grows():
 
 def test_llc_table_resumes_from_its_kept_rows(tmp_path, monkeypatch):
     """Rows kept before an interruption are reused, not re-estimated; the finished table drops the partial."""
-    from plateau_lib import cache
+    from plateau_lib.engine import cache
     monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
     monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
-    configs = diversity.configs(BASE, [2, math.inf])
+    configs = icl_presets.configs(BASE, [2, math.inf])
     llc = dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=8, num_chains=1, num_draws=5, num_burnin_steps=0,
                n_data=32, seed=0)
     key = cache.table_key(diversity.table_spec(configs, llc=llc))

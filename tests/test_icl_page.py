@@ -10,9 +10,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from plateau_lib import presets  # noqa: E402
-from plateau_lib.icl import development, page  # noqa: E402
-from plateau_lib.verdicts import claims_of  # noqa: E402
+from plateau_lib.engine import presets as engine_presets
+from plateau_lib.icl import development, page, presets
+from plateau_lib.icl.claims import claims_of
 
 K, D = 8, 4
 PUBLISHED = [984, 35353, 45454, 126262, 323232]  # seed-1 candidates past step 100 (reference §6)
@@ -117,7 +117,7 @@ def test_verdict_table_records_each_preset_shown(tmp_path, monkeypatch):
 def test_checkpoint_counts_rebuild_the_presets():
     for preset, counts in presets.ICL_CHECKPOINTS.items():
         cfg = presets.ICL_STAGES[preset]
-        assert presets.log_linear_steps(cfg.steps, *counts) == tuple(cfg.checkpoint_steps), preset
+        assert engine_presets.log_linear_steps(cfg.steps, *counts) == tuple(cfg.checkpoint_steps), preset
 
 
 def test_live_config_rebuilds_checkpoints_and_refuses_bad_values():
@@ -239,13 +239,13 @@ def test_negative_llc_note():
 
 def test_detect_stages_scales_the_first_step(monkeypatch):
     seen = {}
-    monkeypatch.setattr("plateau_lib.stages.gp_stage_boundaries", lambda s, v, **kw: seen.update(kw))
+    monkeypatch.setattr("plateau_lib.engine.stages.gp_stage_boundaries", lambda s, v, **kw: seen.update(kw))
     page.detect_stages(fake_run(20_000, {0: 0.0, 10: 1.0, 100: 2.0, 1_000: 3.0, 20_000: 4.0}))
     assert seen == {"min_step": 4}
 
 
 def test_paper_cost_reads_the_benchmark_record(tmp_path):
-    from plateau_lib import benchmarks
+    from plateau_lib.book import benchmarks
     assert page.paper_cost(tmp_path) == ""
     ratios = {"cpu_paper_training_500k_steps_extrapolated_s": 61_000.0,
               "cpu_paper_llc_one_checkpoint_extrapolated_s": 20_000.0,

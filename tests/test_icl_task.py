@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 import torch
 
+from plateau_lib.engine.tasks import make_task
+from plateau_lib.engine.train import TrainConfig, train, train_many
 from plateau_lib.icl import ICLConfig
-from plateau_lib.tasks import make_task
-from plateau_lib.train import TrainConfig, train, train_many
 
 TINY = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4}, n_layer=2, n_head=2, d_model=16,
                    schedule="one_cycle", lr=3e-3, batch_size=32, steps=30, eval_every=10, eval_batch=64, device="cpu")

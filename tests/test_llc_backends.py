@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from plateau_lib.llc import estimate_llc, estimate_llc_stacked, llc_over_checkpoints, mala_acceptance_prob
 from plateau_lib.llc.golden import RegularModel, least_squares_fit, mse_loss, regular_data
 from plateau_lib.llc.sampler import make_generator
-from plateau_lib.model import GPT, GPTConfig
+from plateau_lib.plateau.model import GPT, GPTConfig
 
 torch.set_num_threads(1)
 LLC_DIR = Path(__file__).resolve().parent.parent / "plateau_lib" / "llc"
@@ -157,7 +157,9 @@ def test_bad_stacks_raise_before_sampling():
 # ------------------------------------------------------------------------------------------------ imports
 def llc_imports(name):
     tree = ast.parse((LLC_DIR / f"{name}.py").read_text())
-    return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1}
+    prefix = "plateau_lib.llc."
+    return {node.module[len(prefix):] for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix)}
 
 
 def test_imports_run_one_way():

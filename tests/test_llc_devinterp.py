@@ -11,9 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from plateau_lib.engine.tasks import make_task
 from plateau_lib.llc import estimate_llc
-from plateau_lib.model import GPT, GPTConfig
-from plateau_lib.tasks import make_task
+from plateau_lib.plateau.model import GPT, GPTConfig
 
 devinterp_sampler = pytest.importorskip("devinterp.slt.sampler")
 from devinterp.optim.sgld import SGLD  # noqa: E402

@@ -8,7 +8,7 @@ from plateau_lib.llc import LLCWarning
 from plateau_lib.llc.failure_modes import planted_runaway
 from plateau_lib.llc.golden import golden_estimates
 from plateau_lib.llc.result import diverged_chains, summarize
-from plateau_lib.model import GPT, GPTConfig
+from plateau_lib.plateau.model import GPT, GPTConfig
 
 torch.set_num_threads(1)
 

@@ -18,8 +18,7 @@ import torch
 
 from plateau_lib.llc import estimate_llc
 from plateau_lib.llc.golden import (PolynomialModel, RegularModel, RRRModel, least_squares_fit, mse_loss,
-                                    polynomial_data, polynomial_lambda, regular_data, rrr_data, rrr_lambda,
-                                    train_full_batch)
+    polynomial_data, polynomial_lambda, regular_data, rrr_data, rrr_lambda, train_full_batch)
 
 torch.set_num_threads(1)
 # many chains of tiny models: the sequential CPU default spends about 12x longer on Python overhead per step
@@ -85,8 +84,8 @@ def test_frozen_weight_invariance_exact(point):
 # ------------------------------------------------------------------------------------------------ the page's rows
 def test_golden_estimates_cover_every_claim():
     """golden_estimates: one estimate per claim of the "LLC golden models" figure, exact λ, ratio = λ̂ / λ."""
+    from plateau_lib.llc.claims import claims_of
     from plateau_lib.llc.golden import GOLDEN_FIGURE, golden_estimates, golden_provenance, golden_ratios, golden_table
-    from plateau_lib.verdicts import claims_of
 
     tiny = {"golden_draws": 12, "golden_chains": 2, "golden_train_steps": 5}
     estimates = golden_estimates(tiny, seed=3)

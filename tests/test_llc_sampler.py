@@ -10,9 +10,9 @@ import torch.nn.functional as F
 from plateau_lib.llc import LLCWarning, default_nbeta, estimate_llc, mala_acceptance_prob
 from plateau_lib.llc.estimator import summarize
 from plateau_lib.llc.golden import (PolynomialModel, RegularModel, least_squares_fit, mse_loss, polynomial_data,
-                                    regular_data)
+    regular_data)
 from plateau_lib.llc.sampler import make_generator
-from plateau_lib.model import GPT, GPTConfig
+from plateau_lib.plateau.model import GPT, GPTConfig
 
 torch.set_num_threads(1)
 
@@ -292,7 +292,7 @@ def test_mala_in_a_run_tracks_step_size():
 
 
 # ------------------------------------------------------------------------------------------------ page helpers
-from plateau_lib.llc import callbacks, calibration, failure_modes, mistakes, plots  # noqa: E402
+from plateau_lib.llc import calibration, callbacks, failure_modes, mistakes
 
 
 def fake_result(loss, init_loss=1.0, nbeta=10.0, warn=False):
@@ -339,10 +339,10 @@ def test_step_progress_counts_the_chosen_steps():
 
 
 def test_llc_over_training_compares_the_seedings():
-    from plateau_lib.train import TrainConfig
+    from plateau_lib.engine.train import TrainConfig
     cfg = TrainConfig(d_model=8, steps=4, batch_size=8, eval_every=2, eval_batch=8, lr=1e-3, device="cpu")
     seqs = cfg.make_task().sample(64, torch.Generator().manual_seed(0))
-    from plateau_lib.llc.transformer import sequence_loss
+    from plateau_lib.plateau.llc_transformer import sequence_loss
     curve, run = callbacks.llc_over_training(cfg, sequence_loss, seqs, [2, 4], seed=0, progress=False, epsilon=1e-3,
                                              gamma=100.0, num_chains=2, num_draws=4, batch_size=16, device="cpu",
                                              warn=False)
@@ -412,26 +412,24 @@ def test_run_failure_modes_records_warnings_without_printing():
 
 
 def test_transformer_helpers(tmp_path, monkeypatch):
-    from plateau_lib import cache
-    from plateau_lib import metrics as M
-    from plateau_lib.llc import transformer
+    from plateau_lib.engine import cache
+    from plateau_lib.plateau import llc_transformer, metrics as M
     settings = {"d_model": 8, "train_steps": 30}
-    cfg = transformer.transformer_config(settings)
+    cfg = llc_transformer.transformer_config(settings)
     assert (cfg.d_model, cfg.steps, cfg.lr, cfg.batch_size, cfg.task) == (8, 30, 1e-3, 128, "mws")
-    assert transformer.early_config(cfg).steps == 10 and transformer.early_config(cfg.replace(steps=500)).steps == 50
-    seqs = transformer.sgld_sequences(cfg, 16)
-    assert torch.equal(seqs, transformer.sgld_sequences(cfg, 16)) and seqs.shape[0] == 16
+    assert llc_transformer.early_config(cfg).steps == 10 and llc_transformer.early_config(cfg.replace(steps=500)).steps == 50
+    seqs = llc_transformer.sgld_sequences(cfg, 16)
+    assert torch.equal(seqs, llc_transformer.sgld_sequences(cfg, 16)) and seqs.shape[0] == 16
     monkeypatch.setattr(cache, "LOCAL", tmp_path)  # train into a temporary cache
-    trained = transformer.load_trained(cfg.replace(steps=3, eval_every=3, batch_size=8, eval_batch=8), use_cache=False)
+    trained = llc_transformer.load_trained(cfg.replace(steps=3, eval_every=3, batch_size=8, eval_batch=8), use_cache=False)
     assert trained.num_params == sum(p.numel() for p in trained.model.parameters())
     with torch.no_grad():
         expected = M.loss_all(trained.model(seqs[:, :-1]), seqs).item()
-    assert transformer.loss_at(trained.model, seqs) == pytest.approx(expected)
+    assert llc_transformer.loss_at(trained.model, seqs) == pytest.approx(expected)
 
 
 def test_page_settings_and_provenance():
-    from plateau_lib import presets
-    from plateau_lib.llc import page
+    from plateau_lib.llc import page, presets
     settings = presets.llc_page("cpu")
     table = page.settings_table(settings, "cpu")
     assert list(table.index) == list(settings) and (table["meaning"] != "").all()
@@ -452,10 +450,10 @@ def test_page_figures_fit_the_text_column():
     import pandas as pd
     from matplotlib.text import Text
 
-    from plateau_lib import book
+    from plateau_lib.book import pages
+    from plateau_lib.book.plots import PAGE_WIDTH
     from plateau_lib.llc import plots
     from plateau_lib.llc.golden import GoldenEstimate
-    from plateau_lib.plots import PAGE_WIDTH
 
     res = fake_result([[1.0, 1.2, 1.1, 1.3], [1.0, 1.1, 1.2, 1.2], [1.0, 1e9, np.nan, np.nan]])
     estimates = [GoldenEstimate("polynomial", f"({i}, 1)", 0.5, metric, res, 0.1)
@@ -465,7 +463,7 @@ def test_page_figures_fit_the_text_column():
     curve = pd.DataFrame({"step": [1, 2, 1, 2], "llc_mean": [1.0, 2.0, 1.5, 1.8], "llc_se": [0.1] * 4,
                           "seeding": [callbacks.SAME_SEED] * 2 + [callbacks.FRESH_SEED] * 2})
     with matplotlib.rc_context():
-        book.setup()
+        pages.setup()
         figures = [plots.plot_golden_traces(estimates), plots.plot_failure_modes({"a": res, "b": res, "c": res}),
                    plots.plot_llc_over_training(curve), plots.plot_sweep(sweep),
                    *plots.sweep_figures({(1e-3, None, 1.0): res}).values()]
@@ -474,5 +472,5 @@ def test_page_figures_fit_the_text_column():
             assert fig.get_size_inches()[0] <= PAGE_WIDTH + 1e-9
             fig.canvas.draw()
             sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
-            assert min(sizes) >= book.MIN_FONT_PT, min(sizes)
+            assert min(sizes) >= pages.MIN_FONT_PT, min(sizes)
             plt.close(fig)

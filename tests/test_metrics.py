@@ -5,9 +5,9 @@ import types
 import pytest
 import torch
 
-from plateau_lib import metrics as M
-from plateau_lib.tasks import make_task
-from plateau_lib.train import TrainConfig
+from plateau_lib.engine.tasks import make_task
+from plateau_lib.engine.train import TrainConfig
+from plateau_lib.plateau import metrics as M
 
 MWS = make_task("mws")
 
@@ -317,7 +317,7 @@ def test_greedy_outputs_from_the_teacher_forced_pass_equal_full_generation():
     """Sequences the model gets right under teacher forcing are not decoded again; the rest are decoded from
     their first error. Half the batch carries the model's own greedy outputs (so it is right on them), the
     other half random ones, some wrong only late."""
-    from plateau_lib.model import GPT
+    from plateau_lib.plateau.model import GPT
     torch.manual_seed(0)
     model = GPT(TrainConfig(d_model=32).model_config()).eval()
     seqs = MWS.sample(64, torch.Generator().manual_seed(1))

@@ -37,10 +37,10 @@ def test_parameters_cell_is_read_whole_by_papermill(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_setup_is_one_short_removed_cell(path):
     cells = code_cells(path)
-    setup = [c for c in cells if "book.setup()" in c.source]
-    assert len(setup) == 1, f"{path.name}: call book.setup() once"
+    setup = [c for c in cells if "pages.setup()" in c.source]
+    assert len(setup) == 1, f"{path.name}: call pages.setup() once"
     assert "remove-cell" in setup[0].metadata.get("tags", []), f"{path.name}: the setup cell is plumbing"
-    assert len(setup[0].source.splitlines()) <= 10, f"{path.name}: the setup cell should be a few lines"
+    assert len(setup[0].source.splitlines()) <= 12, f"{path.name}: the setup cell should be a few lines"
     for cell in cells:
         tags = cell.metadata.get("tags", [])
         if "plots." in cell.source and "parameters" not in tags:

@@ -5,8 +5,10 @@ import pandas as pd
 import pytest
 import torch
 
-from plateau_lib import cache, paper, presets
-from plateau_lib.train import Stopped, TrainConfig
+from plateau_lib import chapters, paper
+from plateau_lib.engine import cache
+from plateau_lib.engine.train import Stopped, TrainConfig
+from plateau_lib.plateau import presets
 
 TINY = TrainConfig(task_kwargs={"n": 4, "p": 5}, d_model=8, steps=4, batch_size=8, eval_every=2, eval_batch=8)
 
@@ -18,7 +20,7 @@ def tiny_queue(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "ROOT", tmp_path)
     runs = {"page_a": {0: TINY, 1: TINY.replace(seed=1)},
             "page_b": {"reference": TINY, ("KQ", 1): TINY.replace(seed=1, copy_groups=("kq", "embed"))}}
-    monkeypatch.setattr(presets, "page_runs", lambda preset="paper": runs)
+    monkeypatch.setattr(chapters, "page_runs", lambda preset="paper": runs)
     return tmp_path
 
 
@@ -61,7 +63,7 @@ def test_paper_runs_need_a_gpu_unless_forced(tiny_queue):
 def test_a_stopped_queue_resumes_from_its_packed_partial_state(tiny_queue, tmp_path, monkeypatch):
     """A deadline stops training part-way; --tar packs the partial state; --unpack elsewhere resumes it."""
     long = {"page_a": {0: TINY.replace(steps=400, eval_every=50)}}
-    monkeypatch.setattr(presets, "page_runs", lambda preset="paper": long)
+    monkeypatch.setattr(chapters, "page_runs", lambda preset="paper": long)
     monkeypatch.setattr(paper, "analyses", lambda preset="paper": [])
     assert paper.run_queue(budget_s=0.0, allow_cpu=True) == []  # stops after its first step, whatever the speed
     assert len(paper.partial_folders()) == 1
@@ -89,7 +91,7 @@ def stages_queue(tiny_queue, monkeypatch):
     """One training run and one analysis of it (λ̂ at its five checkpoints, as the stages page's)."""
     from functools import partial
     from plateau_lib.icl import development
-    monkeypatch.setattr(presets, "page_runs", lambda preset="paper": {"icl_stages": {"training": ICL}})
+    monkeypatch.setattr(chapters, "page_runs", lambda preset="paper": {"icl_stages": {"training": ICL}})
     step = paper.Analysis("icl_stages", "λ̂", (ICL,), (f"{development.KIND}-{development.key(ICL, ICL_LLC)}",),
                           partial(paper._stages, ICL, ICL_LLC))
     monkeypatch.setattr(paper, "analyses", lambda preset="paper": [step])
@@ -164,15 +166,16 @@ def test_unpack_refuses_runs_no_page_declares(tiny_queue, tmp_path):
 
 
 def test_queue_trains_analyses_commits_and_packs_the_miniature_language_models(tiny_queue, tmp_path, monkeypatch):
-    from plateau_lib import llm
-    tiny = llm.MiniatureConfig(n_layer=1, d_model=16, n_head=2, d_ff=32, batch_size=2, context=8, steps=2)
-    monkeypatch.setattr(presets, "llm_miniatures", lambda preset: {("pythia", 0): tiny})
-    monkeypatch.setattr(llm, "LOCAL", tmp_path / "llm")
-    monkeypatch.setattr(llm, "corpus_tokens", lambda arch, sources: torch.arange(3, 503).numpy())
-    monkeypatch.setattr(llm, "prompts", lambda n, seed: ["What is a plant?", "Why is the sky blue?"][:n] * (n // 2))
+    from plateau_lib.llm import collapse, corpus, miniature, presets as llm_presets
+    tiny = miniature.MiniatureConfig(n_layer=1, d_model=16, n_head=2, d_ff=32, batch_size=2, context=8, steps=2)
+    monkeypatch.setattr(llm_presets, "llm_miniatures", lambda preset: {("pythia", 0): tiny})
+    monkeypatch.setattr(miniature, "LOCAL", tmp_path / "llm")
+    monkeypatch.setattr(corpus, "LOCAL", tmp_path / "llm")
+    monkeypatch.setattr(miniature, "corpus_tokens", lambda arch, sources: torch.arange(3, 503).numpy())
+    monkeypatch.setattr(collapse, "prompts", lambda n, seed: ["What is a plant?", "Why is the sky blue?"][:n] * (n // 2))
     assert [s for _, _, s in paper.llm_status()] == [paper.MISSING]
     written = paper.run_llm(device="cpu")
-    assert [p.name for p in written] == [llm.stored_name(tiny)] and paper.llm_status()[0][2] == paper.COMMITTED
+    assert [p.name for p in written] == [collapse.stored_name(tiny)] and paper.llm_status()[0][2] == paper.COMMITTED
     assert not list(written[0].rglob("*.safetensors")), "checkpoints are never committed"
     assert paper.run_llm(device="cpu") == []
     tar, = paper.pack(tmp_path / "q.tar.gz", written)
@@ -190,10 +193,10 @@ def test_cpu_queue_trains_the_feasible_runs_on_two_workers_stops_and_resumes(tin
     """Without a GPU: runs within the CPU limit are trained on two dask workers and committed as each finishes;
     a run over the limit and Fig. 5's copied run are left for a GPU; a budget stops them and the next call resumes."""
     import distributed
-    from plateau_lib.train import train
+    from plateau_lib.engine.train import train
     runs = {"page_a": {0: TINY, 1: TINY.replace(seed=1), "long": TINY.replace(seed=2, steps=40_000)},
             "page_b": {"reference": TINY.replace(seed=3), ("KQ", 1): TINY.replace(seed=1, copy_groups=("kq", "embed"))}}
-    monkeypatch.setattr(presets, "page_runs", lambda preset="paper": runs)
+    monkeypatch.setattr(chapters, "page_runs", lambda preset="paper": runs)
     costs = {paper.architecture(TINY): {"step_s": 0.5, "eval_s": 0.0}}   # 4 steps: 2 s; 40k steps: 5.6 h
     monkeypatch.setattr(paper, "cpu_costs", lambda configs, measure=True, record=None: costs)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as lc, \
@@ -210,7 +213,7 @@ def test_cpu_queue_trains_the_feasible_runs_on_two_workers_stops_and_resumes(tin
 
 
 def test_cpu_estimate_is_within_2x_of_a_measured_run(tmp_path):
-    from plateau_lib.train import train
+    from plateau_lib.engine.train import train
     cfg = TINY.replace(task_kwargs={"n": 8, "p": 11}, d_model=32, steps=300, eval_every=30, batch_size=64)
     costs = paper.cpu_costs([cfg], record=tmp_path / "cpu.json")
     assert (tmp_path / "cpu.json").exists() and paper.architecture(cfg) in costs
@@ -223,7 +226,7 @@ def test_cpu_estimate_is_within_2x_of_a_measured_run(tmp_path):
 
 
 def test_duplicate_seeds_are_refused():
-    from plateau_lib.params import int_list
+    from plateau_lib.book.params import int_list
     with pytest.raises(ValueError, match=r"parameter 'seeds' lists \[0\] more than once"):
         int_list([0, 1, 0], "seeds", [0])
     with pytest.raises(ValueError, match="'seeds'"):

@@ -1,4 +1,4 @@
-"""λ̂ across the MWS plateau (plateau_lib.llc.plateau): presets, bad input, the phase and boundary tables on
+"""λ̂ across the MWS plateau (plateau_lib.plateau.llc_across): presets, bad input, the phase and boundary tables on
 hand-built curves, the calibration rule, and resuming a table built row by row."""
 from types import SimpleNamespace
 
@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from plateau_lib import cache, presets
-from plateau_lib.llc import plateau
+from plateau_lib.engine import cache
+from plateau_lib.plateau import llc_across, presets
 
 
 @pytest.mark.parametrize("preset", ["cpu", "cpu_long", "paper"])
@@ -50,7 +50,7 @@ def test_bad_preset_and_unknown_sgld_setting():
 def test_a_run_without_checkpoints_is_refused_before_training():
     cfg = presets.MWS_CPU.replace(steps=10)
     with pytest.raises(ValueError, match="checkpoint_steps is empty"):
-        plateau.trained_checkpoints(cfg)
+        llc_across.trained_checkpoints(cfg)
 
 
 def _curve(seed, values, steps):
@@ -61,7 +61,7 @@ def test_phase_table_on_a_hand_built_curve():
     steps = [0, 50, 100, 150, 200, 250, 300]
     llc = pd.concat([_curve(0, [1, 5, 9, 10, 11, 30, 31], steps), _curve(1, [2, 2, 2, 2, 2, 2, 2], steps)])
     milestones = pd.DataFrame({"seed": [0, 1], "partial_step": [100, np.nan], "jump_step": [240, np.nan]})
-    t = plateau.phase_table(llc, milestones).set_index(["seed", "phase"])
+    t = llc_across.phase_table(llc, milestones).set_index(["seed", "phase"])
     # seed 0: before = nearest 50 (half the partial step), during = nearest 170 -> 150, after = last (300)
     assert t.loc[(0, "before"), "step"] == 50 and t.loc[(0, "before"), "llc_mean"] == 5
     assert t.loc[(0, "during"), "step"] == 150 and t.loc[(0, "during"), "llc_mean"] == 10
@@ -70,7 +70,7 @@ def test_phase_table_on_a_hand_built_curve():
     # seed 1 never reached a partial solution: before and during are missing, after is still the last checkpoint
     assert np.isnan(t.loc[(1, "before"), "llc_mean"]) and np.isnan(t.loc[(1, "during"), "llc_mean"])
     assert t.loc[(1, "after"), "llc_mean"] == 2
-    wide = plateau.phase_wide(plateau.phase_table(llc, milestones))
+    wide = llc_across.phase_wide(llc_across.phase_table(llc, milestones))
     assert wide.loc[0, "during"] == "10.0 ± 0.5 (step 150)" and wide.loc[1, "before"] == "—"
 
 
@@ -79,7 +79,7 @@ def test_boundary_table_pairs_the_nearest_boundary_with_the_jump():
     steps = np.array([0, 100, 200, 300, 450, 600])
     found = {0: SimpleNamespace(boundaries=[60, 250, 500], steps=steps, values=np.array([1, 2, 3, 30, 31, 32.])),
              1: SimpleNamespace(boundaries=[], steps=steps, values=np.array([1, 2, 3, 4, 50, 51.]))}
-    t = plateau.boundary_table(found, milestones).set_index("seed")
+    t = llc_across.boundary_table(found, milestones).set_index("seed")
     assert t.loc[0, "nearest to the jump"] == 250 and t.loc[0, "boundary − jump (steps)"] == 30
     assert t.loc[0, "GP boundaries on λ̂"] == "60, 250, 500"
     assert t.loc[1, "GP boundaries on λ̂"] == "none" and pd.isna(t.loc[1, "nearest to the jump"])
@@ -87,7 +87,7 @@ def test_boundary_table_pairs_the_nearest_boundary_with_the_jump():
     assert t.loc[0, "steepest λ̂ rise"] == "200 → 300" and t.loc[0, "jump inside it"]
     assert t.loc[1, "steepest λ̂ rise"] == "300 → 450" and t.loc[1, "jump inside it"]
     milestones.loc[1, "jump_step"] = 460
-    assert not plateau.boundary_table(found, milestones).set_index("seed").loc[1, "jump inside it"]
+    assert not llc_across.boundary_table(found, milestones).set_index("seed").loc[1, "jump inside it"]
 
 
 def _cell(step, eps, nbeta, llc, diverged=0, converged=True):
@@ -102,16 +102,16 @@ def test_calibration_rule_on_a_hand_built_sweep():
         rows += [_cell(step, 3e-4, 100.0, 10.0), _cell(step, 1e-3, 100.0, 11.0), _cell(step, 3e-3, 100.0, 40.0, 1)]
         # nβ = 25: flat everywhere
         rows += [_cell(step, 3e-4, 25.0, 3.0), _cell(step, 1e-3, 25.0, 3.1), _cell(step, 3e-3, 25.0, 3.2)]
-    t = plateau.mark_choice(pd.DataFrame(rows))
-    assert plateau.chosen_setting(t) == {"epsilon": 1e-3, "nbeta": 100.0, "gamma": 100.0}
+    t = llc_across.mark_choice(pd.DataFrame(rows))
+    assert llc_across.chosen_setting(t) == {"epsilon": 1e-3, "nbeta": 100.0, "gamma": 100.0}
     assert t["chosen"].sum() == 2  # the chosen setting at both steps
     # not flat at one step (11 -> 20 is +82 %) disqualifies ε = 1e-3 at nβ = 100; nβ = 100, ε = 3e-4 remains
     rows[1] = _cell(150, 1e-3, 100.0, 20.0)
-    assert plateau.chosen_setting(plateau.mark_choice(pd.DataFrame(rows))) == {
+    assert llc_across.chosen_setting(llc_across.mark_choice(pd.DataFrame(rows))) == {
         "epsilon": 3e-4, "nbeta": 100.0, "gamma": 100.0}
     # nothing healthy: nothing chosen
     bad = pd.DataFrame([_cell(s, e, 25.0, 1.0, converged=False) for s in (1, 2) for e in (1e-4, 1e-3)])
-    assert plateau.chosen_setting(plateau.mark_choice(bad)) is None
+    assert llc_across.chosen_setting(llc_across.mark_choice(bad)) is None
 
 
 def test_resume_rows_computes_each_row_once(tmp_path, monkeypatch):
@@ -126,14 +126,14 @@ def test_resume_rows_computes_each_row_once(tmp_path, monkeypatch):
         return pd.DataFrame({"step": steps, "llc_mean": [s / 10 for s in steps]})
 
     with pytest.raises(KeyboardInterrupt):
-        plateau.resume_rows("test_kind", "k", [0, 10, 20, 30, 40], rows, progress=False)
+        llc_across.resume_rows("test_kind", "k", [0, 10, 20, 30, 40], rows, progress=False)
     assert calls == [0, 10, 20, 30]
-    table = plateau.resume_rows("test_kind", "k", [0, 10, 20, 30, 40], rows, progress=False)
+    table = llc_across.resume_rows("test_kind", "k", [0, 10, 20, 30, 40], rows, progress=False)
     assert calls == [0, 10, 20, 30, 30, 40]  # rows 0-20 were kept, not recomputed
     assert table["step"].tolist() == [0, 10, 20, 30, 40] and table["llc_mean"].tolist() == [0, 1, 2, 3, 4]
     # groups of two steps per call: an interruption loses at most the group being computed
     calls.clear()
-    table = plateau.resume_rows("test_kind", "k2", [0, 10, 20, 30, 40], rows, group=2, progress=False)
+    table = llc_across.resume_rows("test_kind", "k2", [0, 10, 20, 30, 40], rows, group=2, progress=False)
     assert calls == [0, 10, 20, 30, 40] and table["step"].tolist() == [0, 10, 20, 30, 40]
 
 
@@ -143,7 +143,7 @@ def test_plateau_changes_on_hand_built_curves():
     grid = np.arange(0, 301, 10)
     metrics = pd.DataFrame({"seed": 0, "step": grid, "apm": grid / 300, "loss": 3 - grid / 100})
     milestones = pd.DataFrame({"seed": [0], "partial_step": [100], "jump_step": [240]})
-    row = plateau.plateau_changes(llc, metrics, milestones).iloc[0]
+    row = llc_across.plateau_changes(llc, metrics, milestones).iloc[0]
     # the plateau runs from checkpoint 100 to 200 (the last before the jump at 240), the jump to the end (300)
     assert row["plateau: steps"] == "100 → 200" and row["jump: steps"] == "200 → 300"
     assert row["plateau: Δλ̂"] == 2 and row["jump: Δλ̂"] == 20

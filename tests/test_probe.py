@@ -7,9 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from plateau_lib import cache, presets, probe
-from plateau_lib.tasks import make_task
-from plateau_lib.train import TrainConfig
+from plateau_lib.engine import cache
+from plateau_lib.engine.tasks import make_task
+from plateau_lib.engine.train import TrainConfig
+from plateau_lib.plateau import presets, probe
 
 MWS = make_task("mws")
 TINY_PROBE = dict(hidden=8, max_iter=20, train_seqs=6, test_seqs=4, data_seed=0)

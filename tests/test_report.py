@@ -2,8 +2,16 @@ import json
 
 import pytest
 
-from plateau_lib import report
-from plateau_lib.verdicts import CLAIMS, PAPER_PENDING
+from plateau_lib import chapters
+from plateau_lib.book import summaries as report
+from plateau_lib.book.verdicts import select
+from plateau_lib.engine import utils
+
+CLAIMS, PAPER_PENDING = chapters.claims(), chapters.paper_pending()
+
+
+def claims_of(figure):
+    return select(CLAIMS, figure)
 
 FIG = "Fig. 2 (MWS plateau)"
 
@@ -15,21 +23,21 @@ def summaries(tmp_path, monkeypatch):
 
 
 def test_summary_rows_carry_verdicts_and_rules():
-    rows = report.summary_rows(FIG, "cpu", {"peak cosine before the jump": 0.97, "step of the jump": float("nan")})
+    rows = report.summary_rows(claims_of(FIG), "cpu", {"peak cosine before the jump": 0.97, "step of the jump": float("nan")})
     assert [r["metric"] for r in rows] == ["peak cosine before the jump", "step of the jump"]
     assert rows[0]["verdict"] == "reproduced" and rows[0]["shown"] == "0.97" and rows[0]["paper"] == "≈ 0.95"
     assert rows[1]["ours"] is None and rows[1]["shown"] == "no jump in the run"
     assert rows[1]["verdict"] == "not comparable at this scale"
-    assert report.summary_rows(FIG, "paper", {"step of the jump": None})[0]["verdict"] == "not reproduced"
+    assert report.summary_rows(claims_of(FIG), "paper", {"step of the jump": None})[0]["verdict"] == "not reproduced"
 
 
 def test_unknown_metric_is_refused():
     with pytest.raises(ValueError, match="no claim named"):
-        report.summary_rows(FIG, "cpu", {"peak cosinus": 0.9})
+        report.summary_rows(claims_of(FIG), "cpu", {"peak cosinus": 0.9})
 
 
 def test_record_and_load_in_the_build_folder(summaries):
-    path = report.record_summary(FIG, "cpu", {"final accuracy": 1.0}, "mws_plateau", {"device": "cpu"})
+    path = report.record_summary(claims_of(FIG), "cpu", {"final accuracy": 1.0}, "mws_plateau", {"device": "cpu"})
     assert path.parent == summaries
     summary = json.loads(path.read_text())
     assert summary["rows"][0]["verdict"] == "reproduced" and summary["page"] == "mws_plateau"
@@ -38,11 +46,11 @@ def test_record_and_load_in_the_build_folder(summaries):
 
 
 def test_reproducibility_table_is_wide_and_in_book_order(summaries):
-    report.record_summary("Fig. 5 (optimal initialisation)", "cpu", {"peak cosine, baseline": 0.99},
+    report.record_summary(claims_of("Fig. 5 (optimal initialisation)"), "cpu", {"peak cosine, baseline": 0.99},
                           "mws_optimal_init", {})
-    report.record_summary(FIG, "paper", {"final accuracy": 1.0}, "mws_plateau", {})
-    report.record_summary(FIG, "cpu", {"final accuracy": 0.5}, "mws_plateau", {})
-    table = report.reproducibility_table()
+    report.record_summary(claims_of(FIG), "paper", {"final accuracy": 1.0}, "mws_plateau", {})
+    report.record_summary(claims_of(FIG), "cpu", {"final accuracy": 0.5}, "mws_plateau", {})
+    table = report.reproducibility_table(CLAIMS, PAPER_PENDING)
     assert list(table.columns) == ["figure", "metric", "paper", "cpu miniature", "long CPU run", "paper preset",
                                    "source"]
     assert list(table["figure"].unique()) == [FIG, "Fig. 5 (optimal initialisation)"]  # book order
@@ -56,8 +64,8 @@ def test_reproducibility_table_is_wide_and_in_book_order(summaries):
 def test_a_long_cpu_run_has_its_own_column_and_the_miniature_rule(summaries):
     stages = "Hoogland Fig. 1(b) (LR stages)"
     scale_bound = next(c for c in CLAIMS if c.figure == stages and c.scale_bound)
-    report.record_summary(stages, "cpu_long", {scale_bound.metric: 1.0}, "icl_stages", {})
-    row = report.reproducibility_table().set_index("metric").loc[scale_bound.metric]
+    report.record_summary(claims_of(stages), "cpu_long", {scale_bound.metric: 1.0}, "icl_stages", {})
+    row = report.reproducibility_table(CLAIMS, PAPER_PENDING).set_index("metric").loc[scale_bound.metric]
     assert row["long CPU run"] == f"{scale_bound.show(1.0)} (not comparable at this scale)"
     assert row["cpu miniature"] == "no run yet"
     assert row["paper preset"] == PAPER_PENDING[stages]   # why the paper column is empty, not "no run yet"
@@ -68,16 +76,16 @@ def test_a_recorded_status_stands_in_for_the_missing_values(summaries):
     recording values for the same figure and preset replaces it."""
     stages = "Hoogland Fig. 1(b) (LR stages)"
     claim = next(c for c in CLAIMS if c.figure == stages)
-    report.record_summary(stages, "cpu", {claim.metric: 1.0}, "icl_stages", {})
+    report.record_summary(claims_of(stages), "cpu", {claim.metric: 1.0}, "icl_stages", {})
     report.record_status(stages, "paper", "icl_stages", "in progress: step 150,000 of 500,000 (CPU)")
-    table = report.reproducibility_table().set_index("metric")
+    table = report.reproducibility_table(CLAIMS, PAPER_PENDING).set_index("metric")
     assert set(table.loc[table["figure"] == stages, "paper preset"]) == {"in progress: step 150,000 of 500,000 (CPU)"}
-    report.record_summary(stages, "paper", {claim.metric: 5.0}, "icl_stages", {})
-    assert report.reproducibility_table().set_index("metric").loc[claim.metric, "paper preset"].startswith("5")
+    report.record_summary(claims_of(stages), "paper", {claim.metric: 5.0}, "icl_stages", {})
+    assert report.reproducibility_table(CLAIMS, PAPER_PENDING).set_index("metric").loc[claim.metric, "paper preset"].startswith("5")
 
 
 def test_empty_build_gives_an_empty_table(summaries):
-    assert report.reproducibility_table().empty
+    assert report.reproducibility_table(CLAIMS, PAPER_PENDING).empty
 
 
 def test_mean_sd():
@@ -86,4 +94,4 @@ def test_mean_sd():
 
 
 def test_git_commit_outside_a_repository(tmp_path):
-    assert report.git_commit(tmp_path) in ("unknown", "uncommitted")
+    assert utils.git_commit(tmp_path) in ("unknown", "uncommitted")

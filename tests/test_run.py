@@ -1,4 +1,4 @@
-"""plateau_lib.run: parameters a notebook does not declare are refused before anything runs."""
+"""plateau_lib.book.run: parameters a notebook does not declare are refused before anything runs."""
 import os
 import subprocess
 import sys
@@ -6,7 +6,7 @@ import sys
 import nbformat
 import pytest
 
-from plateau_lib.run import check_parameters, parse_mapping, parse_value
+from plateau_lib.book.run import check_parameters, parse_mapping, parse_value
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_values_are_typed_like_papermill():
 
 def cli(*args, cwd):
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "plateau_lib.run", *map(str, args)], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "plateau_lib.book.run", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
 

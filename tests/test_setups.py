@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from plateau_lib import presets, setups
-from plateau_lib.train import TrainConfig, _optimizer, build_model, lr_factor, muon_groups, train
+from plateau_lib.engine import presets as engine_presets
+from plateau_lib.engine.train import TrainConfig, _optimizer, build_model, lr_factor, muon_groups, train
+from plateau_lib.plateau import presets, setups
 
 TINY = dict(d_model=16, steps=4, eval_every=2, batch_size=8, eval_batch=8)
 
@@ -21,7 +22,7 @@ def test_warmup_cosine_factor_on_hand_computed_steps():
         assert lr_factor(cfg, step) == pytest.approx(factor, abs=1e-12), step
 
 
-@pytest.mark.parametrize("preset", presets.PRESETS)
+@pytest.mark.parametrize("preset", engine_presets.PRESETS)
 def test_schedule_setup_warms_up_over_half_the_run(preset):
     (cfg,) = presets.training_setup_runs(preset, setups=["warm-up + cosine"], seeds=[0]).values()
     assert cfg.schedule == "warmup_cosine" and cfg.warmup_steps * 2 == cfg.steps
@@ -29,7 +30,7 @@ def test_schedule_setup_warms_up_over_half_the_run(preset):
     assert lr_factor(cfg, cfg.steps) == pytest.approx(0, abs=1e-12)
 
 
-@pytest.mark.parametrize("preset", presets.PRESETS)
+@pytest.mark.parametrize("preset", engine_presets.PRESETS)
 def test_each_setup_changes_exactly_its_listed_fields(preset):
     base = presets.mws_config(preset).to_dict()
     runs = presets.training_setup_runs(preset)

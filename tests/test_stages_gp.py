@@ -4,7 +4,7 @@ import warnings
 import numpy as np
 import pytest
 
-from plateau_lib.stages import centred_slope, gp_stage_boundaries, prune_boundaries, slope_minima
+from plateau_lib.engine.stages import centred_slope, gp_stage_boundaries, prune_boundaries, slope_minima
 
 STEPS = np.unique(np.logspace(0, np.log10(5e5), 80).astype(int))
 

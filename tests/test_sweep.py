@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from plateau_lib import cache
-from plateau_lib.icl import diversity
-from plateau_lib.sweep import sweep
-from plateau_lib.train import TrainConfig, train
+from plateau_lib.engine import cache
+from plateau_lib.engine.sweep import sweep
+from plateau_lib.engine.train import TrainConfig, train
+from plateau_lib.icl import presets as icl_presets
 
 TINY = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4, "noise_var": 0.125, "n_root": 4,
                                                        "doubled_residual": False},
@@ -34,7 +34,7 @@ def same(a: dict, b: dict):
 
 
 def test_sweep_over_two_M_equals_two_separate_runs(isolated):
-    configs = diversity.configs(TINY, [1, math.inf])
+    configs = icl_presets.configs(TINY, [1, math.inf])
     swept = sweep(configs, use_cache=False, progress=False)
     for label, cfg in configs.items():
         alone = train(cfg, progress=False)
@@ -46,7 +46,7 @@ def test_sweep_over_two_M_equals_two_separate_runs(isolated):
 
 def test_dask_local_cluster_equals_in_process(isolated):
     distributed = pytest.importorskip("distributed")
-    configs = diversity.configs(TINY, [1, 2, math.inf])
+    configs = icl_presets.configs(TINY, [1, 2, math.inf])
     here = sweep(configs, use_cache=False, progress=False)
     for folder in (isolated / "local").glob("train-*"):  # the workers must recompute, not load
         folder.rename(folder.with_name("old-" + folder.name))
@@ -61,7 +61,7 @@ def test_dask_local_cluster_equals_in_process(isolated):
 
 def test_submitit_local_executor_equals_in_process(isolated):
     submitit = pytest.importorskip("submitit")
-    configs = diversity.configs(TINY, [1])
+    configs = icl_presets.configs(TINY, [1])
     here = sweep(configs, use_cache=False, progress=False)
     for folder in (isolated / "local").glob("train-*"):
         folder.rename(folder.with_name("old-" + folder.name))
@@ -72,7 +72,7 @@ def test_submitit_local_executor_equals_in_process(isolated):
 
 def test_bad_executor_and_configs(isolated):
     with pytest.raises(ValueError, match="executor"):
-        sweep(diversity.configs(TINY, [1]), executor=object())
+        sweep(icl_presets.configs(TINY, [1]), executor=object())
     with pytest.raises(ValueError, match="configs"):
         sweep({})
     with pytest.raises(ValueError, match="configs"):

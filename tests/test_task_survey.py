@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 import torch
 
-from plateau_lib import metrics as M
-from plateau_lib import presets, stages, task_survey
-from plateau_lib.tasks import make_task
+from plateau_lib.engine import stages
+from plateau_lib.engine.tasks import make_task
+from plateau_lib.plateau import metrics as M, other_tasks, presets
 
 PAPER_STEPS = {"prefix sum": 1000, "repeat_1": 200, "repeat_2": 200, "repeat_4": 200, "addition": 10000,
                "permutation": 2000, "histogram": 5000, "copy": 100, "reverse": 100, "concat MWS": 5000}
@@ -105,9 +105,9 @@ def test_run_summary_reads_the_lead_and_the_repetition_extremes():
         metrics, positions = _metrics([0, 10, 20, 30], pos), pos
 
     cfg = presets.other_task_runs("cpu", ["addition"])["addition"].replace(task_kwargs={"n": 3, "reverse": True})
-    s = task_survey.run_summary(Result, cfg)
+    s = other_tasks.run_summary(Result, cfg)
     assert s["partial_lead"] == pytest.approx(0.85)          # 0.95 - 0.1 at the partial step
     assert s["min_entropy"] == 0.4 and s["peak_rho"] == 0.6   # before the jump at step 30
-    table = task_survey.summary_table({"addition": Result}, {"addition": cfg})
+    table = other_tasks.summary_table({"addition": Result}, {"addition": cfg})
     assert table.loc["addition", "plateau span (steps)"] == "20"
     assert table.loc["addition", "partial solution"] == "y4"

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from plateau_lib.tasks import make_task
+from plateau_lib.engine.tasks import make_task
 
 
 def test_mws_matches_definition(gen):
@@ -139,7 +139,7 @@ OMEGA_BY_HAND = [
 
 
 def test_omega_tests_cover_every_task():
-    from plateau_lib.tasks import TASKS
+    from plateau_lib.engine.tasks import TASKS
     covered = {name for name, _, _ in OMEGA_BY_HAND} | {"permutation"}
     assert covered == set(TASKS) - {"icl_regression"}, "a task without a hand-derived Ω test"  # regression has no Ω
 

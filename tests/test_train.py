@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 import torch
 
-from plateau_lib import cache, presets, stages
-from plateau_lib.train import TrainConfig, lr_factor, train
+from plateau_lib.engine import cache, stages
+from plateau_lib.engine.train import TrainConfig, lr_factor, train
+from plateau_lib.plateau import presets
 
 TINY = dict(d_model=16, steps=12, eval_every=4, batch_size=16, eval_batch=16)
 
@@ -148,7 +149,7 @@ def _train_with_states(cfg):
 
 @pytest.mark.parametrize("t", [5, 6])  # between two evaluations, and on one
 def test_attn_bias_from_switches_on_at_step_t(t):
-    from plateau_lib import metrics as M
+    from plateau_lib.plateau import metrics as M
     plain, plain_states = _train_with_states(TrainConfig(**SWITCH))
     switched, switched_states = _train_with_states(TrainConfig(**SWITCH, attn_bias_c=10.0, attn_bias_from=t))
     # updates 0..t-1 are unbiased: the parameters agree bitwise after t updates, and differ after t + 1
@@ -178,8 +179,8 @@ def test_attn_bias_from_switches_on_at_step_t(t):
 
 def _reference_loop(cfg, bias_from):
     """The training loop written out from its definition (constant lr, Adam, one batch per step)."""
-    from plateau_lib import metrics as M
-    from plateau_lib.train import build_model
+    from plateau_lib.engine.train import build_model
+    from plateau_lib.plateau import metrics as M
     task = cfg.make_task()
     model = build_model(cfg, torch.device("cpu"))
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
@@ -213,7 +214,7 @@ def test_attn_bias_from_zero_biases_the_first_evaluation():
     plain = train(TrainConfig(**{**SWITCH, "steps": 2}), progress=False)
     biased = train(TrainConfig(**{**SWITCH, "steps": 2}, attn_bias_c=10.0), progress=False)
     assert TrainConfig(attn_bias_c=10.0).attn_bias_from == 0
-    from plateau_lib import metrics as M
+    from plateau_lib.plateau import metrics as M
     mask = M.bias_mask(TrainConfig(**SWITCH).make_task(), 10.0)[0, 0].numpy()
     np.testing.assert_allclose(biased.arrays["attn"][0], plain.arrays["attn"][0] * mask, rtol=1e-5, atol=1e-8)
     assert not np.array_equal(biased.arrays["attn"][0], plain.arrays["attn"][0])
@@ -225,7 +226,7 @@ LEARN = dict(task_kwargs={"n": 4}, d_model=16, steps=40, eval_every=40, batch_si
 
 
 def _changed(cfg, res):
-    from plateau_lib.train import build_model
+    from plateau_lib.engine.train import build_model
     init = build_model(cfg, torch.device("cpu")).state_dict()
     return {name for name, value in res.final_state.items() if not torch.equal(value, init[name])}
 

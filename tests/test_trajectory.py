@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from plateau_lib.trajectory import TrajectoryPCA, fit_joint_pca, project, projections, smooth
+from plateau_lib.engine.trajectory import TrajectoryPCA, fit_joint_pca, project, projections, smooth
 
 F = 64
 

@@ -2,7 +2,10 @@ import math
 
 import pytest
 
-from plateau_lib.verdicts import CLAIMS, INF, VERDICTS, Claim, claims_of
+from plateau_lib import chapters
+from plateau_lib.book.verdicts import Claim, INF, VERDICTS, select
+
+CLAIMS = chapters.claims()
 
 COSINE = Claim("Fig. X", "peak cosine", "≈ 0.95", (0.9, 1.0), (0.8, 1.0))
 JUMP = Claim("Fig. X", "jump step", "within 400", (0, 400), (0, 600), scale_bound=True, missing_as=INF)
@@ -33,7 +36,7 @@ def test_bad_preset_and_unknown_figure():
     with pytest.raises(ValueError, match="preset"):
         COSINE.judge(1.0, "gpu")
     with pytest.raises(ValueError, match="figure must be one of"):
-        claims_of("Fig. 99")
+        select(CLAIMS, "Fig. 99")
 
 
 def test_every_claim_is_consistent():

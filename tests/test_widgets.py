@@ -5,7 +5,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from plateau_lib.widgets import image_selector
+from plateau_lib.book.widgets import image_selector
 
 
 def tiny_figures(n=3):

@@ -2,14 +2,14 @@
 pretraining tasks M, read as tidy tables.
 
 - ``configs(base, Ms, seeds)``: one training config per (M, seed), with nested task sets (the sweep is run by
-  ``plateau_lib.sweep.sweep``, in this process or on an executor);
+  ``plateau_lib.engine.sweep.sweep``, in this process or on an executor);
 - ``curves(results)``: per evaluation, the OOD loss (on Gaussian tasks, Carroll's q_∞), the
   in-distribution loss (on q_M), Δ to dMMSE_M and to ridge on both, and the baselines' losses;
 - ``critical_steps(curves)``: t_M^crit, the step of minimal OOD loss (Carroll App. B.2);
 - ``switch_M(final)``: the smallest M whose final model is nearer ridge than dMMSE_M (the behavioural
   switch, *not* Raventós's data-scaling crossover M*, which needs two batch sizes);
 - ``trajectory_rows(results)`` and ``predictor_rows(...)``: the rows of the joint trajectory PCA
-  (``plateau_lib.trajectory``), the models' predictions at each checkpoint and the ideal predictors', on
+  (``plateau_lib.engine.trajectory``), the models' predictions at each checkpoint and the ideal predictors', on
   the same fixed root-task sequences.
 
 Δ here is per token and not divided by D (Hoogland's convention); the task-diversity page divides by D
@@ -18,52 +18,17 @@ M = ∞ is written ``math.inf`` in every table (the task's ``M=None``).
 """
 from __future__ import annotations
 
-import math
-import numbers
 
 import numpy as np
 import pandas as pd
 import torch
 
-from . import baselines, data
-from .. import cache
-from ..tasks import make_task
-from ..train import TrainConfig
-from ..utils import resolve_device
+from plateau_lib.engine import cache
+from plateau_lib.engine.tasks import make_task
+from plateau_lib.engine.utils import resolve_device
+from plateau_lib.icl import baselines, data
 
-INF = math.inf
-
-
-def check_Ms(Ms) -> list:
-    """The M grid as a list of positive ints and ``math.inf``; ValueError for an empty grid or M <= 0."""
-    if isinstance(Ms, (str, bytes)) or not hasattr(Ms, "__iter__"):
-        raise ValueError(f"parameter 'Ms' must be a list of task counts M (positive integers, or math.inf), got {Ms!r}")
-    Ms = list(Ms)
-    if not Ms:
-        raise ValueError("parameter 'Ms' (the grid of task counts) is empty; give at least one M >= 1 or math.inf")
-    out = []
-    for M in Ms:
-        if M is None or (isinstance(M, float) and M == INF):
-            out.append(INF)
-        elif not isinstance(M, bool) and isinstance(M, numbers.Real) and M >= 1 and float(M).is_integer():
-            out.append(int(M))  # 8.0 (M read back from a table whose column also holds ∞) is 8
-        else:
-            raise ValueError(f"parameter 'Ms' must hold positive integers or math.inf (M = ∞, Gaussian tasks); got {M!r}")
-    if len(set(out)) != len(out):
-        raise ValueError(f"parameter 'Ms' repeats a value: {Ms}")
-    return out
-
-
-def configs(base: TrainConfig, Ms, seeds=(0,)) -> dict:
-    """``{(M, seed): config}``: ``base`` with ``task_kwargs["M"]`` (None for ∞) and model seed ``seed``. The
-    task sets are nested across M (``data.task_set``: the same ``task_seed`` for every M)."""
-    if base.task != "icl_regression":
-        raise ValueError(f"parameter 'base' must be an icl_regression config, got task {base.task!r}")
-    seeds = list(seeds)
-    if not seeds or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 0 for s in seeds):
-        raise ValueError(f"parameter 'seeds' must be a non-empty list of integers >= 0, got {seeds!r}")
-    return {(M, s): base.replace(seed=int(s), task_kwargs={**base.task_kwargs, "M": None if M == INF else M})
-            for M in check_Ms(Ms) for s in seeds}
+from plateau_lib.icl.presets import INF, check_Ms
 
 
 def curves(results: dict) -> pd.DataFrame:
@@ -189,9 +154,9 @@ def llc_vs_M(configs: dict, llc: dict, use_cache: bool = True, progress: bool = 
     for every M (``n_data`` fixed sequences, ``development.llc_data``; the other keys go to the estimator).
     Returns (one row per (M, seed) with ``init_loss``, the model's loss on q_M; meta). Each row is kept as
     soon as it is estimated, so an interrupted table resumes. Trains what is not cached locally."""
-    from ..llc import estimate_llc
-    from ..llc.callbacks import llc_row
-    from .development import llc_data
+    from plateau_lib.icl.development import llc_data
+    from plateau_lib.llc import estimate_llc
+    from plateau_lib.llc.callbacks import llc_row
     spec = table_spec(configs, llc=llc)
     if use_cache and (found := load_llc(configs, llc)) is not None:
         return found
@@ -227,9 +192,9 @@ def llc_calibration(configs: dict, llc: dict, grid: dict, use_cache: bool = True
     """The SGLD calibration on these models (``llc.calibration.calibration_sweep`` over ``grid``'s epsilons,
     nbetas and gammas, the rest of ``llc`` fixed) for each run of ``configs`` (pick a few M). Returns
     (table: one row per (M, seed, cell); traces: λ̂ running mean per draw, tidy; meta), stored."""
-    from ..llc import calibration_sweep
-    from ..llc.result import traces_table
-    from .development import llc_data
+    from plateau_lib.icl.development import llc_data
+    from plateau_lib.llc import calibration_sweep
+    from plateau_lib.llc.result import traces_table
     spec = table_spec(configs, llc=llc, grid=grid)
     if use_cache and (found := cache.load_tables(CALIBRATION_KIND, spec)) is not None:
         return found[0]["table"], found[0]["traces"], found[1]
@@ -308,9 +273,9 @@ def main(argv=None) -> int:
     """Run a preset's sweep (optionally on a dask LocalCluster), its SGLD calibration and LLC table, and commit."""
     import argparse
     import time
-    from ..presets import DIVERSITY, DIVERSITY_CALIBRATION, diversity
-    from ..sweep import sweep
-    from ..utils import cpu_threads
+    from plateau_lib.engine.sweep import sweep
+    from plateau_lib.engine.utils import cpu_threads
+    from plateau_lib.icl.presets import DIVERSITY, DIVERSITY_CALIBRATION, diversity
     parser = argparse.ArgumentParser(description="Task-diversity sweep: training, SGLD calibration, LLC against M.")
     parser.add_argument("--preset", default="cpu_long", choices=sorted(DIVERSITY))
     parser.add_argument("--device", default="auto")

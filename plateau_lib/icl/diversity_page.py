@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .. import cache
-from ..plots import PAGE_WIDTH
-from ..sweep import sweep
-from ..train import TrainResult
-from . import diversity as div
+from plateau_lib.book.plots import PAGE_WIDTH
+from plateau_lib.engine import cache
+from plateau_lib.engine.sweep import sweep
+from plateau_lib.engine.train import TrainResult
+from plateau_lib.icl import diversity as div, presets as icl_presets
 
 LABELS = {"cpu": "live cpu sweep", "cpu_long": "long CPU sweep", "paper": "paper preset"}
 
@@ -56,8 +56,9 @@ def _assemble(preset, configs, llc, results, llc_found) -> Sweep:
 def sweep_settings(preset: str, Ms=None, seeds=None, steps=None, overrides=None, **llc_fields) -> tuple[dict, dict]:
     """``presets.diversity`` with the pages' knobs: ``steps`` (None: the preset's) rebuilds the log + linear
     evaluation steps for the new length; ``seeds`` None is [0]."""
-    from ..params import int_list, parsed
-    from ..presets import DIVERSITY, diversity, log_linear_steps
+    from plateau_lib.book.params import int_list, parsed
+    from plateau_lib.engine.presets import log_linear_steps
+    from plateau_lib.icl.presets import DIVERSITY, diversity
     Ms, seeds = parsed(Ms, "Ms"), int_list(seeds, "seeds", [0])
     changes = dict(overrides or {})
     if steps is not None:
@@ -129,10 +130,10 @@ def missing_note(preset: str) -> str:
 
 def palette(Ms) -> dict:
     """One colour per M, dark (low M) to light (high M), ∞ in black."""
-    finite = sorted(M for M in set(Ms) if M != div.INF)
+    finite = sorted(M for M in set(Ms) if M != icl_presets.INF)
     colours = sns.color_palette("viridis", max(1, len(finite)))
     out = {M: colours[i] for i, M in enumerate(finite)}
-    out[div.INF] = (0.0, 0.0, 0.0)
+    out[icl_presets.INF] = (0.0, 0.0, 0.0)
     return out
 
 
@@ -162,7 +163,7 @@ def curves_figure(s: Sweep, title: str = ""):
         axes[0].plot(g["step"], g["ood_loss"], **kw)
         axes[1].plot(g["step"], g["delta_dmmse"], **kw)
         axes[2].plot(g["step"], g["delta_ridge"], **kw)
-        if M != div.INF:
+        if M != icl_presets.INF:
             axes[0].axhline(g["ood_dmmse"].iloc[-1], color=colours[M], ls="--", lw=0.8)
     axes[0].axhline(c["ood_ridge"].iloc[-1], color="crimson", ls=":", lw=1.5, label="ridge")
     for _, r in s.critical.iterrows():
@@ -185,7 +186,7 @@ def curves_figure(s: Sweep, title: str = ""):
 def pca_figure(s: Sweep, n_components: int = 2, smooth_window: int = 3, title: str = ""):
     """Carroll Fig. 1 (right): every run's trajectory in the PC1-PC2 plane of the joint PCA (lightly smoothed,
     start ○, end ●), with the dMMSE_M predictors (★, M's colour) and ridge (✕) projected, not fitted."""
-    from .. import trajectory
+    from plateau_lib.engine import trajectory
     pca, proj, pred = pca_of(s, n_components)
     colours = palette(s.curves["M"])
     fig, ax = plt.subplots(figsize=(PAGE_WIDTH * 0.75, 4.6))
@@ -216,7 +217,7 @@ def pca_of(s: Sweep, n_components: int = 2):
 
 
 def _fit_pca(s: Sweep, n_components: int):
-    from .. import trajectory
+    from plateau_lib.engine import trajectory
     rows, steps = div.trajectory_rows(s.results)
     pca = trajectory.fit_joint_pca(rows, n_components)
     proj = trajectory.projections(pca, rows, steps)
@@ -236,7 +237,7 @@ def llc_figure(s: Sweep, title: str = ""):
     final model (± SE over chains) with λ̂ at M = ∞ as a line."""
     Ms = sorted({M for M, _ in s.configs})
     ideal = s.ideal().reindex(Ms)
-    finite = [M for M in Ms if M != div.INF]
+    finite = [M for M in Ms if M != icl_presets.INF]
     x = {M: i for i, M in enumerate(Ms)}
     fig, axes = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.3))
     ax = axes[0]
@@ -251,9 +252,9 @@ def llc_figure(s: Sweep, title: str = ""):
         t = s.llc_table.groupby("M").agg(llc=("llc_mean", "mean"), se=("llc_se", "mean")).reindex(Ms)
         ax.errorbar([x[M] for M in finite], t.loc[finite, "llc"], yerr=t.loc[finite, "se"], fmt="o-", color="k",
                     capsize=3, label="final model")
-        if div.INF in t.index:
-            ax.axhline(t.loc[div.INF, "llc"], color="crimson", ls="--", label="λ̂ at M = ∞")
-            ax.errorbar([x[div.INF]], [t.loc[div.INF, "llc"]], yerr=[t.loc[div.INF, "se"]], fmt="o", color="crimson",
+        if icl_presets.INF in t.index:
+            ax.axhline(t.loc[icl_presets.INF, "llc"], color="crimson", ls="--", label="λ̂ at M = ∞")
+            ax.errorbar([x[icl_presets.INF]], [t.loc[icl_presets.INF, "llc"]], yerr=[t.loc[icl_presets.INF, "se"]], fmt="o", color="crimson",
                         capsize=3)
         ax.set_ylabel("λ̂ (final weights)")
         ax.legend()
@@ -285,7 +286,7 @@ def per_M_table(s: Sweep) -> pd.DataFrame:
     if s.llc_table is not None:
         llc = s.llc_table.groupby("M")[["llc_mean", "llc_se"]].mean().reindex(t.index)
         table["λ̂"] = [f"{m:.1f} ± {e:.1f}" for m, e in zip(llc["llc_mean"], llc["llc_se"])]
-    table["nearer to"] = np.where(t.index == div.INF, "ridge (= dMMSE at M = ∞)",
+    table["nearer to"] = np.where(t.index == icl_presets.INF, "ridge (= dMMSE at M = ∞)",
                                   np.where(t["delta_ridge"] < t["delta_dmmse"], "ridge", "dMMSE_M"))
     table.index = [div.label_M(M) for M in t.index]
     table.index.name = "M"
@@ -296,13 +297,13 @@ def transient_Ms(s: Sweep, rise: float = 0.05) -> list:
     """Finite M whose OOD loss rises by more than ``rise`` (relative) after its minimum, before the end: the
     transient's signature (Carroll: the OOD loss first falls toward ridge's, then rises to dMMSE_M's)."""
     c = s.critical.groupby("M")[["min_ood_loss", "rise_after_min", "t_crit", "last_step"]].mean()
-    keep = (c.index != div.INF) & (c["rise_after_min"] > rise * c["min_ood_loss"]) & (c["t_crit"] < c["last_step"])
+    keep = (c.index != icl_presets.INF) & (c["rise_after_min"] > rise * c["min_ood_loss"]) & (c["t_crit"] < c["last_step"])
     return [int(M) for M in c.index[keep]]
 
 
 def provenance_rows(shown: dict) -> list[dict]:
     """One row per training run and one per LLC table of every sweep shown."""
-    from ..book import run_provenance
+    from plateau_lib.book.pages import run_provenance
     rows = []
     for preset, s in shown.items():
         rows += run_provenance({(div.label_M(M), seed): r for (M, seed), r in s.results.items()}, preset)
@@ -315,7 +316,7 @@ def provenance_rows(shown: dict) -> list[dict]:
 
 
 def provenance_summary(s: Sweep) -> dict:
-    from ..book import provenance_summary as summary
+    from plateau_lib.book.pages import provenance_summary as summary
     return summary(s.results)
 
 
@@ -355,10 +356,10 @@ def diversity_figure(s: Sweep, title: str = ""):
 
 
 def transient_values(s: Sweep, n_components: int = 2) -> dict:
-    """Our numbers for the transient-ridge claims (``verdicts.py``, "Carroll Figs. 1, 3")."""
+    """Our numbers for the transient-ridge claims (``icl.claims``, "Carroll Figs. 1, 3")."""
     from scipy.stats import spearmanr
     f = s.final.groupby("M")[["delta_dmmse", "delta_ridge"]].mean()
-    finite = [M for M in f.index if M != div.INF]
+    finite = [M for M in f.index if M != icl_presets.INF]
     lo, hi = min(finite), max(finite)
     transient = transient_Ms(s)
     t = s.critical.groupby("M")["t_crit"].mean()
@@ -376,10 +377,10 @@ def transient_values(s: Sweep, n_components: int = 2) -> dict:
     if s.llc_table is not None:
         llc = s.llc_table.groupby("M")["llc_mean"].mean()
         dmmse_like = [M for M in finite if f.loc[M, "delta_dmmse"] < f.loc[M, "delta_ridge"]]
-        if div.INF in llc.index:
-            values["λ̂ at the smallest M ÷ λ̂ at M = ∞"] = llc.loc[lo] / llc.loc[div.INF]
+        if icl_presets.INF in llc.index:
+            values["λ̂ at the smallest M ÷ λ̂ at M = ∞"] = llc.loc[lo] / llc.loc[icl_presets.INF]
             values["λ̂ at the largest dMMSE-like M ÷ λ̂ at M = ∞"] = (
-                llc.loc[max(dmmse_like)] / llc.loc[div.INF] if dmmse_like else None)
+                llc.loc[max(dmmse_like)] / llc.loc[icl_presets.INF] if dmmse_like else None)
     return {k: (None if v is None else float(v)) for k, v in values.items()}
 
 
@@ -388,14 +389,14 @@ def diversity_values(s: Sweep) -> dict:
     kwargs = next(iter(s.configs.values())).task_kwargs
     D = kwargs["D"]
     f = s.final.groupby("M").mean(numeric_only=True)
-    finite = [M for M in f.index if M != div.INF]
+    finite = [M for M in f.index if M != icl_presets.INF]
     lo, hi = min(finite), max(finite)
     ideal = s.ideal()
     values = {"Δ^Pretrain(PT, dMMSE) ÷ D at the smallest M": f.loc[lo, "delta_dmmse"] / D,
               "Δ^True(PT, ridge) ÷ Δ^True(dMMSE_M, ridge) at the largest finite M":
                   f.loc[hi, "delta_ridge_ood"] / ideal.loc[hi, "delta_dmmse_ridge_ood"]}
-    if div.INF in f.index:
-        values["Δ^True(PT, ridge) ÷ D at M = ∞"] = f.loc[div.INF, "delta_ridge_ood"] / D
+    if icl_presets.INF in f.index:
+        values["Δ^True(PT, ridge) ÷ D at M = ∞"] = f.loc[icl_presets.INF, "delta_ridge_ood"] / D
     return {k: float(v) for k, v in values.items()}
 
 
@@ -404,9 +405,10 @@ TRANSIENT_FIGURE, DIVERSITY_FIGURE = "Carroll Figs. 1, 3 (transient ridge)", "Ra
 
 
 def verdict_table(figure: str, shown: dict, values_of, page: str) -> pd.DataFrame:
-    """``book.verdicts`` of ``figure`` over the sweeps shown (``values_of(sweep)`` gives each one's numbers)."""
-    from ..book import verdicts
-    return verdicts(figure, {p: values_of(s) for p, s in shown.items()}, page,
+    """``book.pages.verdicts`` of ``figure`` over the sweeps shown (``values_of(sweep)`` gives each one's numbers)."""
+    from plateau_lib.book.pages import verdicts
+    from plateau_lib.icl.claims import claims_of
+    return verdicts(claims_of(figure), {p: values_of(s) for p, s in shown.items()}, page,
                     {p: provenance_summary(s) for p, s in shown.items()}, LABELS)
 
 
@@ -423,11 +425,11 @@ def _setting(value):
 
 def settings_table(s: Sweep) -> pd.DataFrame:
     """The sweep's task, model, training and SGLD settings beside the ``paper`` preset's (≠ marks a change)."""
-    from ..presets import DIVERSITY_LLC, DIVERSITY_MS, DIVERSITY_PAPER
+    from plateau_lib.icl.presets import DIVERSITY_LLC, DIVERSITY_MS, DIVERSITY_PAPER
     cfg = next(iter(s.configs.values())).to_dict()
     ref = DIVERSITY_PAPER.to_dict()
     rows = [{"setting": "M grid", "this sweep": ", ".join(div.label_M(M) for M in sorted({M for M, _ in s.configs})),
-             "paper preset": ", ".join(div.label_M(div.INF if M is None else M) for M in DIVERSITY_MS["paper"])},
+             "paper preset": ", ".join(div.label_M(icl_presets.INF if M is None else M) for M in DIVERSITY_MS["paper"])},
             {"setting": "seeds", "this sweep": str(sorted({seed for _, seed in s.configs})), "paper preset": "[0]"}]
     rows += [{"setting": f"task {k}", "this sweep": cfg["task_kwargs"].get(k), "paper preset": ref["task_kwargs"].get(k)}
              for k in TASK_SETTINGS]
@@ -468,7 +470,7 @@ def M_frames(s: Sweep) -> dict:
         fig, axes = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 2.9))
         axes[0].plot(g["step"], g["ood_loss"], color=colours[M], lw=1.6, label="model")
         axes[0].axhline(g["ood_ridge"].iloc[-1], color="crimson", ls=":", label="ridge")
-        if M != div.INF:
+        if M != icl_presets.INF:
             axes[0].axhline(g["ood_dmmse"].iloc[-1], color=colours[M], ls="--", label="dMMSE$_M$")
         r = s.critical[s.critical["M"] == M].iloc[0]
         axes[0].plot(r["t_crit"], r["min_ood_loss"], "o", mfc="none", mec="k", ms=9, label="t$^{crit}$")

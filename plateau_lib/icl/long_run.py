@@ -1,6 +1,6 @@
 """Hoogland et al.'s own training run (``ICL_PAPER``: seed 1, one-cycle to 3e-3, batch 256, 500k steps, the
 paper's 190 checkpoints) made on one CPU core across work days, with λ̂ at about 40 of its checkpoints at a
-stated reduced SGLD budget (``presets.ICL_LLC_REDUCED``: the paper's ε, γ and nβ; fewer chains and draws).
+stated reduced SGLD budget (``icl.presets.ICL_LLC_REDUCED``: the paper's ε, γ and nβ; fewer chains and draws).
 
 A work session lasts at most three hours and nothing on its machine is sure to survive it, so between
 sessions the run lives in the repository, in ``results/in_progress/icl_stages-<train key>/``:
@@ -35,14 +35,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import cache
-from ..llc import llc_over_checkpoints
-from ..llc.callbacks import llc_row
-from ..report import git_commit
-from ..train import Stopped, TrainConfig
-from ..utils import atomic_path, cpu_threads, torch_save, write_json
-from . import development
-from .development import PAPER_POINTS
+from plateau_lib.engine import cache
+from plateau_lib.engine.train import Stopped, TrainConfig
+from plateau_lib.engine.utils import atomic_path, cpu_threads, git_commit, write_json
+from plateau_lib.icl import development
+from plateau_lib.icl.development import PAPER_POINTS
+from plateau_lib.llc import llc_over_checkpoints
 
 IN_PROGRESS = cache.COMMITTED / "in_progress"
 LLC_KIND = "icl_long_llc"      # the λ̂ rows being made (cache.keep_rows), resumable
@@ -218,7 +216,7 @@ def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False) -
     if failed:
         raise ValueError(f"the reduced SGLD budget ({llc['num_chains']} chains x {llc['num_draws']} draws) failed its check at "
                          f"step(s) {failed}: it differs from chains {CHECK_FACTOR}x longer by {CHECK_TOLERANCE:.0%} or more "
-                         "(budget_check.csv); raise presets.ICL_LLC_REDUCED's num_draws before estimating λ̂ rows")
+                         "(budget_check.csv); raise icl.presets.ICL_LLC_REDUCED's num_draws before estimating λ̂ rows")
     deadline = time.time() + budget_s
     model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
     settings = {k: v for k, v in llc.items() if k != "n_data"}
@@ -276,7 +274,7 @@ def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR) -> pd.
 
 
 def main(argv=None) -> int:
-    from ..presets import ICL_LLC_REDUCED, ICL_PAPER
+    from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=("train", "llc", "check", "save", "status"))
     parser.add_argument("--budget-s", type=float, default=3600.0, help="stop after this many seconds (default 3600)")

@@ -1,6 +1,6 @@
 """Hoogland et al.'s in-context regression transformer (L2H4 at the defaults): 51,717 parameters at D=4, K=8.
 
-One readable file in the style of ``plateau_lib/model.py`` (same module names, so ``param_groups`` sorts
+One readable file in the style of ``plateau_lib/plateau/model.py`` (same module names, so ``param_groups`` sorts
 its parameters too). Vector tokens of dimension D+1 (``data.to_tokens``) enter through a bias-free linear
 embedding plus a learned positional table; pre-LN blocks of causal softmax attention (bias-free Q, K, V
 and output projections) and a ReLU MLP with biases; then LayerNorm and a linear unembedding back to D+1
@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .data import to_tokens
+from plateau_lib.icl.data import to_tokens
 
 
 @dataclass(frozen=True)

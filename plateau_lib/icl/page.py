@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from ..plots import PAGE_WIDTH
-from . import development
-from .development import PAPER_BOUNDARIES, PAPER_LLC, PAPER_POINTS, PAPER_STEPS
+from plateau_lib.book.plots import PAGE_WIDTH
+from plateau_lib.icl import development
+from plateau_lib.icl.development import PAPER_BOUNDARIES, PAPER_LLC, PAPER_POINTS, PAPER_STEPS
 
 FIGURE = "Hoogland Fig. 1(b) (LR stages)"
 MATCH_FACTOR = 2.0  # a found boundary "matches" a paper boundary when their (step + 1) differ by < this factor
@@ -32,7 +32,8 @@ def live_config(preset: str, steps=None, d_model=None, seed=None, overrides=None
     """(TrainConfig, SGLD settings) of ``preset`` with the page's knobs. A new ``steps`` rebuilds the
     checkpoints (and the extra evaluations) with the preset's log + linear counts and scales ``eval_every``;
     None keeps a preset value. ``llc_fields``: SGLD settings (``num_chains``, ``num_draws``, ``batch_size``...)."""
-    from ..presets import ICL_CHECKPOINTS, ICL_STAGES, icl_stages, log_linear_steps
+    from plateau_lib.engine.presets import log_linear_steps
+    from plateau_lib.icl.presets import ICL_CHECKPOINTS, ICL_STAGES, icl_stages
     if preset not in ICL_STAGES:
         raise ValueError(f"preset must be one of {sorted(ICL_STAGES)}, got {preset!r}")
     base = ICL_STAGES[preset]
@@ -55,7 +56,7 @@ SGLD = ["epsilon", "gamma", "nbeta", "batch_size", "num_chains", "num_draws", "n
 
 def settings_table(cfg, llc: dict) -> pd.DataFrame:
     """This run's training and SGLD settings beside the paper preset's (which follow the reference)."""
-    from ..presets import ICL_LLC_PAPER, ICL_PAPER
+    from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_PAPER
     ours, ref = cfg.to_dict(), ICL_PAPER.to_dict()
     rows = [{"setting": f"training {k}", "this run": ours[k], "paper": ref[k]} for k in SETTINGS]
     rows.append({"setting": "checkpoints (LLC at each)", "this run": len(cfg.checkpoint_steps),
@@ -76,7 +77,7 @@ EXPECTED = {"cpu": "about 2.5 minutes with a core to itself (55 s training, 96 s
 
 def expected_time_note(preset: str, cfg, llc: dict, use_cache: bool) -> str:
     """A sentence with the expected time when this build is about to compute the run, else ''."""
-    from .. import cache
+    from plateau_lib.engine import cache
     k = development.key(cfg, llc)
     stored = any((base / f"{development.KIND}-{k}" / "meta.json").exists() for base in (cache.COMMITTED, cache.LOCAL))
     if use_cache and stored:
@@ -88,7 +89,7 @@ def expected_time_note(preset: str, cfg, llc: dict, use_cache: bool) -> str:
 def other_runs(live_preset: str) -> dict:
     """``{preset: Development}`` of the stored long runs ("cpu_long", "paper") other than the live one; a
     preset with no stored result is left out (``missing_note`` says so)."""
-    from ..presets import icl_stages
+    from plateau_lib.icl.presets import icl_stages
     found = {}
     for preset in ("cpu_long", "paper"):
         if preset != live_preset:
@@ -117,7 +118,7 @@ def _duration(seconds: float) -> str:
 def paper_cost(folder=None) -> str:
     """What the benchmark record ``icl.json`` (``benchmarks/icl_bench.py``) says the ``paper`` preset costs on
     each device it was measured on, extrapolated from short timed runs; '' without a record."""
-    from ..benchmarks import load_benchmarks
+    from plateau_lib.book.benchmarks import load_benchmarks
     _, _, ratios = load_benchmarks(folder)
     values = ratios[ratios["benchmark"] == "icl"].set_index("ratio")["value"]
     parts = []
@@ -143,7 +144,7 @@ def richest(shown: dict) -> str:
 def develop(cfg, llc: dict, use_cache: bool = True, progress: bool = True):
     """``development.run`` with the estimator's negative-λ̂ warnings kept off the page (λ̂ < 0 near
     initialisation is expected; ``negative_note`` reports it)."""
-    from ..llc import LLCWarning
+    from plateau_lib.llc import LLCWarning
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LLCWarning)
         return development.run(cfg, llc, use_cache=use_cache, progress=progress)
@@ -195,7 +196,7 @@ def min_step(steps: int) -> int:
 def detect_stages(dev, **kwargs):
     """``stages.gp_stage_boundaries`` of λ̂ (mean over chains) over the run's checkpoints; unless given,
     ``min_step`` is ``min_step(steps)`` of the run."""
-    from ..stages import gp_stage_boundaries
+    from plateau_lib.engine.stages import gp_stage_boundaries
     llc = dev.llc.dropna(subset=["llc_mean"]).sort_values("step")
     kwargs.setdefault("min_step", min_step(run_steps(dev)))
     return gp_stage_boundaries(llc["step"].to_numpy(), llc["llc_mean"].to_numpy(), **kwargs)
@@ -250,7 +251,7 @@ def llc_at_points(dev) -> pd.DataFrame:
 # ---- verdict numbers -----------------------------------------------------------------------------------
 
 def stage_values(dev, stages) -> dict:
-    """The page's numbers for the claims of ``FIGURE`` (``verdicts.CLAIMS``)."""
+    """The page's numbers for the claims of ``FIGURE`` (``icl.claims``)."""
     steps = run_steps(dev)
     llc = dev.llc.dropna(subset=["llc_mean"]).sort_values("step").reset_index(drop=True)
     peak = llc.loc[llc["llc_mean"].idxmax()]
@@ -267,10 +268,11 @@ def stage_values(dev, stages) -> dict:
 
 
 def verdict_table(values: dict, page: str, provenance: dict) -> pd.DataFrame:
-    """``book.verdicts`` of this figure: "cpu" and "paper" recorded for the Reproducibility page, the long CPU
+    """``book.pages.verdicts`` of this figure: "cpu" and "paper" recorded for the Reproducibility page, the long CPU
     run in its own columns, judged by the miniature's rule."""
-    from ..book import verdicts
-    return verdicts(FIGURE, values, page, provenance, LABELS)
+    from plateau_lib.book.pages import verdicts
+    from plateau_lib.icl.claims import claims_of
+    return verdicts(claims_of(FIGURE), values, page, provenance, LABELS)
 
 
 # ---- figures -------------------------------------------------------------------------------------------
@@ -554,7 +556,7 @@ def closing_note(devs: dict, found: dict) -> str:
 
 def paper_in_progress_note(cfg, llc: dict) -> str:
     """A paragraph on the paper's run being made on a CPU: the step reached, CPU-hours, λ̂ rows; '' without one."""
-    from . import long_run
+    from plateau_lib.icl import long_run
     state = long_run.progress(cfg)
     if state is None or state["status"] != "in progress":
         return ""
@@ -617,9 +619,9 @@ def show_paper_run(shown: dict, found: dict, live: str) -> None:
     being made on a CPU, its curves so far, λ̂ at the paper's points reached and the budget check, and the
     status "in progress" recorded for the Reproducibility page; else where the run will come from."""
     from IPython.display import Markdown, display
-    from .. import report
-    from ..presets import ICL_LLC_REDUCED, ICL_PAPER
-    from . import long_run
+    from plateau_lib.book import summaries as report
+    from plateau_lib.icl import long_run
+    from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
     note = paper_in_progress_note(ICL_PAPER, ICL_LLC_REDUCED)
     if "paper" in shown or live == "paper" or not note:
         show_stored_run(shown, found, "paper", live)

@@ -33,9 +33,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import baselines as B
-from . import data
-from .model import ICLConfig, ICLTransformer
+from plateau_lib.icl import baselines as B, data
+from plateau_lib.icl.model import ICLConfig, ICLTransformer
 
 TRUE_TASK_SEED = 2_000_003  # seeds the fresh Gaussian tasks of the 𝒯_True evaluation (finite M)
 

@@ -22,11 +22,12 @@ import time
 import numpy as np
 import pandas as pd
 
-from .. import cache
-from ..presets import DIVERSITY_PAPER, log_linear_steps
-from ..train import Stopped, TrainConfig
-from ..utils import atomic_path, cpu_threads
-from . import diversity
+from plateau_lib.engine import cache
+from plateau_lib.engine.presets import log_linear_steps
+from plateau_lib.engine.train import Stopped, TrainConfig
+from plateau_lib.engine.utils import atomic_path, cpu_threads
+from plateau_lib.icl import diversity
+from plateau_lib.icl.presets import DIVERSITY_PAPER, check_Ms, configs
 
 TABLE = cache.COMMITTED / "icl_transient_search.csv"
 RISE = 0.05     # the OOD loss's rise after t_crit, and Δ to ridge's regrowth after its minimum (relative)
@@ -61,8 +62,8 @@ def trial_config(label: str, M) -> TrainConfig:
     """The TrainConfig of trial ``label`` at task count ``M`` (an int; ``math.inf`` for Gaussian tasks)."""
     if label not in TRIALS:
         raise ValueError(f"unknown trial {label!r}; allowed: {sorted(TRIALS)}")
-    (M,) = diversity.check_Ms([M])
-    return next(iter(diversity.configs(BASE.replace(**TRIALS[label][1]), [M]).values()))
+    (M,) = check_Ms([M])
+    return next(iter(configs(BASE.replace(**TRIALS[label][1]), [M]).values()))
 
 
 def _smooth(values, window: int = WINDOW) -> np.ndarray:
@@ -147,7 +148,7 @@ def main(argv=None) -> int:
     cpu_threads()
     deadline = None if args.budget_s is None else time.time() + args.budget_s
     if args.trial:
-        for M in diversity.check_Ms(args.Ms):
+        for M in check_Ms(args.Ms):
             row = run_trial(args.trial, M, deadline)
             if row is None:
                 break

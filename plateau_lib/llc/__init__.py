@@ -11,16 +11,16 @@ plots (matplotlib) reads results and is imported on its own (``from plateau_lib.
 - :func:`llc_over_checkpoints`, :class:`LLCCallback` (callbacks.py): LLC over training.
 - :func:`calibration_sweep` (calibration.py); trace and sweep figures in plots.py.
 - golden.py: models with closed-form learning coefficients, and :func:`golden.golden_estimates` for the page.
-- transformer.py: the LLC page's small trained MWS transformer, its SGLD data and loss.
 - failure_modes.py, mistakes.py: the four failure modes, and the mistakes of an LLC estimated by hand.
-- page.py: the LLC page's settings table and provenance rows.
-- plateau.py: λ̂ across the MWS plateau (its page, calibration, resumable CLI ``python -m plateau_lib.llc.plateau``).
+- page.py: the LLC page's settings table and provenance rows; presets.py and claims.py: its settings and claims.
+- The small MWS transformer these pages estimate on, and λ̂ across the MWS plateau, are the plateau chapter's
+  (``plateau_lib.plateau.llc_transformer``, ``plateau_lib.plateau.llc_across``).
 """
-from .calibration import calibration_sweep
-from .callbacks import LLCCallback, llc_over_checkpoints
-from .estimator import default_nbeta, estimate_llc, estimate_llc_stacked
-from .result import LLCResult, LLCWarning, summarize
-from .sampler import chain_seed, mala_acceptance_prob, sgld_sample
+from plateau_lib.llc.calibration import calibration_sweep
+from plateau_lib.llc.callbacks import LLCCallback, llc_over_checkpoints
+from plateau_lib.llc.estimator import default_nbeta, estimate_llc, estimate_llc_stacked
+from plateau_lib.llc.result import LLCResult, LLCWarning, summarize
+from plateau_lib.llc.sampler import chain_seed, mala_acceptance_prob, sgld_sample
 
 __all__ = ["LLCResult", "LLCWarning", "default_nbeta", "estimate_llc", "estimate_llc_stacked", "summarize",
            "chain_seed", "mala_acceptance_prob", "sgld_sample", "llc_over_checkpoints", "LLCCallback",

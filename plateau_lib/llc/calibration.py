@@ -14,9 +14,9 @@ from typing import Callable, Sequence
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..utils import in_book_build
-from .estimator import estimate_llc
-from .result import LLCResult, LLCWarning, converged
+from plateau_lib.engine.utils import in_book_build
+from plateau_lib.llc.estimator import estimate_llc
+from plateau_lib.llc.result import LLCResult, LLCWarning, converged
 
 
 def sweep_row(res: LLCResult, last_draws: int) -> dict:

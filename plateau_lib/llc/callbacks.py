@@ -18,9 +18,9 @@ import torch
 import torch.nn as nn
 from tqdm.auto import tqdm
 
-from ..utils import in_book_build
-from .estimator import estimate_llc, estimate_llc_stacked
-from .result import LLCResult
+from plateau_lib.engine.utils import in_book_build
+from plateau_lib.llc.estimator import estimate_llc, estimate_llc_stacked
+from plateau_lib.llc.result import LLCResult
 
 FRESH_SEED_OFFSET = 1000  # fresh_seed=True: the seed at step s is seed + FRESH_SEED_OFFSET + s
 LLC_COLUMNS = ["step", "llc_mean", "llc_se", "llc_std", "num_diverged", "init_loss", "mala_mean", "elapsed_s"]
@@ -163,12 +163,12 @@ FRESH_SEED = "fresh seed every step (hand-made)"
 
 def llc_over_training(cfg, loss_fn: Callable, data, steps: Iterable[int], *, seed: int = 0, progress: bool = True,
                       **llc_kwargs) -> tuple[pd.DataFrame, object]:
-    """Train ``cfg`` once (``plateau_lib.train``) with two online LLC callbacks: the same seed at every step,
+    """Train ``cfg`` once (``plateau_lib.engine.train``) with two online LLC callbacks: the same seed at every step,
     and a fresh seed per step. Returns the tidy curve (one row per (seeding, step), column ``seeding``) and
     the TrainResult of the run (not cached: the callbacks need the live model).
     """
-    from ..report import git_commit
-    from ..train import train
+    from plateau_lib.engine.train import train
+    from plateau_lib.engine.utils import git_commit
     same = LLCCallback(loss_fn, data, steps, seed=seed, progress=False, **llc_kwargs)
     fresh = LLCCallback(loss_fn, data, steps, seed=seed, progress=False, fresh_seed=True, **llc_kwargs)
     ticks = StepProgress(same.steps, per_step=2, progress=progress)

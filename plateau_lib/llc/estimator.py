@@ -19,9 +19,10 @@ import torch
 import torch.nn as nn
 from torch.utils._pytree import tree_leaves
 
-from ..utils import in_book_build, resolve_device
-from .result import MAX_LOSS_RATIO, RUNAWAY_SDS, LLCResult, summarize
-from .sampler import ParamLayout, TensorBatches, make_batches, make_generator, resolve_backend, sgld_sample
+from plateau_lib.engine.utils import in_book_build, resolve_device
+from plateau_lib.llc.result import LLCResult, MAX_LOSS_RATIO, RUNAWAY_SDS, summarize
+from plateau_lib.llc.sampler import (ParamLayout, TensorBatches, make_batches, make_generator, resolve_backend,
+    sgld_sample)
 
 
 def default_nbeta(batch_size: int) -> float:

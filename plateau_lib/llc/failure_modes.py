@@ -16,8 +16,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .estimator import estimate_llc
-from .result import LLCResult, LLCWarning, combine, converged
+from plateau_lib.llc.estimator import estimate_llc
+from plateau_lib.llc.result import LLCResult, LLCWarning, combine, converged
 
 DIVERGED = "diverged (one chain at ε = 0.03, the others at 1e-3)"
 NOT_CONVERGED = "not converged (ε = 1e-6)"

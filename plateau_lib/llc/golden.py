@@ -164,7 +164,7 @@ class GoldenEstimate:
     model: str
     case: str
     true_lambda: float
-    metric: str  # the claim's metric in ``plateau_lib.verdicts`` (figure ``GOLDEN_FIGURE``)
+    metric: str  # the claim's metric in ``plateau_lib.book.verdicts`` (figure ``GOLDEN_FIGURE``)
     result: object  # an LLCResult
     wall_s: float  # seconds: training (reduced-rank regression only) and sampling
 
@@ -187,7 +187,7 @@ RRR_SHAPES = [(5, 3, 5), (3, 8, 4)]  # (M, H, N)
 def golden_estimates(settings: dict, seed: int = 0, device: str = "cpu") -> list[GoldenEstimate]:
     """Estimate the LLC of every golden model, at the hyperparameters of ``tests/test_llc_golden.py``.
 
-    settings: the LLC page's settings (``presets.llc_page``): ``golden_chains`` chains for the polynomials,
+    settings: the LLC page's settings (``llc.presets.llc_page``): ``golden_chains`` chains for the polynomials,
     ``golden_draws`` draws for every case, ``golden_train_steps`` full-batch Adam steps (lr 0.01) for
     reduced-rank regression.
 
@@ -195,7 +195,7 @@ def golden_estimates(settings: dict, seed: int = 0, device: str = "cpu") -> list
     - reduced-rank regression at the trained point: ε = 1e-3, γ = 1, nβ = 50, 8 chains, burn-in draws/10;
     - the regular model at its exact least-squares fit (d = 10): ε = 1e-4, γ = 0, 16 chains, burn-in draws/10.
     """
-    from .estimator import estimate_llc
+    from plateau_lib.llc.estimator import estimate_llc
     draws = settings["golden_draws"]
     # many chains of tiny models: the cost of a step is Python overhead, so batching the chains (vmap) is
     # about 10x faster than the sequential CPU default here; the two give the same draws

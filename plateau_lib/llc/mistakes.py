@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .estimator import estimate_llc
+from plateau_lib.llc.estimator import estimate_llc
 
 SIGMAS = (1e-3, 3e-3, 1e-2)
 FRESH = "fresh perturbation: nβ·mean(L − L0)"

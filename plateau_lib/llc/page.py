@@ -5,7 +5,7 @@ import datetime as dt
 
 import pandas as pd
 
-from ..utils import resolve_device
+from plateau_lib.engine.utils import resolve_device
 
 SETTING_NOTES = {
     "num_chains": "SGLD chains per estimate (transformer)", "num_draws": "draws per chain (transformer)",
@@ -18,7 +18,7 @@ SETTING_NOTES = {
 
 
 def settings_table(settings: dict, preset: str) -> pd.DataFrame:
-    """The page's settings (``presets.llc_page``) as a two-column table: value and meaning."""
+    """The page's settings (``llc.presets.llc_page``) as a two-column table: value and meaning."""
     return pd.DataFrame({preset: {k: str(v) for k, v in settings.items()},
                          "meaning": {k: SETTING_NOTES.get(k, "") for k in settings}}).rename_axis("setting")
 
@@ -29,8 +29,8 @@ def sgld_device() -> str:
 
 
 def golden_provenance_row(estimates, preset: str) -> dict:
-    """A provenance row (the columns of ``book.run_provenance``) for the golden estimates of this build."""
-    from ..report import git_commit
+    """A provenance row (the columns of ``book.pages.run_provenance``) for the golden estimates of this build."""
+    from plateau_lib.engine.utils import git_commit
     return {"preset": preset, "run": f"golden models ({len(estimates)} SGLD estimates)", "device": "cpu",
             "wall time (s)": round(sum(e.wall_s for e in estimates), 1), "source": "computed in this build",
             "commit": git_commit(), "date": dt.date.today().isoformat()}

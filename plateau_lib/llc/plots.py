@@ -6,8 +6,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from ..plots import PAGE_WIDTH
-from .result import LLCResult
+from plateau_lib.book.plots import PAGE_WIDTH
+from plateau_lib.llc.result import LLCResult
 
 TRACE_LABELS = {"llc_running": "running λ̂ (per chain)", "llc": "per-draw nβ·(L − L(w*))",
                 "loss": "minibatch loss L (nats)"}

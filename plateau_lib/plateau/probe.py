@@ -22,31 +22,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import cache, figures, metrics, stages
-from .utils import resolve_device
+from plateau_lib.engine import cache, stages
+from plateau_lib.engine.utils import resolve_device
+from plateau_lib.plateau import metrics, milestones
+from plateau_lib.plateau.presets import PROBE, check_settings
 
 # hidden state -> what the page calls it; a per-layer state is read at the last layer (MWS has one)
 LOCATIONS = {"embed": "embedding (token + position)", "attn_out": "attention output",
              "post_attn": "residual after attention", "post_mlp": "residual after MLP", "final_ln": "after ln_f"}
 NORM_LOCATIONS = ("embed", "attn_out", "post_attn")  # the paper logs norms at these three
 PROBE_LOCATION = "attn_out"
-PROBE_FIELDS = ("hidden", "max_iter", "train_seqs", "test_seqs", "data_seed")
 KIND = "probe"
 VERSION = 1
-
-
-def check_settings(settings: dict) -> dict:
-    """``settings`` (the probe's ``PROBE_FIELDS``), validated: each a positive integer (``data_seed`` >= 0; it
-    seeds the probe sequences and the probe's initialisation)."""
-    unknown = sorted(set(settings) - set(PROBE_FIELDS))
-    missing = sorted(set(PROBE_FIELDS) - set(settings))
-    if unknown or missing:
-        raise ValueError(f"probe settings must be exactly {list(PROBE_FIELDS)}; unknown {unknown}, missing {missing}")
-    for name in PROBE_FIELDS:
-        value, low = settings[name], 0 if name == "data_seed" else 1
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ValueError(f"parameter {name!r} must be an integer >= {low}, got {value!r}")
-    return settings
 
 
 def location_states(model, seqs) -> dict:
@@ -182,10 +169,10 @@ def phase_table(scalars: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
         last_before = before["step"].max() if jump is not None else np.nan
         for phase, step in (("start", 0), ("plateau", middle), ("before_jump", last_before), ("end", own["step"].max())):
             for split in ("train", "test"):
-                row[f"probe_{split}_{phase}"] = figures.value_at(own, step, f"probe_{split}_acc") \
+                row[f"probe_{split}_{phase}"] = milestones.value_at(own, step, f"probe_{split}_acc") \
                     if np.isfinite(step) else np.nan
         for column in ("acc", "acc_tf"):
-            row[f"model_{column}_before_jump"] = figures.value_at(run, last_before, column) \
+            row[f"model_{column}_before_jump"] = milestones.value_at(run, last_before, column) \
                 if np.isfinite(last_before) else np.nan
         row.update({f"peak_{name}": before[f"cosine_{name}"].max() for name in LOCATIONS})
         rows.append(row)
@@ -198,8 +185,8 @@ def plateau_spans(phases: pd.DataFrame) -> dict:
 
 
 def location_values(phases: pd.DataFrame) -> dict:
-    """Figs. 41-42's reported numbers (means over runs; ``verdicts.CLAIMS``)."""
-    mean = {name: figures.mean_of(phases, f"peak_{name}") for name in LOCATIONS}
+    """Figs. 41-42's reported numbers (means over runs; ``plateau.claims``)."""
+    mean = {name: milestones.mean_of(phases, f"peak_{name}") for name in LOCATIONS}
     return {"peak cosine before the jump, embedding (before attention)": mean["embed"],
             "peak cosine before the jump, residual after attention": mean["post_attn"],
             "peak cosine before the jump, after ln_f": mean["final_ln"],
@@ -217,7 +204,6 @@ def norms_at(tables: dict) -> pd.DataFrame:
 
 def settings_table(settings: dict) -> pd.DataFrame:
     """The probe settings of this page next to the paper's."""
-    from .presets import PROBE
     return pd.DataFrame({"this page": settings, "paper": PROBE["paper"]}).rename_axis("probe setting")
 
 
@@ -300,11 +286,12 @@ def commit(configs: dict, settings: dict) -> list:
 
 
 def main(argv=None) -> int:
-    """``python -m plateau_lib.probe --preset cpu [--commit]``: measure (resuming) the page's default runs."""
+    """``python -m plateau_lib.plateau.probe --preset cpu [--commit]``: measure (resuming) the page's default runs."""
     import argparse
-    from . import presets
+    from plateau_lib.engine import presets as engine_presets
+    from plateau_lib.plateau import presets
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--preset", choices=presets.PRESETS, default="cpu")
+    parser.add_argument("--preset", choices=engine_presets.PRESETS, default="cpu")
     parser.add_argument("--commit", action="store_true", help="copy the tables and training results to results/")
     args = parser.parse_args(argv)
     configs, settings = presets.probe_runs(args.preset), presets.probe_settings(args.preset)

@@ -12,7 +12,7 @@ import matplotlib as mpl
 import pandas as pd
 import seaborn as sns
 
-from .utils import cpu_threads, in_book_build
+from plateau_lib.engine.utils import cpu_threads, in_book_build
 
 # Figures are drawn for the book's text column (about 780 px at a 1,400 px window): 7.5 inches at 100 dpi,
 # with no text smaller than 9 pt, so the smallest label is >= 9 px on screen.
@@ -44,7 +44,7 @@ def train_runs(configs: dict, use_cache: bool = True, init_states: dict | None =
                extras: dict | None = None) -> dict:
     """``{label: TrainResult}`` for ``{label: TrainConfig}`` through the cache, the runs of one architecture
     trained together by ``train_many`` (stacked on a GPU, one after another on a CPU)."""
-    from .cache import cached_train_many
+    from plateau_lib.engine.cache import cached_train_many
     groups = {}
     for label, cfg in configs.items():
         groups.setdefault(cfg.model_config(), []).append(label)
@@ -60,7 +60,7 @@ def train_runs(configs: dict, use_cache: bool = True, init_states: dict | None =
 def committed_runs(configs: dict, extra=None) -> dict:
     """The committed results among ``{label: TrainConfig}`` (e.g. the ``paper`` runs shown beside a ``cpu``
     build); labels with no committed result are left out."""
-    from .cache import load_committed
+    from plateau_lib.engine.cache import load_committed
     found = {label: load_committed(cfg, extra) for label, cfg in configs.items()}
     return {label: r for label, r in found.items() if r is not None}
 
@@ -105,25 +105,24 @@ def readable(table: pd.DataFrame, steps=None) -> pd.DataFrame:
 
 # ---- verdicts and provenance -----------------------------------------------------------------------
 
-def verdicts(figure: str, values: dict, page: str, provenance: dict, labels: dict | None = None) -> pd.DataFrame:
-    """Record the summaries of ``figure`` for each preset shown and return the page's verdict table.
+def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: dict | None = None) -> pd.DataFrame:
+    """Record the summaries of one figure (``claims``: its chapter's ``claims_of(figure)``) for each preset shown
+    and return the page's verdict table.
 
     values: ``{preset: {claim metric: our number}}``; provenance: ``{preset: {...}}`` (device, seeds,
     wall time, source). One column pair (value, verdict) per preset; the rule of each claim last. Presets
     the Reproducibility page has no column for get their own columns here, headed by ``labels[preset]``,
     judged by the miniature's rule and not recorded.
     """
-    from . import report
-    from .verdicts import claims_of
-    table = pd.DataFrame({"metric": [c.metric for c in claims_of(figure)],
-                          "paper": [c.paper for c in claims_of(figure)]})
-    rules = {c.metric: c.rule() for c in claims_of(figure)}
+    from plateau_lib.book import summaries
+    table = pd.DataFrame({"metric": [c.metric for c in claims], "paper": [c.paper for c in claims]})
+    rules = {c.metric: c.rule() for c in claims}
     for preset, by_metric in values.items():
-        recorded = preset in report.PRESET_COLUMNS
-        rows = {r["metric"]: r for r in report.summary_rows(figure, preset if recorded else "cpu", by_metric)}
+        recorded = preset in summaries.PRESET_COLUMNS
+        rows = {r["metric"]: r for r in summaries.summary_rows(claims, preset if recorded else "cpu", by_metric)}
         if recorded:
-            report.record_summary(figure, preset, by_metric, page, provenance.get(preset, {}))
-        column = report.PRESET_COLUMNS[preset] if recorded else (labels or {}).get(preset, preset)
+            summaries.record_summary(claims, preset, by_metric, page, provenance.get(preset, {}))
+        column = summaries.PRESET_COLUMNS[preset] if recorded else (labels or {}).get(preset, preset)
         table[column] = table["metric"].map(lambda m: rows[m]["shown"] if m in rows else "–")
         table[f"verdict ({preset})"] = table["metric"].map(lambda m: rows[m]["verdict"] if m in rows else "–")
     table["rule"] = table["metric"].map(rules)
@@ -168,7 +167,7 @@ def copied_runs(reference_cfg, configs: dict, use_cache: bool = True):
     """Fig. 5: the reference run and ``{label: TrainResult}`` for configs whose ``copy_groups`` are copied
     from the reference's trained weights. The reference's weights (not committed) are recomputed only
     when a copied run has to be computed."""
-    from .cache import cache_key, cached_train, find
+    from plateau_lib.engine.cache import cache_key, cached_train, find
     reference_key = cache_key(reference_cfg)
     extra = {label: {"reference": reference_key} if cfg.copy_groups else None for label, cfg in configs.items()}
     need_weights = any(cfg.copy_groups and (not use_cache or find("train", cache_key(cfg, extra[label])) is None)
@@ -180,7 +179,7 @@ def copied_runs(reference_cfg, configs: dict, use_cache: bool = True):
 
 def reference_note(reference) -> str:
     """A line on the Fig. 5 reference run: its jump and final accuracy, and a warning if it is unsolved."""
-    from .stages import plateau_summary
+    from plateau_lib.engine.stages import plateau_summary
     s = plateau_summary(reference.metrics)
     line = (f"Reference (seed {reference.config['seed']}): jump at step {s['jump_step']}, final accuracy "
             f"{s['final_acc']:.3f}.")
@@ -200,8 +199,8 @@ def reproducibility(table: pd.DataFrame):
 
 def verdict_counts(table: pd.DataFrame) -> pd.DataFrame:
     """How many claims each preset column reproduced, partly reproduced, and so on."""
-    from .report import PRESET_COLUMNS
-    from .verdicts import VERDICTS
+    from plateau_lib.book.summaries import PRESET_COLUMNS
+    from plateau_lib.book.verdicts import VERDICTS
     counts = {column: [table[column].str.endswith(f"({v})").sum() for v in VERDICTS]
               for column in PRESET_COLUMNS.values()}
     return pd.DataFrame(counts, index=list(VERDICTS)).rename_axis("verdict")

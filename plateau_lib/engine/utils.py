@@ -5,6 +5,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+REPO_ROOT = Path(__file__).resolve().parents[2]  # the repository (results/, .cache/, .git)
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
 
@@ -78,3 +80,21 @@ def torch_save(obj, path) -> None:
     """torch.save atomically (load it back with ``torch.load(path, weights_only=True)``)."""
     with atomic_path(path) as tmp:
         torch.save(obj, tmp)
+
+
+def git_commit(root: Path | None = None) -> str:
+    """Short hash of HEAD; 'uncommitted' in a repository with no commits; $PLATEAU_COMMIT or 'unknown'
+    without git (a copy of the working tree, e.g. on a lent GPU machine, is told its commit that way)."""
+    root = REPO_ROOT if root is None else root
+    if not (root / ".git").exists() and os.environ.get("PLATEAU_COMMIT"):
+        return os.environ["PLATEAU_COMMIT"]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        if head.returncode == 0:
+            return head.stdout.strip()
+        inside = subprocess.run(["git", "-C", str(root), "rev-parse", "--git-dir"],
+                                capture_output=True, text=True, timeout=10)
+        return "uncommitted" if inside.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"

@@ -1,7 +1,7 @@
 """Seaborn figures shared by the notebooks (labelled axes, units: steps, nats, fractions).
 
 Every figure is drawn for the book's text column: ``PAGE_WIDTH`` inches wide at 100 dpi, so that with the
-fonts of ``book.setup()`` (nothing under 9 pt) the smallest text is >= 9 px on screen. Multi-panel
+fonts of ``book.pages.setup()`` (nothing under 9 pt) the smallest text is >= 9 px on screen. Multi-panel
 figures stack panels in rows of two instead of growing wider.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The training-setups page (Gopalani et al. Figs. 26-40): one MWS run per setup and seed, summarised the way
-Fig. 2 is (``figures.milestones``), and the numbers the page's verdicts judge.
+Fig. 2 is (``milestones.milestones``), and the numbers the page's verdicts judge.
 
 A setup is the MWS config with a few fields changed (``presets.TRAINING_SETUPS``); its ``family`` groups the
 page's small multiples (width, learning rate, ..., optimizer).
@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import book, figures
+from plateau_lib.book import pages
+from plateau_lib.plateau import milestones
 
 FIGURE = "Figs. 26–40 (training setups)"
 
@@ -17,7 +18,7 @@ FIGURE = "Figs. 26–40 (training setups)"
 def setup_metrics(results: dict, family: dict) -> pd.DataFrame:
     """Tidy metrics of ``{(setup, seed): TrainResult}`` with columns ``setup``, ``seed`` and ``family``
     (``family``: setup name -> family, in page order)."""
-    metrics = book.tidy(results, ("setup", "seed"))
+    metrics = pages.tidy(results, ("setup", "seed"))
     metrics["family"] = metrics["setup"].map(family)
     rank = {name: i for i, name in enumerate(family)}
     return metrics.sort_values(["setup", "seed", "step"], key=lambda c: c.map(rank) if c.name == "setup" else c,
@@ -27,7 +28,7 @@ def setup_metrics(results: dict, family: dict) -> pd.DataFrame:
 def setup_milestones(metrics: pd.DataFrame, family: dict) -> pd.DataFrame:
     """Fig. 2's milestones (partial step, jump, plateau span, peaks) per setup and seed, in page order."""
     order = [name for name in family if name in set(metrics["setup"])]
-    table = figures.milestones(metrics, by=("setup", "seed"), order={"setup": order})
+    table = milestones.milestones(metrics, by=("setup", "seed"), order={"setup": order})
     table.insert(1, "family", table["setup"].astype(str).map(family))
     return table
 
@@ -50,8 +51,8 @@ def setup_values(table: pd.DataFrame) -> dict:
               "lowest peak ρ over setups (setup means)": float(by_setup["peak_rho"].mean().min())}
     names = set(table["setup"].astype(str))
     if {"softmax", "baseline"} <= names:
-        values["softmax jump step ÷ linear baseline's"] = (figures.mean_of(table, "jump_step", setup="softmax")
-                                                          / figures.mean_of(table, "jump_step", setup="baseline"))
+        values["softmax jump step ÷ linear baseline's"] = (milestones.mean_of(table, "jump_step", setup="softmax")
+                                                          / milestones.mean_of(table, "jump_step", setup="baseline"))
     return values
 
 

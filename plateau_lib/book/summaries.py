@@ -5,7 +5,7 @@ A page records one summary per preset it shows (its live run, and committed ``pa
 into ``summaries_dir()``: ``$PLATEAU_SUMMARIES`` (the book build sets ``book/figures/_summaries`` and
 empties it first, so the Reproducibility page shows exactly what this build's pages show) or else
 ``.cache/summaries``. The numbers come from the results the page itself showed, so the cache rule of
-``plateau_lib.cache`` holds here too: a plain build shows committed results, a recomputing build what
+``plateau_lib.engine.cache`` holds here too: a plain build shows committed results, a recomputing build what
 it recomputed.
 """
 from __future__ import annotations
@@ -14,38 +14,17 @@ import json
 import math
 import os
 import re
-import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
-from .utils import write_json
-from .verdicts import CLAIMS, PAPER_PENDING, claims_of
+from plateau_lib.engine.utils import REPO_ROOT, git_commit, write_json
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 PRESET_COLUMNS = {"cpu": "cpu miniature", "cpu_long": "long CPU run", "paper": "paper preset"}
 # A long CPU run is still a miniature: it is judged by the cpu rule (scale-bound claims are not comparable).
 JUDGED_AS = {"cpu": "cpu", "cpu_long": "cpu", "paper": "paper"}
 OPTIONAL_PRESETS = ("cpu_long",)  # only some pages have one; elsewhere its column reads "–", not "no run yet"
-
-
-def git_commit(root: Path | None = None) -> str:
-    """Short hash of HEAD; 'uncommitted' in a repository with no commits; $PLATEAU_COMMIT or 'unknown'
-    without git (a copy of the working tree, e.g. on a lent GPU machine, is told its commit that way)."""
-    root = REPO_ROOT if root is None else root
-    if not (root / ".git").exists() and os.environ.get("PLATEAU_COMMIT"):
-        return os.environ["PLATEAU_COMMIT"]
-    try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=10)
-        if head.returncode == 0:
-            return head.stdout.strip()
-        inside = subprocess.run(["git", "-C", str(root), "rev-parse", "--git-dir"],
-                                capture_output=True, text=True, timeout=10)
-        return "uncommitted" if inside.returncode == 0 else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def summaries_dir() -> Path:
@@ -57,12 +36,13 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]+", "-", text).strip("-").lower()
 
 
-def summary_rows(figure: str, preset: str, values: dict) -> list[dict]:
-    """One row per claim of ``figure``: paper, ours (float or None), shown text, verdict and rule.
+def summary_rows(claims: list, preset: str, values: dict) -> list[dict]:
+    """One row per claim of one figure (``claims``, its chapter's ``claims_of(figure)``): paper, ours (float or
+    None), shown text, verdict and rule.
 
     ``values`` maps each claim's metric to our number (None/NaN: never reached); unknown metrics raise.
     """
-    claims = claims_of(figure)
+    figure = claims[0].figure
     unknown = sorted(set(values) - {c.metric for c in claims})
     if unknown:
         raise ValueError(f"no claim named {unknown} for {figure!r}; claims: {[c.metric for c in claims]}")
@@ -77,9 +57,10 @@ def summary_rows(figure: str, preset: str, values: dict) -> list[dict]:
     return rows
 
 
-def record_summary(figure: str, preset: str, values: dict, page: str, provenance: dict) -> Path:
-    """Write the summary of ``figure`` for ``preset`` (``provenance``: device, seeds, wall time, source)."""
-    summary = {"figure": figure, "preset": preset, "page": page, "rows": summary_rows(figure, preset, values),
+def record_summary(claims: list, preset: str, values: dict, page: str, provenance: dict) -> Path:
+    """Write the summary of one figure (``claims``) for ``preset`` (``provenance``: device, seeds, wall time, source)."""
+    figure = claims[0].figure
+    summary = {"figure": figure, "preset": preset, "page": page, "rows": summary_rows(claims, preset, values),
                "provenance": provenance, "commit": git_commit(),
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     path = summaries_dir() / f"{slug(figure)}-{preset}.json"
@@ -104,11 +85,12 @@ def load_summaries() -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
 
-def reproducibility_table(summaries: list[dict] | None = None) -> pd.DataFrame:
-    """One wide table in book order: figure | metric | paper | one "value (verdict)" column per preset | source.
+def reproducibility_table(claims: list, pending: dict, summaries: list[dict] | None = None) -> pd.DataFrame:
+    """One wide table of ``claims`` (every chapter's, in book order: ``chapters.claims()``): figure | metric |
+    paper | one "value (verdict)" column per preset | source.
 
     A claim no page recorded for a preset reads the status its page recorded (``record_status``: a run in
-    progress), else for the paper column why it is pending (``verdicts.PAPER_PENDING``), else "no run yet"; a
+    progress), else for the paper column why it is pending (``pending``: ``chapters.paper_pending()``), else "no run yet"; a
     figure with no run of an optional preset (the long CPU runs) reads "–" in that column.
     """
     summaries = load_summaries() if summaries is None else summaries
@@ -117,15 +99,15 @@ def reproducibility_table(summaries: list[dict] | None = None) -> pd.DataFrame:
     has = {(s["figure"], s["preset"]) for s in summaries}
     status = {(s["figure"], s["preset"]): s["status"] for s in summaries if s.get("status")}
     rows = []
-    for claim in CLAIMS:
+    for claim in claims:
         if claim.figure not in pages:
             continue
         row = {"figure": claim.figure, "metric": claim.metric, "paper": claim.paper}
         for preset, column in PRESET_COLUMNS.items():
             hit = found.get((claim.figure, preset, claim.metric))
-            pending = PAPER_PENDING.get(claim.figure, "no run yet") if preset == "paper" else "no run yet"
+            why = pending.get(claim.figure, "no run yet") if preset == "paper" else "no run yet"
             absent = "–" if preset in OPTIONAL_PRESETS and (claim.figure, preset) not in has else \
-                status.get((claim.figure, preset), pending)
+                status.get((claim.figure, preset), why)
             row[column] = f"{hit[0]['shown']} ({hit[0]['verdict']})" if hit else absent
         row["source"] = pages[claim.figure]
         rows.append(row)

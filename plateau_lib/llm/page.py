@@ -10,9 +10,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from . import llm, plots, presets
-from .book import PAGE_WIDTH_IN
-from .params import int_list, one_number, overrides_dict, parsed
+from plateau_lib.book import plots
+from plateau_lib.book.pages import PAGE_WIDTH_IN
+from plateau_lib.book.params import int_list, one_number, overrides_dict, parsed
+from plateau_lib.engine import presets as engine_presets
+from plateau_lib.llm import checkpoints as llm_checkpoints, collapse as llm, miniature as llm_miniature, presets
+from plateau_lib.llm.claims import claims_of
 
 SOURCES = ("miniature", "hf")
 FIGURE = "Fig. 8 (Pythia/OLMo collapse and repetition)"
@@ -49,11 +52,11 @@ def check_models(models) -> list[str]:
     """The real models asked for (None: the paper's four Pythia sizes and OLMo-2 7B), each checked."""
     models = parsed(models, "models")
     if models is None:
-        return list(llm.REAL_MODELS)
+        return list(llm_checkpoints.REAL_MODELS)
     models = [models] if isinstance(models, str) else models
-    bad = [m for m in models or [None] if m not in llm.REAL_MODELS]
+    bad = [m for m in models or [None] if m not in llm_checkpoints.REAL_MODELS]
     if bad:
-        raise ValueError(f"parameter 'models' must list names from {list(llm.REAL_MODELS)}, got {models!r}")
+        raise ValueError(f"parameter 'models' must list names from {list(llm_checkpoints.REAL_MODELS)}, got {models!r}")
     return list(models)
 
 
@@ -63,7 +66,7 @@ def load(preset: str = "cpu", source: str = "miniature", models=None, weights_di
     """The page's panels and a note (empty, or why the real checkpoints were not used). Every parameter is
     checked before any compute; ``source="hf"`` with absent files falls back to the miniature when ``fallback``
     (the note says what to place where) and raises otherwise."""
-    presets.check_preset(preset)
+    engine_presets.check_preset(preset)
     check_source(source)
     models = check_models(models)
     n_prompts = one_number(n_prompts, "n_prompts", 100, int)
@@ -72,7 +75,7 @@ def load(preset: str = "cpu", source: str = "miniature", models=None, weights_di
     note = ""
     if source == "hf":
         try:
-            found = llm.real_checkpoints(models, weights_dir, hf_cache)
+            found = llm_checkpoints.real_checkpoints(models, weights_dir, hf_cache)
         except FileNotFoundError as err:
             if not fallback:
                 raise
@@ -155,7 +158,7 @@ def key_steps(panel: Panel) -> dict:
     steps = {"first": int(s["step"].min()), "peak": int(s.loc[s["cosine"].idxmax(), "step"]),
              "last": int(s["step"].max())}
     if panel.arch == "olmo2":
-        steps.update({f"OLMo step {k}": k for k in llm.OLMO_REVISIONS if k in set(s["step"])})
+        steps.update({f"OLMo step {k}": k for k in llm_checkpoints.OLMO_REVISIONS if k in set(s["step"])})
     return steps
 
 
@@ -163,7 +166,7 @@ def _heatmap(ax, panel: Panel, step: int, cbar: bool = True) -> None:
     """One step's 8x8 mean cosine (lower triangle), in the book's cosine colours (those of the MWS pages)."""
     mean = panel.summary.set_index("step").loc[step, "cosine"]
     plots.cosine_heatmap(llm.cosine_matrix(panel.rows, step), ax=ax, title=f"step {step}: mean {mean:.2f}",
-                         labels=range(llm.N_NEW), axis_label="generation step", cbar=cbar)
+                         labels=range(llm_checkpoints.N_NEW), axis_label="generation step", cbar=cbar)
 
 
 def heatmap_figure(panel: Panel, steps: list[int]):
@@ -184,7 +187,7 @@ def _shown(text: str) -> str:
 
 def generations(panel: Panel, steps: list[int], n: int = 4) -> pd.DataFrame:
     """The first ``n`` prompts and their 8 greedy tokens at each of ``steps`` (newlines shown as ⏎)."""
-    from .llm import prompts
+    from plateau_lib.llm.corpus import prompts
     questions = prompts(int(panel.rows["prompt"].max()) + 1, panel.meta.get("spec", {}).get("prompt_seed", 0))
     table = panel.rows[panel.rows["step"].isin(steps) & (panel.rows["prompt"] < n)]
     wide = table.pivot(index="prompt", columns="step", values="text").map(lambda t: repr(_shown(t))[1:-1])
@@ -246,14 +249,14 @@ def verdict_values(panels: list[Panel]) -> dict:
 def verdict_tables(panels: list[Panel], preset: str) -> dict:
     """``{figure: verdict table}`` for each figure shown. Real checkpoints are the paper's models, so they fill the
     ``paper`` column; a miniature fills its preset's."""
-    from . import book
+    from plateau_lib.book import pages
     column = "paper" if panels[0].kind == "real checkpoints" else preset
     tables = {}
     for figure, values in verdict_values(panels).items():
         shown = [p for p in panels if (p.arch == "olmo2") == (figure == OLMO_FIGURE)]
         provenance = {"runs": len(shown), "seeds": sorted({p.meta.get("config", {}).get("seed") for p in shown}),
                       "device": shown[0].meta.get("device"), "source": shown[0].meta.get("cache") or "this build"}
-        tables[figure] = book.verdicts(figure, {column: values}, page="llm_collapse", provenance={column: provenance})
+        tables[figure] = pages.verdicts(claims_of(figure), {column: values}, page="llm_collapse", provenance={column: provenance})
     return tables
 
 
@@ -301,7 +304,7 @@ def settings_table(panels: list[Panel]) -> pd.DataFrame:
               "context": 2048, "batch_size": 1024, "steps": 143_000, "lr": 0.001, "min_lr": 0.0001,
               "warmup_steps": 1430, "schedule_steps": 143_000, "weight_decay": 0.1, "grad_clip": 1.0,
               "corpus": "the Pile (300 B tokens)"}
-    fields = [f.name for f in dataclasses.fields(llm.MiniatureConfig) if f.name not in ("seed", "device")]
+    fields = [f.name for f in dataclasses.fields(llm_miniature.MiniatureConfig) if f.name not in ("seed", "device")]
     columns = {}
     for panel in panels:
         cfg = {k: ", ".join(v) if isinstance(v, list) else v for k, v in panel.meta.get("config", {}).items()}

@@ -169,22 +169,3 @@ class GPT(nn.Module):
             if i + 1 < n_new:
                 logits = self(nxt, attn_bias=attn_bias, caches=caches)
         return torch.cat(out, dim=1)
-
-
-def param_groups(model: GPT) -> dict[str, list[str]]:
-    """Parameter names by the paper's functional groups (used to copy/freeze them in Fig. 5)."""
-    groups = {"kq": [], "ov": [], "mlp": [], "embed": [], "ln": [], "head": []}
-    for name, _ in model.named_parameters():
-        if ".attn.Q." in name or ".attn.K." in name:
-            groups["kq"].append(name)
-        elif ".attn.V." in name or ".attn.c_proj." in name:
-            groups["ov"].append(name)
-        elif ".mlp." in name:
-            groups["mlp"].append(name)
-        elif name.startswith(("wte", "wpe")):
-            groups["embed"].append(name)
-        elif "ln_" in name:
-            groups["ln"].append(name)
-        else:
-            groups["head"].append(name)
-    return groups

@@ -4,7 +4,7 @@ papermill injects any name it is given, so a typo (``lrr`` for ``lr``) runs the 
 default and says nothing. Here every parameter is checked against the notebook's ``parameters`` cell
 first, before any compute.
 
-    python -m plateau_lib.run NOTEBOOK OUT [-p NAME VALUE]... [-y YAML]... [--cwd DIR]
+    python -m plateau_lib.book.run NOTEBOOK OUT [-p NAME VALUE]... [-y YAML]... [--cwd DIR]
 
 ``-p`` values are typed as papermill types them (``0.1`` -> float, ``3`` -> int, ``False`` -> bool,
 ``None`` -> None, anything else a string); ``-y`` takes a YAML (or JSON) mapping, for lists and dicts.
@@ -13,13 +13,15 @@ repository root, as in the book build) as its working directory.
 """
 from __future__ import annotations
 
+from plateau_lib.engine.utils import REPO_ROOT
+
 import argparse
 import json
 import logging
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+
 
 
 def declared_parameters(notebook_path) -> list[str]:
@@ -96,7 +98,7 @@ def parse_mapping(text: str) -> dict:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m plateau_lib.run",
+        prog="python -m plateau_lib.book.run",
         description="Execute NOTEBOOK into OUT with papermill, refusing parameters its parameters cell "
                     "does not declare (checked before anything runs).")
     parser.add_argument("notebook", metavar="NOTEBOOK", help="the notebook to run")

@@ -13,6 +13,8 @@ provenance).
 """
 from __future__ import annotations
 
+from plateau_lib.engine.utils import REPO_ROOT
+
 import datetime as dt
 import fcntl
 import hashlib
@@ -22,12 +24,11 @@ import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from .report import git_commit
-from .train import Stopped, TrainConfig, TrainResult, train_many
-from .utils import atomic_path, in_book_build
+from plateau_lib.engine.train import Stopped, TrainConfig, TrainResult, train_many
+from plateau_lib.engine.utils import atomic_path, git_commit, in_book_build
 
 RESULTS_VERSION = 1
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 COMMITTED = ROOT / "results"
 LOCAL = ROOT / ".cache" / "results"
 QUEUE = ROOT / ".cache" / "queue"  # the paper queue's working files (``python -m plateau_lib.paper`` sets LOCAL to it)

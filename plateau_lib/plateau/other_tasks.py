@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import book, stages
+from plateau_lib.book import pages
+from plateau_lib.engine import stages
 
 # Tasks without adjacent repeats in their answers (prefix sums, sum digits): the paper measures their
 # repetition bias as low sequence entropy instead of ρ (reference §4.4).
@@ -50,8 +51,8 @@ def task_key(cfg) -> str:
 
 def frames(results: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Tidy (metrics, positions) over ``{task label: TrainResult}``, with a ``task`` column in run order."""
-    return (_ordered(book.tidy(results, "task"), results),
-            _ordered(book.tidy(results, "task", "positions"), results))
+    return (_ordered(pages.tidy(results, "task"), results),
+            _ordered(pages.tidy(results, "task", "positions"), results))
 
 
 def _outputs(partial) -> str:
@@ -111,7 +112,7 @@ def summary_table(results: dict, configs: dict) -> pd.DataFrame:
         rows.append({"task": label, "partial solution": _outputs(cfg.make_task().partial_positions),
                      **{k: s[k] for k in SUMMARY_COLUMNS}, "repetition before the jump": repetition,
                      "steps": cfg.steps})
-    table = book.readable(pd.DataFrame(rows), steps="steps").rename(columns=SUMMARY_COLUMNS)
+    table = pages.readable(pd.DataFrame(rows), steps="steps").rename(columns=SUMMARY_COLUMNS)
     return table.set_index("task")
 
 

@@ -6,8 +6,8 @@ SGLD runs on a fixed set of task sequences with the LLC page's loss (cross-entro
 is estimated, so an interrupted run resumes at the next checkpoint. The finished tables (λ̂, metrics, calibration)
 are stored with ``cache.store_tables`` and committed with ``--commit``.
 
-    OMP_NUM_THREADS=1 python -m plateau_lib.llc.plateau --preset cpu_long --commit   # the committed CPU run
-    python -m plateau_lib.llc.plateau --preset paper --device cuda                   # the paper's model, on a GPU
+    OMP_NUM_THREADS=1 python -m plateau_lib.plateau.llc_across --preset cpu_long --commit   # the committed CPU run
+    python -m plateau_lib.plateau.llc_across --preset paper --device cuda                   # the paper's model, on a GPU
 """
 from __future__ import annotations
 
@@ -20,14 +20,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import cache, stages
-from ..cache import resume_rows
-from ..model import GPT
-from ..train import TrainConfig
-from ..utils import resolve_device
-from .calibration import calibration_sweep
-from .callbacks import llc_over_checkpoints
-from .transformer import sequence_loss, sgld_sequences
+from plateau_lib.engine import cache, stages
+from plateau_lib.engine.cache import resume_rows
+from plateau_lib.engine.train import TrainConfig
+from plateau_lib.engine.utils import resolve_device
+from plateau_lib.llc.calibration import calibration_sweep
+from plateau_lib.llc.callbacks import llc_over_checkpoints
+from plateau_lib.plateau.llc_transformer import sequence_loss, sgld_sequences
+from plateau_lib.plateau.model import GPT
 
 KIND = "plateau_llc"
 CALIBRATION_KIND = "plateau_llc_calibration"
@@ -223,7 +223,7 @@ def plateau_changes(llc: pd.DataFrame, metrics: pd.DataFrame, milestones: pd.Dat
     after the partial step and the last one before the jump, and from there to the last checkpoint, the change of
     λ̂ (in its combined standard errors too), of the APM and of the loss (at the evaluation nearest each
     checkpoint). NaN for a run without a partial solution or a jump."""
-    from ..figures import value_at
+    from plateau_lib.plateau.milestones import value_at
     rows = []
     for _, m in milestones.iterrows():
         curve, run = llc[llc["seed"] == m["seed"]], metrics[metrics["seed"] == m["seed"]]
@@ -291,9 +291,9 @@ class Analysis:
 
 
 def analyse(tables: dict, meta: dict) -> Analysis:
-    """``figures.milestones`` of the metrics, ``llc_stages``, ``phase_table``, ``boundary_table`` and
+    """``milestones.milestones`` of the metrics, ``llc_stages``, ``phase_table``, ``boundary_table`` and
     ``plateau_changes``."""
-    from ..figures import milestones as run_milestones
+    from plateau_lib.plateau.milestones import milestones as run_milestones
     stones = run_milestones(tables["metrics"])
     found = llc_stages(tables["llc"])
     return Analysis(tables, meta, stones, found, phase_table(tables["llc"], stones), boundary_table(found, stones),
@@ -303,7 +303,7 @@ def analyse(tables: dict, meta: dict) -> Analysis:
 def stored(preset: str = "cpu_long") -> tuple[Analysis, pd.DataFrame, dict] | None:
     """The stored run of ``preset``, its calibration table and the calibration's meta (committed first, then
     local; never computed), or None."""
-    from ..presets import PLATEAU_LLC_CALIBRATION, plateau_llc as preset_runs
+    from plateau_lib.plateau.presets import PLATEAU_LLC_CALIBRATION, plateau_llc as preset_runs
     runs, sgld = preset_runs(preset)
     found = cache.load_tables(KIND, spec(runs, sgld))
     calibration = cache.load_tables(CALIBRATION_KIND, calibration_spec(runs[min(runs)], PLATEAU_LLC_CALIBRATION, sgld))
@@ -320,7 +320,7 @@ def settings_table(sgld_by_preset: dict) -> pd.DataFrame:
 
 def provenance_rows(analyses: dict, calibration: dict | None = None) -> list[dict]:
     """Two provenance rows (training, λ̂) per shown run set ``{label: Analysis}``, then one for the meta of the
-    long run's ``calibration``, in ``book.run_provenance``'s columns."""
+    long run's ``calibration``, in ``book.pages.run_provenance``'s columns."""
     rows = []
     if calibration is not None:
         rows.append({"preset": "cpu_long", "run": "calibration sweep, seed 0", "device": calibration.get("device"),
@@ -338,8 +338,8 @@ def provenance_rows(analyses: dict, calibration: dict | None = None) -> list[dic
 # ---- the CLI ---------------------------------------------------------------------------------------------------
 
 def main(argv=None) -> int:
-    from ..presets import PLATEAU_LLC_CALIBRATION, PLATEAU_LLC_SGLD, plateau_llc as preset_runs
-    from ..utils import cpu_threads
+    from plateau_lib.engine.utils import cpu_threads
+    from plateau_lib.plateau.presets import PLATEAU_LLC_CALIBRATION, PLATEAU_LLC_SGLD, plateau_llc as preset_runs
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="cpu_long", choices=sorted(PLATEAU_LLC_SGLD))
     parser.add_argument("--device", default=None, help="the SGLD device (default: cpu for cpu presets, else auto)")

@@ -30,9 +30,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import metrics as M
-from .icl import ICLRegression
-from .model import GPT, GPTConfig
+from plateau_lib.plateau import metrics as M
+from plateau_lib.plateau.model import GPT, GPTConfig
 
 
 def _check_int(name, value, low, high=None):
@@ -399,25 +398,6 @@ class ConcatMWS(Task):
             yield self.prompt_len - 1 + j, w
 
 
-TASKS = {
-    "mws": MovingWindowSum,
-    "prefix_sum": PrefixSum,
-    "repeat": Repeat,
-    "copy": Copy,
-    "reverse": lambda **kw: Copy(reverse=True, **kw),
-    "histogram": Histogram,
-    "permutation": Permutation,
-    "addition": Addition,
-    "concat_mws": ConcatMWS,
-    "icl_regression": ICLRegression,
-}
-
-
-def make_task(name: str, **kwargs) -> Task:
-    """Build a task by name; unknown names or parameters raise a ValueError listing what is allowed."""
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; allowed: {sorted(TASKS)}")
-    try:
-        return TASKS[name](**kwargs)
-    except TypeError as err:
-        raise ValueError(f"bad parameters {sorted(kwargs)} for task {name!r}: {err}") from None
+def reverse_copy(**kwargs) -> "Copy":
+    """The reverse task: copy the input in reverse order."""
+    return Copy(reverse=True, **kwargs)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import metrics as M
-from ..model import GPT
-from ..train import TrainConfig, TrainResult
+from plateau_lib.engine.train import TrainConfig, TrainResult
+from plateau_lib.plateau import metrics as M
+from plateau_lib.plateau.model import GPT
 
 DATA_SEED = 1234  # the SGLD sequences
 EARLY_FRACTION = 10  # the early checkpoint is trained steps // EARLY_FRACTION steps (at least 10)
@@ -48,7 +48,7 @@ class TrainedTransformer:
 
 def load_trained(cfg: TrainConfig, use_cache: bool = True) -> TrainedTransformer:
     """Train ``cfg`` through the result cache (its weights are needed, so a hit without weights retrains)."""
-    from ..cache import cached_train
+    from plateau_lib.engine.cache import cached_train
     run = cached_train(cfg, use_cache=use_cache, progress=False, need_state=True)
     model = GPT(cfg.model_config())
     model.load_state_dict(run.final_state)

@@ -12,6 +12,8 @@ The timing helpers (``timed``, ``floor_step``) live here so that both scripts ti
 """
 from __future__ import annotations
 
+from plateau_lib.engine.utils import REPO_ROOT
+
 import json
 import math
 import os
@@ -24,9 +26,9 @@ from typing import Callable
 
 import pandas as pd
 
-from .utils import write_json
+from plateau_lib.engine.utils import write_json
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+
 BENCH_DIR = REPO_ROOT / "results" / "benchmarks"
 KEYS = ("benchmark", "machine", "device", "threads", "date", "commit", "rows", "ratios")
 RUN_COLUMNS = ["benchmark", "machine", "device", "threads", "date", "commit", "args", "file"]
@@ -171,7 +173,7 @@ def write_benchmark(name: str, rows: list[dict], ratios: dict, threads: int, /, 
     field; ratios of other names stay), so one file holds a benchmark's CPU and GPU figures. Its
     ``device`` then lists every device, and ``args`` is keyed by device.
     """
-    from .report import git_commit
+    from plateau_lib.engine.utils import git_commit
     for row in rows:
         missing = {"workload", "variant"} - set(row)
         if missing:
@@ -292,7 +294,7 @@ def plot_vs_floor(rows: pd.DataFrame):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from .book import MIN_FONT_PT, PAGE_WIDTH_IN
+    from plateau_lib.book.pages import MIN_FONT_PT, PAGE_WIDTH_IN
     shown = rows.dropna(subset=["x_floor"]) if "x_floor" in rows else rows.iloc[:0]
     names = list(dict.fromkeys(shown["benchmark"]))
     sizes = [int((shown["benchmark"] == n).sum()) for n in names] or [1]

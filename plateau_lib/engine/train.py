@@ -33,9 +33,8 @@ from tqdm.auto import tqdm
 from torch.func import functional_call, grad_and_value, vmap
 from torch.utils._pytree import tree_map
 
-from .model import GPTConfig, param_groups
-from .tasks import make_task
-from .utils import resolve_device, seed_everything, torch_save
+from plateau_lib.engine.tasks import make_task
+from plateau_lib.engine.utils import resolve_device, seed_everything, torch_save
 
 OPTIMIZERS = ("adam", "sgd", "muon")
 SCHEDULES = ("constant", "warmup_cosine", "warmup_constant", "one_cycle")
@@ -117,7 +116,7 @@ class TrainConfig:
     def make_task(self):
         return make_task(self.task, **self.task_kwargs)
 
-    def model_config(self) -> GPTConfig:
+    def model_config(self):
         """The architecture this config trains (the task decides; runs stack only if these agree)."""
         return self.make_task().model_config(self)
 
@@ -221,6 +220,26 @@ def lr_factor(cfg: TrainConfig, step: int) -> float:
         return 1.0
     progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
     return 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def param_groups(model: torch.nn.Module) -> dict[str, list[str]]:
+    """Parameter names by the paper's functional groups (``COPY_GROUPS``, copied and frozen in Fig. 5), read from
+    the module names both chapters' models share (``attn.Q/K/V/c_proj``, ``mlp``, ``wte``/``wpe``, ``ln_``)."""
+    groups = {"kq": [], "ov": [], "mlp": [], "embed": [], "ln": [], "head": []}
+    for name, _ in model.named_parameters():
+        if ".attn.Q." in name or ".attn.K." in name:
+            groups["kq"].append(name)
+        elif ".attn.V." in name or ".attn.c_proj." in name:
+            groups["ov"].append(name)
+        elif ".mlp." in name:
+            groups["mlp"].append(name)
+        elif name.startswith(("wte", "wpe")):
+            groups["embed"].append(name)
+        elif "ln_" in name:
+            groups["ln"].append(name)
+        else:
+            groups["head"].append(name)
+    return groups
 
 
 def build_model(cfg: TrainConfig, device, init_state: dict | None = None) -> torch.nn.Module:

@@ -1,4 +1,4 @@
-"""The MWS pages' milestone tables and their paper-vs-ours numbers (the metrics named in ``verdicts.CLAIMS``).
+"""The MWS pages' milestone tables and their paper-vs-ours numbers (the metrics named in ``plateau.claims``).
 
 Each function takes the tidy frames a page already has and returns a table or ``{claim metric: value}``,
 so a page computes every reported number the same way for its live runs and for committed ones.
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import stages
+from plateau_lib.engine import stages
 
 
 def milestones(metrics: pd.DataFrame, by=("seed",), order: dict | None = None) -> pd.DataFrame:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from . import cache
-from .train import TrainConfig, TrainResult
-from .utils import cpu_threads
+from plateau_lib.engine import cache
+from plateau_lib.engine.train import TrainConfig, TrainResult
+from plateau_lib.engine.utils import cpu_threads
 
 
 def check_configs(configs) -> dict:

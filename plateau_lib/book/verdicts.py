@@ -1,0 +1,65 @@
+"""What each paper reports, and the rule that judges our number against it.
+
+A :class:`Claim` is one "paper vs ours" number: the paper's statement, and two closed bands. Ours inside
+``reproduced`` is *reproduced*, inside the wider ``partly`` band *partly*, anywhere else *not reproduced*.
+A claim whose number depends on the model's scale (steps to a jump at another learning rate, say) is
+*not comparable at this scale* for the ``cpu`` miniature; the ``paper`` preset is always judged.
+Each chapter lists its claims in its ``claims`` module (``CLAIMS``, ``PAPER_PENDING``); ``plateau_lib.chapters``
+gathers them in book order for the Reproducibility page.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+VERDICTS = ("reproduced", "partly", "not reproduced", "not comparable at this scale")
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One number the paper reports and the bands that judge ours (see the module docstring)."""
+    figure: str
+    metric: str
+    paper: str
+    reproduced: tuple[float, float]
+    partly: tuple[float, float]
+    scale_bound: bool = False       # True: a miniature's value is not comparable with the paper's
+    missing: str = "not reached"    # how a missing value (NaN: the milestone never came) is shown
+    missing_as: float | None = None  # judge a missing value as this number (e.g. inf: "later than the run")
+    fmt: str = "{:.3g}"
+
+    def rule(self) -> str:
+        """The rule in words, shown on the page next to the verdict."""
+        def band(lo, hi):
+            if hi == INF:
+                return f"≥ {lo:g}"
+            return f"≤ {hi:g}" if lo in (0, -INF) else f"{lo:g}–{hi:g}"
+        text = f"reproduced if {band(*self.reproduced)}, partly if {band(*self.partly)}"
+        return text + ("; the cpu miniature is not comparable" if self.scale_bound else "")
+
+    def judge(self, ours: float | None, preset: str) -> str:
+        """The verdict on ``ours`` (None or NaN: the milestone was never reached) for ``preset``."""
+        if preset not in ("cpu", "paper"):
+            raise ValueError(f"preset must be 'cpu' or 'paper', got {preset!r}")
+        if self.scale_bound and preset == "cpu":
+            return VERDICTS[3]
+        value = self.missing_as if ours is None or math.isnan(ours) else ours
+        if value is None:
+            return VERDICTS[2]
+        for verdict, (lo, hi) in zip(VERDICTS, (self.reproduced, self.partly)):
+            if lo <= value <= hi:
+                return verdict
+        return VERDICTS[2]
+
+    def show(self, ours: float | None) -> str:
+        """``ours`` formatted, or the ``missing`` text."""
+        return self.missing if ours is None or math.isnan(ours) else self.fmt.format(ours)
+
+
+def select(claims: list[Claim], figure: str) -> list[Claim]:
+    """The claims of ``figure`` among ``claims``, in order; ValueError naming the figures there are."""
+    found = [c for c in claims if c.figure == figure]
+    if not found:
+        raise ValueError(f"figure must be one of {sorted({c.figure for c in claims})}, got {figure!r}")
+    return found

@@ -1,0 +1,46 @@
+"""The chapter registry: the book's chapters in book order, and what each owns (its presets' ``page_runs``, its
+claims and the reasons its paper columns are pending). The paper queue (``plateau_lib.paper``) and the
+Reproducibility page read the chapters through here; nothing below this module imports it.
+
+Adding a page: its chapter package (presets, claims, page code), its notebook, ``_toc.yml``, and, for a new
+chapter, one line in ``CHAPTERS``.
+"""
+from __future__ import annotations
+
+import importlib
+
+from plateau_lib.book.verdicts import Claim
+
+# chapter package -> what it holds, in book order (the parts of ``_toc.yml``)
+CHAPTERS = {
+    "plateau": "The loss plateau (Gopalani et al.): MWS and other tasks, attention bias, optimal init, probe, λ̂",
+    "llm": "Pythia/OLMo-2 collapse and repetition (Gopalani et al. Figs. 8, 23-25)",
+    "icl": "In-context linear regression (Hoogland et al.; Raventós et al.; Carroll et al.)",
+    "llc": "The LLC estimator against closed-form learning coefficients (Methods)",
+}
+
+
+def _module(chapter: str, name: str):
+    if chapter not in CHAPTERS:
+        raise ValueError(f"unknown chapter {chapter!r}; allowed: {list(CHAPTERS)}")
+    return importlib.import_module(f"plateau_lib.{chapter}.{name}")
+
+
+def page_runs(preset: str = "paper") -> dict:
+    """``{page: {label: TrainConfig}}``: every chapter's default runs for ``preset`` (the paper queue's list)."""
+    runs = {}
+    for chapter in CHAPTERS:
+        presets = _module(chapter, "presets")
+        if hasattr(presets, "page_runs"):
+            runs.update(presets.page_runs(preset))
+    return runs
+
+
+def claims() -> list[Claim]:
+    """Every chapter's claims, in book order."""
+    return [c for chapter in CHAPTERS for c in _module(chapter, "claims").CLAIMS]
+
+
+def paper_pending() -> dict:
+    """``{figure: why its paper column is empty}`` of every chapter."""
+    return {k: v for chapter in CHAPTERS for k, v in _module(chapter, "claims").PAPER_PENDING.items()}

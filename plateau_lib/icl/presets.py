@@ -1,0 +1,139 @@
+"""The in-context linear regression chapter's configurations (Hoogland et al.; Raventós et al.; Carroll et al.):
+``paper`` is the paper's config exactly, ``cpu_long`` the committed long CPU run, ``cpu`` the live miniature.
+Every field can be overridden; ``page_runs`` lists the runs the chapter's pages show by default.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+from plateau_lib.engine.presets import log_linear_steps, preset_of, sgld
+from plateau_lib.engine.train import TrainConfig
+
+# In-context linear regression stages (Hoogland et al., reference icl_regression.md §2.2, §5.1): the L2H4
+# model (51,717 parameters), D = 4, K = 8, sigma^2 = 0.125, M = infinity, Adam with the one-cycle triangle
+# to 3e-3, batch 256, 500k steps, model seed 1, evaluation on 1024 fixed sequences at every checkpoint.
+ICL_TASK = {"D": 4, "K": 8, "noise_var": 0.125}
+ICL_CHECKPOINTS = {"paper": (100, 100), "cpu_long": (16, 12), "cpu": (6, 4)}  # (log-spaced, linear-spaced)
+ICL_PAPER = TrainConfig(task="icl_regression", task_kwargs=ICL_TASK, n_layer=2, n_head=4, d_model=64, lr=3e-3,
+                        schedule="one_cycle", steps=500_000, batch_size=256, eval_every=5_000, eval_batch=1024, seed=1,
+                        checkpoint_steps=log_linear_steps(500_000, *ICL_CHECKPOINTS["paper"]),
+                        eval_steps=log_linear_steps(500_000, *ICL_CHECKPOINTS["paper"]))
+# The long CPU run: the same model, data and schedule shape over 20k steps (the triangle peaks at 10k),
+# 16 log + 12 linear checkpoints; run in the background (python -m plateau_lib.icl.stages_run) and committed.
+ICL_CPU_LONG = ICL_PAPER.replace(steps=20_000, eval_every=500,
+                                 checkpoint_steps=log_linear_steps(20_000, *ICL_CHECKPOINTS["cpu_long"]),
+                                 eval_steps=log_linear_steps(20_000, *ICL_CHECKPOINTS["cpu_long"]))
+# The live miniature: width 32, 2 heads (17,733 parameters), batch 128, 1,500 steps, evaluation on 512.
+ICL_CPU = ICL_PAPER.replace(d_model=32, n_head=2, batch_size=128, steps=1_500, eval_every=100, eval_batch=512,
+                            checkpoint_steps=log_linear_steps(1_500, *ICL_CHECKPOINTS["cpu"]),
+                            eval_steps=log_linear_steps(1_500, *ICL_CHECKPOINTS["cpu"]))
+ICL_STAGES = {"paper": ICL_PAPER, "cpu_long": ICL_CPU_LONG, "cpu": ICL_CPU}
+
+# SGLD at each checkpoint (reference §5.1): epsilon 3e-4, gamma = 2 * 0.001 / epsilon, nbeta = 2 * 0.01 / epsilon,
+# per-token MSE, the same seed at every checkpoint, no burn-in (as the published code ran: its num_burn_in key
+# was ignored), draws from a fixed set of n sequences of the training distribution.
+ICL_LLC_PAPER = dict(epsilon=3e-4, gamma=20 / 3, nbeta=200 / 3, batch_size=1024, num_chains=10, num_draws=5000,
+                     num_burnin_steps=0, n_data=2**20, seed=0)
+ICL_LLC = {"paper": ICL_LLC_PAPER,
+           "cpu_long": {**ICL_LLC_PAPER, "batch_size": 256, "num_chains": 4, "num_draws": 200, "n_data": 2**14},
+           "cpu": {**ICL_LLC_PAPER, "batch_size": 128, "num_chains": 3, "num_draws": 60, "n_data": 2**12}}
+# λ̂ along the paper run made on a CPU (plateau_lib.icl.long_run): the paper's epsilon, gamma, nbeta and m, a reduced
+# budget (4 chains x 400 draws instead of 10 x 5,000) from 2^18 fixed sequences, at about 40 of the 190 checkpoints;
+# checked against chains 4x longer at three checkpoints (the page's table). About 8 min a checkpoint on one core.
+ICL_LLC_REDUCED = {**ICL_LLC_PAPER, "num_chains": 4, "num_draws": 400, "n_data": 2**18}
+
+
+def icl_stages(preset: str, overrides: dict | None = None, **llc_fields) -> tuple[TrainConfig, dict]:
+    """The stages page's training config and SGLD settings for ``preset`` ("paper", "cpu" or "cpu_long"),
+    with ``overrides`` of TrainConfig fields and ``llc_fields`` of the SGLD settings (None ignored)."""
+    return ICL_STAGES[preset_of(preset, ICL_STAGES)].replace(**(overrides or {})), sgld(ICL_LLC[preset], llc_fields)
+
+
+# Task diversity and the transient ridge (Carroll et al.; Raventós et al.; reference icl_regression.md §4.1,
+# §4.3, §7.4). ``paper``: Carroll's data (D = 8, K = 16, sigma^2 = 0.125, nested task sets) and a 2-layer
+# model of 2,641,417 parameters (their "2.65 million"; width 256 and MLP 2048 are the reference's guess
+# of the unpublished shape), M from 1 to 1024 and infinity. Carroll's optimizer, schedule, batch, steps,
+# heads and residual are unpublished (their App. A is not in our copy): Adam with a one-cycle triangle to
+# 1e-3 (Raventós's), batch 256, 100k steps, 4 heads, a standard residual are this book's choices.
+DIVERSITY_MS = {"paper": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, None],
+                "cpu_long": [1, 2, 4, 8, 16, 32, 64, None], "cpu": [1, 2, 8, None]}
+DIVERSITY_PAPER = TrainConfig(task="icl_regression",
+                              task_kwargs={"D": 8, "K": 16, "noise_var": 0.125, "d_mlp": 2048,
+                                           "doubled_residual": False, "n_root": 512},
+                              n_layer=2, n_head=4, d_model=256, lr=1e-3, schedule="one_cycle", steps=100_000,
+                              batch_size=256, eval_every=2_000, eval_batch=2048,
+                              eval_steps=log_linear_steps(100_000, 50, 50))
+# The CPU sweep: D = 2 (instead of 8) and K = 8 (instead of 16), so that in-context learning and memorising
+# M tasks both happen within 10k steps of a 17,603-parameter model (width 32, 2 heads, MLP 64), batch 128,
+# Adam at 3e-3 with a 250-step warm-up and a cosine decay, 64 root-task sequences for the PCA. Committed
+# (``python -m plateau_lib.icl.diversity --workers 2 --commit``); the live ``cpu`` sweep is its first 1,500 steps' worth.
+DIVERSITY_CPU_LONG = DIVERSITY_PAPER.replace(
+    task_kwargs={"D": 2, "K": 8, "noise_var": 0.125, "d_mlp": 64, "doubled_residual": False, "n_root": 64},
+    n_head=2, d_model=32, lr=3e-3, schedule="warmup_cosine", warmup_steps=250, steps=10_000, batch_size=128,
+    eval_every=250, eval_batch=1024, eval_steps=log_linear_steps(10_000, 24, 12))
+DIVERSITY_CPU = DIVERSITY_CPU_LONG.replace(steps=1_500, eval_every=100, eval_batch=512,
+                                           eval_steps=log_linear_steps(1_500, 12, 6))
+DIVERSITY = {"paper": DIVERSITY_PAPER, "cpu_long": DIVERSITY_CPU_LONG, "cpu": DIVERSITY_CPU}
+# SGLD at the final weights of every M (one setting for all M; Carroll's are unpublished): calibrated on these
+# models by ``python -m plateau_lib.icl.diversity`` (the grid below), shown on the transient-ridge page.
+DIVERSITY_LLC = {"paper": dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=1024, num_chains=8, num_draws=2000,
+                               num_burnin_steps=0, n_data=2**18, seed=0),
+                 "cpu_long": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=256, num_chains=4, num_draws=400,
+                                  num_burnin_steps=0, n_data=2**14, seed=0),
+                 "cpu": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=128, num_chains=2, num_draws=100,
+                             num_burnin_steps=0, n_data=2**12, seed=0)}
+DIVERSITY_CALIBRATION = dict(epsilons=[1e-4, 3e-4, 1e-3, 3e-3], nbetas=[None], gammas=[100.0])
+
+
+INF = math.inf  # M = ∞ (Gaussian tasks) in every table; the task's M=None
+
+
+def check_Ms(Ms) -> list:
+    """The M grid as a list of positive ints and ``math.inf``; ValueError for an empty grid or M <= 0."""
+    if isinstance(Ms, (str, bytes)) or not hasattr(Ms, "__iter__"):
+        raise ValueError(f"parameter 'Ms' must be a list of task counts M (positive integers, or math.inf), got {Ms!r}")
+    Ms = list(Ms)
+    if not Ms:
+        raise ValueError("parameter 'Ms' (the grid of task counts) is empty; give at least one M >= 1 or math.inf")
+    out = []
+    for M in Ms:
+        if M is None or (isinstance(M, float) and M == INF):
+            out.append(INF)
+        elif not isinstance(M, bool) and isinstance(M, numbers.Real) and M >= 1 and float(M).is_integer():
+            out.append(int(M))  # 8.0 (M read back from a table whose column also holds ∞) is 8
+        else:
+            raise ValueError(f"parameter 'Ms' must hold positive integers or math.inf (M = ∞, Gaussian tasks); got {M!r}")
+    if len(set(out)) != len(out):
+        raise ValueError(f"parameter 'Ms' repeats a value: {Ms}")
+    return out
+
+
+def configs(base: TrainConfig, Ms, seeds=(0,)) -> dict:
+    """``{(M, seed): config}``: ``base`` with ``task_kwargs["M"]`` (None for ∞) and model seed ``seed``. The
+    task sets are nested across M (``data.task_set``: the same ``task_seed`` for every M)."""
+    if base.task != "icl_regression":
+        raise ValueError(f"parameter 'base' must be an icl_regression config, got task {base.task!r}")
+    seeds = list(seeds)
+    if not seeds or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise ValueError(f"parameter 'seeds' must be a non-empty list of integers >= 0, got {seeds!r}")
+    return {(M, s): base.replace(seed=int(s), task_kwargs={**base.task_kwargs, "M": None if M == INF else M})
+            for M in check_Ms(Ms) for s in seeds}
+
+
+def diversity(preset: str, Ms=None, seeds=(0,), overrides: dict | None = None, **llc_fields) -> tuple[dict, dict]:
+    """The task-diversity sweep of ``preset`` ("paper", "cpu_long" or "cpu"): ``{(M, seed): config}`` and the
+    SGLD settings, with ``overrides`` of TrainConfig fields (task fields go in ``task_kwargs``) and
+    ``llc_fields`` of the SGLD settings (None ignored)."""
+    base = DIVERSITY[preset_of(preset, DIVERSITY)].replace(**(overrides or {}))
+    return configs(base, DIVERSITY_MS[preset] if Ms is None else Ms, seeds), sgld(DIVERSITY_LLC[preset], llc_fields)
+
+
+
+def page_runs(preset: str = "paper") -> dict:
+    """The training runs of the chapter's pages for ``preset`` ("paper"; anything else: the long CPU runs): the
+    stages page's (its λ̂ is computed by ``python -m plateau_lib.icl.development`` from the checkpoints that run
+    keeps locally) and the transient-ridge sweep's."""
+    long = "paper" if preset == "paper" else "cpu_long"
+    return {"icl_stages": {"training": ICL_STAGES[long]},
+            "transient_ridge": {("M", M, seed): cfg for (M, seed), cfg in diversity(long)[0].items()}}

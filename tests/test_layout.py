@@ -1,0 +1,143 @@
+"""The package layout: one package per chapter over ``engine``, ``llc`` and ``book``; imports point one way, nothing
+runs in a circle, the registry finds every chapter's presets, claims and page runs, and committed results keep
+their keys."""
+import ast
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from plateau_lib import chapters, paper
+from plateau_lib.engine import cache
+from plateau_lib.engine.train import TrainConfig
+from plateau_lib.icl import development
+
+PACKAGE = Path(__file__).resolve().parent.parent / "plateau_lib"
+CHAPTER_PACKAGES = ("plateau", "icl", "llm")  # the chapters' domain code (llc holds the estimator and its own page)
+LOWER = {"engine": {"engine"}, "book": {"engine", "book"}, "llc": {"engine", "book", "llc"}}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports(path: Path, known: set[str]) -> set[str]:
+    """The plateau_lib modules ``path`` imports anywhere in it (module level or inside functions): ``from a.b import c``
+    is an edge to ``a.b.c`` when that is a module, else to ``a.b``."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                found.add(target if target in known else base)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {m for m in found if m in known and m != name}
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {m: imports(p, set(mods)) for m, p in mods.items()}
+
+
+def part(module: str) -> str:
+    return module.split(".")[1] if module.count(".") >= 1 else module
+
+
+def test_the_import_walk_sees_relative_absolute_and_function_level_imports(tmp_path):
+    known = {"plateau_lib.engine.cache", "plateau_lib.engine", "plateau_lib.book.plots", "plateau_lib.icl.data"}
+    src = PACKAGE / "icl" / "_walk_probe.py"
+    try:
+        src.write_text("from ..engine import cache\nfrom plateau_lib.book.plots import x\n"
+                       "def f():\n    from . import data\n")
+        assert imports(src, known) == {"plateau_lib.engine.cache", "plateau_lib.book.plots", "plateau_lib.icl.data"}
+    finally:
+        src.unlink()
+
+
+def test_no_import_cycle():
+    edges = graph()
+    state, stack = {}, []
+
+    def visit(m):
+        state[m] = "open"
+        stack.append(m)
+        for n in sorted(edges[m]):
+            if state.get(n) == "open":
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(n):] + [n]))
+            if n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = "done"
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m)
+
+
+def test_engine_book_and_llc_import_no_chapter():
+    for module, targets in graph().items():
+        allowed = LOWER.get(part(module))
+        if allowed is None:
+            continue
+        wrong = sorted(t for t in targets if part(t) not in allowed)
+        assert not wrong, f"{module} imports {wrong}; {part(module)} may import only {sorted(allowed)}"
+
+
+def test_chapters_import_no_other_chapter_except_the_shared_metrics():
+    for module, targets in graph().items():
+        if part(module) not in CHAPTER_PACKAGES:
+            continue
+        others = sorted(t for t in targets if part(t) in CHAPTER_PACKAGES and part(t) != part(module))
+        # the Pythia/OLMo pages measure repetition with the MWS pages' ρ (one metrics module)
+        assert others in ([], ["plateau_lib.plateau.metrics"]), f"{module} imports {others}"
+
+
+def test_registry_finds_every_chapters_presets_claims_and_page_runs():
+    toc = (PACKAGE.parent / "_toc.yml").read_text()
+    for chapter in chapters.CHAPTERS:
+        assert (PACKAGE / chapter / "presets.py").exists() and (PACKAGE / chapter / "claims.py").exists(), chapter
+    claims = chapters.claims()
+    figures = {c.figure for c in claims}
+    assert len(claims) == len({(c.figure, c.metric) for c in claims})
+    assert set(chapters.paper_pending()) <= figures
+    for preset in ("paper", "cpu"):
+        runs = chapters.page_runs(preset)
+        assert runs and all(f"book/figures/{page}" in toc for page in runs), sorted(runs)
+        assert all(isinstance(c, TrainConfig) for page in runs.values() for c in page.values())
+    with pytest.raises(ValueError, match="unknown chapter"):
+        chapters._module("nope", "presets")
+
+
+def test_committed_results_keep_their_keys():
+    """Every committed folder's key is recomputed from its own meta (the config or the spec it records), and every
+    run ``results/runs.csv`` indexes is still declared by the chapters' presets under the same folder name."""
+    checked = 0
+    for meta_path in sorted(cache.COMMITTED.glob("*-*/meta.json")):
+        kind, key = meta_path.parent.name.rsplit("-", 1)
+        meta = json.loads(meta_path.read_text())
+        if "config" in meta:
+            meta["config"] = {**meta["config"], "device": "cpu"}  # provenance (a GPU's runs say cuda), not in the key
+        if kind == "train":
+            assert cache.cache_key(TrainConfig(**meta["config"]), meta.get("extra")) == key, meta_path.parent.name
+        elif kind == development.KIND:
+            assert development.key(TrainConfig(**meta["config"]), meta["llc"]) == key, meta_path.parent.name
+        else:
+            assert cache.table_key(meta["spec"]) == key, meta_path.parent.name
+        checked += 1
+    assert checked > 100
+    index = pd.read_csv(cache.COMMITTED / "runs.csv")
+    declared = {f"train-{cache.cache_key(e.config, e.extra)}" for preset in ("paper", "cpu")
+                for e in paper.status(None, preset)}
+    assert set(index["folder"]) <= declared
