@@ -31,7 +31,8 @@ from plateau_lib.icl.presets import DIVERSITY_PAPER, check_Ms, configs
 
 TABLE = cache.COMMITTED / "icl_transient_search.csv"
 RISE = 0.05     # the OOD loss's rise after t_crit, and Δ to ridge's regrowth after its minimum (relative)
-WINDOW = 5      # running-median window (evaluations) before the rule is applied: noise is not a transient
+WINDOW = 5      # running-median window (evaluations) before the rule is applied
+NOISE_SIGMAS = 3  # a rise must also exceed this many noise levels of the raw curve: noise is not a transient
 
 
 def _steps(total: int) -> dict:
@@ -70,11 +71,19 @@ def _smooth(values, window: int = WINDOW) -> np.ndarray:
     return pd.Series(np.asarray(values, float)).rolling(window, center=True, min_periods=1).median().to_numpy()
 
 
+def noise_level(values) -> float:
+    """A robust standard deviation of a curve's evaluation noise: the scaled median absolute deviation of its
+    successive differences (a smooth trend barely moves it; i.i.d. noise of sd σ gives about σ)."""
+    d = np.diff(np.asarray(values, float))
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2))
+
+
 def transient(steps, ood_loss, delta_ridge, rise: float = RISE, window: int = WINDOW) -> dict:
     """Judge one curve. After a running median over ``window`` evaluations: t_crit is the step of least OOD
-    loss; the OOD loss *rises* if every evaluation of the last fifth lies more than ``rise`` (relative) above
-    that minimum; Δ to ridge (Gaussian tasks) *regrows* likewise after its own minimum. A transient is both,
-    with t_crit before the last fifth. Returns the numbers and the verdict ``transient`` (bool)."""
+    loss; the OOD loss *rises* if every evaluation of the last fifth lies more than ``rise`` (relative) and more
+    than ``NOISE_SIGMAS`` noise levels (``noise_level``) above that minimum; Δ to ridge (Gaussian tasks)
+    *regrows* likewise after its own minimum. A transient is both, with t_crit before the last fifth. Returns
+    the numbers and the verdict ``transient`` (bool)."""
     steps = np.asarray(steps)
     if not len(steps) == len(ood_loss) == len(delta_ridge) or len(steps) < 2 * window:
         raise ValueError(f"parameter 'steps', 'ood_loss' and 'delta_ridge' must have one equal length >= {2 * window}, "
@@ -82,11 +91,15 @@ def transient(steps, ood_loss, delta_ridge, rise: float = RISE, window: int = WI
     ood, ridge = _smooth(ood_loss, window), _smooth(delta_ridge, window)
     tail = max(1, len(steps) // 5)
     i, j = int(np.argmin(ood)), int(np.argmin(ridge))
-    ood_rise = float(ood[-tail:].min() / ood[i] - 1)
-    ridge_regrowth = float(ridge[-tail:].min() / ridge[j] - 1)
+
+    def grows(curve, k, raw):
+        above = curve[-tail:].min() - curve[k]
+        return float(above / curve[k]), bool(above / curve[k] > rise and above > NOISE_SIGMAS * noise_level(raw))
+    ood_rise, ood_rises = grows(ood, i, ood_loss)
+    ridge_regrowth, ridge_regrows = grows(ridge, j, delta_ridge)
     return {"t_crit": int(steps[i]), "min_ood_loss": float(ood[i]), "final_ood_loss": float(ood[-1]),
             "ood_rise": ood_rise, "ridge_min_step": int(steps[j]), "ridge_regrowth": ridge_regrowth,
-            "transient": bool(i < len(steps) - tail and ood_rise > rise and ridge_regrowth > rise)}
+            "transient": bool(i < len(steps) - tail and ood_rises and ridge_regrows)}
 
 
 def judge(result, M) -> dict:
@@ -132,6 +145,88 @@ def run_trial(label: str, M, deadline: float | None = None, progress: bool = Tru
            "device": result.meta.get("device", cfg.device), "key": cache.cache_key(cfg), **judge(result, M)}
     keep_row(row)
     return row
+
+
+# ---- the page's section: "Finding a CPU-sized transient" ---------------------------------------------------------
+
+SHOWN = {"trial": "trial", "change": "what changed", "M": "M", "params": "parameters", "steps": "steps",
+         "cpu_min": "CPU-min", "t_crit": "t_crit", "ood_rise": "OOD rise after t_crit", "ridge_regrowth":
+         "Δ-to-ridge regrowth", "final_delta_dmmse": "final Δ to dMMSE_M", "final_delta_ridge": "final Δ to ridge",
+         "transient": "transient"}
+
+
+def readable(search: pd.DataFrame) -> pd.DataFrame:
+    """The search table as the page shows it: one row per (trial, M) in the order tried, rises in percent."""
+    if search.empty:
+        return pd.DataFrame(columns=list(SHOWN.values()))
+    t = search.assign(cpu_min=(search["cpu_s"] / 60).round(1), M=search["M"].map(diversity.label_M),
+                      ood_rise=(100 * search["ood_rise"]).round(1).astype(str) + "%",
+                      ridge_regrowth=(100 * search["ridge_regrowth"]).round(1).astype(str) + "%",
+                      transient=search["transient"].map({True: "yes", False: "no"}))
+    for c in ("final_delta_dmmse", "final_delta_ridge"):
+        t[c] = t[c].map("{:.3g}".format)
+    return t[list(SHOWN)].rename(columns=SHOWN).set_index(["trial", "M"])
+
+
+def search_note(search: pd.DataFrame) -> str:
+    """What the search has found so far, in a few sentences drawn from the table (markdown)."""
+    if search.empty:
+        return "No configuration has been tried yet: `python -m plateau_lib.icl.transient_search w64` starts the search."
+    hours = search["cpu_s"].sum() / 3600
+    lines = [f"**{len(search)} runs** in {search['trial'].nunique()} setting(s), {hours:.1f} CPU-hours so far."]
+    for trial, g in search.groupby("trial", sort=False):
+        found = g[g["transient"]].sort_values("M")
+        Ms = ", ".join(diversity.label_M(M) for M in g.sort_values("M")["M"])
+        if found.empty:
+            lines.append(f"`{trial}` (M = {Ms}): no transient by the rule.")
+            continue
+        crit = ", ".join(f"{diversity.label_M(r.M)}: {r.t_crit:,}" for r in found.itertuples())
+        lines.append(f"`{trial}` (M = {Ms}): a transient at {len(found)} M (t_crit by M: {crit}; the OOD loss "
+                     f"rises {found['ood_rise'].min():.0%}–{found['ood_rise'].max():.0%} after it).")
+    return " ".join(lines)
+
+
+def search_curves(search: pd.DataFrame) -> pd.DataFrame:
+    """The committed runs of the table's rows as tidy curves (``diversity.curves`` plus a ``trial`` column);
+    rows whose run is not committed are left out."""
+    frames = []
+    for _, row in search.iterrows():
+        M = check_Ms([row["M"]])[0]
+        result = cache.load_committed(trial_config(row["trial"], M))
+        if result is not None:
+            frames.append(diversity.curves({(M, 0): result}).assign(trial=row["trial"]))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def search_figure(search: pd.DataFrame, curves: pd.DataFrame):
+    """One panel per trial: each M's OOD loss over training (t_crit circled when the rule found a transient,
+    dMMSE_M's OOD loss dashed, ridge's dotted); below, Δ to ridge on Gaussian tasks."""
+    import matplotlib.pyplot as plt
+    from plateau_lib.book.plots import PAGE_WIDTH
+    from plateau_lib.icl.diversity_page import palette
+    trials = list(dict.fromkeys(search["trial"]))
+    colours = palette(curves["M"])
+    fig, axes = plt.subplots(2, len(trials), figsize=(PAGE_WIDTH, 5.2), squeeze=False, sharex="col")
+    for k, trial in enumerate(trials):
+        top, bottom = axes[0, k], axes[1, k]
+        for M, g in curves[curves["trial"] == trial].groupby("M"):
+            top.plot(g["step"], g["ood_loss"], color=colours[M], lw=1.4, label=diversity.label_M(M))
+            bottom.plot(g["step"], g["delta_ridge_ood"], color=colours[M], lw=1.4)
+            top.axhline(g["ood_dmmse"].iloc[-1], color=colours[M], ls="--", lw=0.8)
+            row = search[(search["trial"] == trial) & (search["M"].astype(float) == float(M))].iloc[0]
+            if row["transient"]:
+                top.plot(row["t_crit"], row["min_ood_loss"], "o", mfc="none", mec=colours[M], ms=9, mew=1.8)
+        top.axhline(curves["ood_ridge"].iloc[-1], color="crimson", ls=":", lw=1.4, label="ridge")
+        top.set_title(trial)
+        for ax in (top, bottom):
+            ax.set_xscale("log")
+        bottom.set_yscale("log")
+        bottom.set_xlabel("step")
+    axes[0, 0].set_ylabel("OOD loss (○ t_crit)")
+    axes[1, 0].set_ylabel("Δ to ridge (Gaussian tasks)")
+    axes[0, -1].legend(title="M", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    return fig
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,73 @@
+"""The transient-ridge search (issue 23): the rule that judges a curve, its table and its trial configs."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from plateau_lib.icl import transient_search as ts
+
+STEPS = np.unique(np.geomspace(1, 20_000, 60).astype(int))
+
+
+def dip_and_return(low=1.0, start=2.0, end=1.6, at=0.55):
+    """Falls from ``start`` to ``low`` at a fraction ``at`` of the log-steps, then climbs back to ``end``."""
+    x = np.linspace(0, 1, len(STEPS))
+    return np.where(x < at, start + (low - start) * x / at, low + (end - low) * (x - at) / (1 - at))
+
+
+def test_a_dip_and_return_is_a_transient_with_t_crit_at_the_dip():
+    out = ts.transient(STEPS, dip_and_return(), dip_and_return(0.2, 3.0, 0.5))
+    assert out["transient"]
+    assert 0.3 < out["ood_rise"] < 0.6  # the lowest of the last fifth (it starts partway up the climb) over the dip
+    assert abs(np.log(out["t_crit"]) - np.log(STEPS[int(0.55 * len(STEPS))])) < 0.3
+
+
+def test_a_monotone_fall_is_no_transient():
+    fall = np.linspace(2.0, 1.0, len(STEPS))
+    out = ts.transient(STEPS, fall, fall)
+    assert not out["transient"] and out["t_crit"] == STEPS[-1] and out["ood_rise"] == 0
+
+
+def test_noise_of_the_dips_size_is_no_transient():
+    rng = np.random.default_rng(0)
+    for _ in range(20):  # flat curves whose noise spans 1.0 .. 1.6, the size of the dip above
+        noisy = 1.3 + rng.uniform(-0.3, 0.3, len(STEPS))
+        assert not ts.transient(STEPS, noisy, 1.3 + rng.uniform(-0.3, 0.3, len(STEPS)))["transient"]
+
+
+def test_a_late_rise_of_the_ood_loss_alone_is_no_transient():
+    """Δ to ridge must also fall and then grow: an OOD rise with Δ still falling is not Carroll's transient."""
+    assert not ts.transient(STEPS, dip_and_return(), np.linspace(3.0, 0.2, len(STEPS)))["transient"]
+
+
+def test_bad_curves_are_refused():
+    with pytest.raises(ValueError, match="equal length"):
+        ts.transient(STEPS, dip_and_return()[:-1], dip_and_return())
+    with pytest.raises(ValueError, match="equal length"):
+        ts.transient(STEPS[:5], dip_and_return()[:5], dip_and_return()[:5])
+
+
+def test_the_search_table_round_trips_and_replaces_a_rows_older_version(tmp_path, monkeypatch):
+    monkeypatch.setattr(ts, "TABLE", tmp_path / "search.csv")
+    assert ts.table().empty
+    row = {"trial": "w64", "change": "first setting", "M": 32, "t_crit": 1500, "ood_rise": 0.2, "transient": True}
+    ts.keep_row(row)
+    ts.keep_row({**row, "M": math.inf, "transient": False})
+    ts.keep_row({**row, "t_crit": 1700})
+    table = ts.table()
+    assert len(table) == 2 and set(table["M"]) == {32, math.inf}
+    assert table.loc[table["M"] == 32, "t_crit"].item() == 1700
+    pd.testing.assert_frame_equal(table, pd.read_csv(tmp_path / "search.csv"))
+
+
+def test_trial_configs_change_one_thing_and_refuse_unknown_names():
+    base, wide = ts.trial_config("w64", 32), ts.trial_config("w128", 32)
+    assert base.task_kwargs["M"] == 32 and ts.trial_config("w64", math.inf).task_kwargs["M"] is None
+    assert (base.task_kwargs["D"], base.task_kwargs["K"], base.task_kwargs["noise_var"]) == (8, 16, 0.125)
+    changed = {k for k, v in wide.to_dict().items() if base.to_dict()[k] != v}
+    assert changed == {"d_model", "task_kwargs"}
+    with pytest.raises(ValueError, match="unknown trial 'w9'; allowed"):
+        ts.trial_config("w9", 32)
+    with pytest.raises(ValueError, match="Ms"):
+        ts.trial_config("w64", 0)
