@@ -43,7 +43,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from plateau_lib.book import benchmarks as B
-from plateau_lib.engine.train import TrainConfig, train
+from plateau_lib.engine.runs import TrainConfig
+from plateau_lib.engine.train import train
 from plateau_lib.engine.utils import cpu_threads
 from plateau_lib.llc import estimate_llc
 from plateau_lib.plateau import metrics as M

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from plateau_lib.engine import cache
-from plateau_lib.engine.train import TrainConfig
+from plateau_lib.engine.runs import TrainConfig
 
 TINY = dict(task_kwargs={"n": 4, "p": 5}, d_model=8, steps=4, batch_size=8, eval_every=2, eval_batch=8)
 

@@ -4,8 +4,8 @@ import math
 import pytest
 import torch
 
+from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.tasks import make_task
-from plateau_lib.engine.train import TrainConfig
 from plateau_lib.icl import ICLRegression, ood_batch, sample, task_set, to_tokens
 
 

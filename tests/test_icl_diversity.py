@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from plateau_lib.engine.train import TrainConfig, train
+from plateau_lib.engine.runs import TrainConfig
+
+from plateau_lib.engine.train import train
 from plateau_lib.icl import baselines, data, diversity, presets as icl_presets
 
 BASE = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4, "noise_var": 0.125, "n_root": 3},

@@ -5,8 +5,9 @@ import pandas as pd
 import pytest
 import torch
 
+from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.tasks import make_task
-from plateau_lib.engine.train import TrainConfig, train, train_many
+from plateau_lib.engine.train import train, train_many
 from plateau_lib.icl import ICLConfig
 
 TINY = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4}, n_layer=2, n_head=2, d_model=16,

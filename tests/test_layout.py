@@ -10,7 +10,7 @@ import pytest
 
 from plateau_lib import chapters, paper
 from plateau_lib.engine import cache
-from plateau_lib.engine.train import TrainConfig
+from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.icl import development
 
 PACKAGE = Path(__file__).resolve().parent.parent / "plateau_lib"

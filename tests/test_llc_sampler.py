@@ -339,7 +339,7 @@ def test_step_progress_counts_the_chosen_steps():
 
 
 def test_llc_over_training_compares_the_seedings():
-    from plateau_lib.engine.train import TrainConfig
+    from plateau_lib.engine.runs import TrainConfig
     cfg = TrainConfig(d_model=8, steps=4, batch_size=8, eval_every=2, eval_batch=8, lr=1e-3, device="cpu")
     seqs = cfg.make_task().sample(64, torch.Generator().manual_seed(0))
     from plateau_lib.plateau.llc_transformer import sequence_loss

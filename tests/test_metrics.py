@@ -5,8 +5,8 @@ import types
 import pytest
 import torch
 
+from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.tasks import make_task
-from plateau_lib.engine.train import TrainConfig
 from plateau_lib.plateau import metrics as M
 
 MWS = make_task("mws")

@@ -96,7 +96,7 @@ def test_paper_model_parameter_count_at_the_real_block_size():
     (The reference code allocates block_size = 2n + 1 = 33 position rows but only ever feeds 32 tokens;
     its 807,936 includes that never-used row of 256, see the test above.)
     """
-    from plateau_lib.engine.train import TrainConfig
+    from plateau_lib.engine.runs import TrainConfig
     cfg = TrainConfig().model_config()
     V, T, d = 18, 32, 256                       # vocab (0..16 outputs, SEP 17), input length, width
     assert (cfg.vocab_size, cfg.block_size, cfg.d_model, cfg.n_layer, cfg.n_head) == (V, T, d, 1, 1)

@@ -7,7 +7,8 @@ import torch
 
 from plateau_lib import chapters, paper
 from plateau_lib.engine import cache
-from plateau_lib.engine.train import Stopped, TrainConfig
+from plateau_lib.engine.runs import TrainConfig
+from plateau_lib.engine.train import Stopped
 from plateau_lib.plateau import presets
 
 TINY = TrainConfig(task_kwargs={"n": 4, "p": 5}, d_model=8, steps=4, batch_size=8, eval_every=2, eval_batch=8)

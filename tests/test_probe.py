@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from plateau_lib.engine import cache
+from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.tasks import make_task
-from plateau_lib.engine.train import TrainConfig
 from plateau_lib.plateau import presets, probe
 
 MWS = make_task("mws")

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from plateau_lib.engine import presets as engine_presets
-from plateau_lib.engine.train import TrainConfig, _optimizer, build_model, lr_factor, muon_groups, train
+from plateau_lib.engine.runs import TrainConfig
+from plateau_lib.engine.train import _optimizer, build_model, lr_factor, muon_groups, train
 from plateau_lib.plateau import presets, setups
 
 TINY = dict(d_model=16, steps=4, eval_every=2, batch_size=8, eval_batch=8)

@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 from plateau_lib.engine import cache
+from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.sweep import sweep
-from plateau_lib.engine.train import TrainConfig, train
+from plateau_lib.engine.train import train
 from plateau_lib.icl import presets as icl_presets
 
 TINY = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4, "noise_var": 0.125, "n_root": 4,

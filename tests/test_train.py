@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from plateau_lib.engine import cache, stages
-from plateau_lib.engine.train import TrainConfig, lr_factor, train
+from plateau_lib.engine.runs import TrainConfig
+from plateau_lib.engine.train import lr_factor, train
 from plateau_lib.plateau import presets
 
 TINY = dict(d_model=16, steps=12, eval_every=4, batch_size=16, eval_batch=16)

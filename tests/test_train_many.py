@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from plateau_lib.engine import cache
-from plateau_lib.engine.train import TrainConfig, train, train_many
+from plateau_lib.engine.runs import TrainConfig
+from plateau_lib.engine.train import train, train_many
 
 BASE = TrainConfig(task_kwargs={"n": 8, "p": 11}, d_model=16, steps=20, eval_every=5, batch_size=32, eval_batch=32,
                    lr=3e-3, device="cpu")

@@ -24,7 +24,9 @@ import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from plateau_lib.engine.train import Stopped, TrainConfig, TrainResult, train_many
+from plateau_lib.engine.runs import TrainConfig, TrainResult
+
+from plateau_lib.engine.train import Stopped, train_many
 from plateau_lib.engine.utils import atomic_path, git_commit, in_book_build
 
 RESULTS_VERSION = 1

@@ -21,7 +21,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from plateau_lib.engine import cache
-from plateau_lib.engine.train import TrainConfig, TrainResult
+from plateau_lib.engine.runs import TrainConfig, TrainResult
 from plateau_lib.engine.utils import cpu_threads
 
 

@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 
 from plateau_lib.engine import cache
-from plateau_lib.engine.train import TrainConfig, TrainResult
+from plateau_lib.engine.runs import TrainConfig, TrainResult
 from plateau_lib.engine.utils import atomic_path, cpu_threads, git_commit, resolve_device, write_json
 from plateau_lib.llc import llc_over_checkpoints
 

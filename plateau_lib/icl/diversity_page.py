@@ -17,8 +17,8 @@ import seaborn as sns
 
 from plateau_lib.book.plots import PAGE_WIDTH
 from plateau_lib.engine import cache
+from plateau_lib.engine.runs import TrainResult
 from plateau_lib.engine.sweep import sweep
-from plateau_lib.engine.train import TrainResult
 from plateau_lib.icl import diversity as div, presets as icl_presets
 
 LABELS = {"cpu": "live cpu sweep", "cpu_long": "long CPU sweep", "paper": "paper preset"}

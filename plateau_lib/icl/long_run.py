@@ -36,7 +36,8 @@ import pandas as pd
 import torch
 
 from plateau_lib.engine import cache
-from plateau_lib.engine.train import Stopped, TrainConfig
+from plateau_lib.engine.runs import TrainConfig
+from plateau_lib.engine.train import Stopped
 from plateau_lib.engine.utils import atomic_path, cpu_threads, git_commit, write_json
 from plateau_lib.icl import development
 from plateau_lib.icl.development import PAPER_POINTS

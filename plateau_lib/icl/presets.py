@@ -8,7 +8,7 @@ import math
 import numbers
 
 from plateau_lib.engine.presets import log_linear_steps, preset_of, sgld
-from plateau_lib.engine.train import TrainConfig
+from plateau_lib.engine.runs import TrainConfig
 
 # In-context linear regression stages (Hoogland et al., reference icl_regression.md §2.2, §5.1): the L2H4
 # model (51,717 parameters), D = 4, K = 8, sigma^2 = 0.125, M = infinity, Adam with the one-cycle triangle

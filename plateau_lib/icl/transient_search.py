@@ -24,7 +24,8 @@ import pandas as pd
 
 from plateau_lib.engine import cache
 from plateau_lib.engine.presets import log_linear_steps
-from plateau_lib.engine.train import Stopped, TrainConfig
+from plateau_lib.engine.runs import TrainConfig
+from plateau_lib.engine.train import Stopped
 from plateau_lib.engine.utils import atomic_path, cpu_threads
 from plateau_lib.icl import diversity
 from plateau_lib.icl.presets import DIVERSITY_PAPER, check_Ms, configs

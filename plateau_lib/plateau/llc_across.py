@@ -22,7 +22,7 @@ import torch
 
 from plateau_lib.engine import cache, stages
 from plateau_lib.engine.cache import resume_rows
-from plateau_lib.engine.train import TrainConfig
+from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.utils import resolve_device
 from plateau_lib.llc.calibration import calibration_sweep
 from plateau_lib.llc.callbacks import llc_over_checkpoints

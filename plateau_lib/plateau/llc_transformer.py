@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from plateau_lib.engine.train import TrainConfig, TrainResult
+from plateau_lib.engine.runs import TrainConfig, TrainResult
 from plateau_lib.plateau import metrics as M
 from plateau_lib.plateau.model import GPT
 

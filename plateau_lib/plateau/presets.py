@@ -10,8 +10,8 @@ from __future__ import annotations
 import pandas as pd
 
 from plateau_lib.engine.presets import check_preset, preset_of, reserved, sgld
+from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.stages import GP_MIN_POINTS
-from plateau_lib.engine.train import TrainConfig
 
 # The paper's MWS config (tf-loss-plateau ``src/configs/mws.yaml``): 1 layer, 1 head, d_model 256,
 # Adam lr 1e-4, batch 256, 400 steps, linear attention.
