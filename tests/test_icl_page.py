@@ -1,4 +1,4 @@
-"""The stages page's helpers (plateau_lib.icl.page) on hand-built runs: no training, no SGLD."""
+"""The stages page's helpers (plateau_lib.icl.stages_page) on hand-built runs: no training, no SGLD."""
 import json
 from types import SimpleNamespace
 
@@ -11,7 +11,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from plateau_lib.engine import presets as engine_presets
-from plateau_lib.icl import development, page, presets
+from plateau_lib.icl import development, presets, stages_page
 from plateau_lib.icl.claims import claims_of
 
 K, D = 8, 4
@@ -49,41 +49,41 @@ def fake_run(steps=500_000, llc=None, heads=(1, 2), cache=None):
 
 
 def test_same_fraction_of_the_schedule():
-    assert page.from_paper_step(40_000, 2_000) == 160 and page.to_paper_step(160, 2_000) == 40_000
-    assert page.from_paper_step(320_000, 20_000) == 12_800
-    assert [page.min_step(n) for n in (500_000, 20_000, 2_000)] == [100, 4, 0]
-    assert page.nearest_log([1, 100, 10_000], 900) == 100 and page.nearest_log([], 5) is None
+    assert stages_page.from_paper_step(40_000, 2_000) == 160 and stages_page.to_paper_step(160, 2_000) == 40_000
+    assert stages_page.from_paper_step(320_000, 20_000) == 12_800
+    assert [stages_page.min_step(n) for n in (500_000, 20_000, 2_000)] == [100, 4, 0]
+    assert stages_page.nearest_log([1, 100, 10_000], 900) == 100 and stages_page.nearest_log([], 5) is None
 
 
 def test_the_published_boundaries_match_themselves():
-    table = page.boundary_table(PUBLISHED[:1] + PUBLISHED[1:], 500_000)
+    table = stages_page.boundary_table(PUBLISHED[:1] + PUBLISHED[1:], 500_000)
     assert list(table["match"]) == ["yes", "yes", "yes", "yes", "extra"]
     assert list(table["found"][:4]) == [984, 35353, 126262, 323232] and table["found"].iloc[4] == 45454
 
 
 def test_a_shorter_run_is_compared_at_the_same_fraction():
     # 1,600 of 20k is the paper's 40k: matched; 76 of 2,000 is the paper's 19k: nearest LR2 -> LR3 but off by > 2x
-    table = page.boundary_table([40, 1_600], 20_000)
+    table = stages_page.boundary_table([40, 1_600], 20_000)
     assert list(table["match"]) == ["yes", "yes", "none found near", "none found near"]
-    mini = page.boundary_table([76], 2_000)
+    mini = stages_page.boundary_table([76], 2_000)
     assert list(mini["match"]) == ["none found near", "no", "none found near", "none found near"]
     assert mini.loc[1, "same fraction of this run"] == 160
-    assert (page.boundary_table([], 2_000)["match"] == "none found near").all()
+    assert (stages_page.boundary_table([], 2_000)["match"] == "none found near").all()
 
 
 def test_llc_at_points_reads_the_nearest_checkpoint():
-    points = page.llc_at_points(fake_run())
+    points = stages_page.llc_at_points(fake_run())
     assert list(points["checkpoint"]) == [1_000, 40_000, 126_000, 320_000, 500_000]
     assert np.allclose(points["λ̂"], points["paper λ̂ (seed 1)"])
-    short = page.llc_at_points(fake_run(2_000, {0: 0.0, 4: 1.0, 150: 10.0, 500: 20.0, 1_300: 30.0, 2_000: 40.0}))
+    short = stages_page.llc_at_points(fake_run(2_000, {0: 0.0, 4: 1.0, 150: 10.0, 500: 20.0, 1_300: 30.0, 2_000: 40.0}))
     assert list(short["checkpoint"]) == [4, 150, 500, 1_300, 2_000]
     assert list(short["same fraction of this run"]) == [4, 160, 504, 1280, 2000]
 
 
 def test_stage_values_cover_every_claim_and_read_the_curves():
     run = fake_run()
-    values = page.stage_values(run, SimpleNamespace(boundaries=[984, 35353, 126262, 323232]))
-    assert set(values) == {c.metric for c in claims_of(page.FIGURE)}
+    values = stages_page.stage_values(run, SimpleNamespace(boundaries=[984, 35353, 126262, 323232]))
+    assert set(values) == {c.metric for c in claims_of(stages_page.FIGURE)}
     assert values["stages found"] == 5
     assert values["paper boundaries matched (at the same fraction of the schedule)"] == 4
     assert values["step of the λ̂ peak (× 500k ÷ steps)"] == 40_000 and values["λ̂ at its peak"] == 169.3
@@ -93,8 +93,8 @@ def test_stage_values_cover_every_claim_and_read_the_curves():
 
 
 def test_the_papers_own_numbers_are_reproduced_and_a_miniature_is_not_comparable():
-    values = page.stage_values(fake_run(), SimpleNamespace(boundaries=[984, 35353, 126262, 323232]))
-    by_metric = {c.metric: c for c in claims_of(page.FIGURE)}
+    values = stages_page.stage_values(fake_run(), SimpleNamespace(boundaries=[984, 35353, 126262, 323232]))
+    by_metric = {c.metric: c for c in claims_of(stages_page.FIGURE)}
     for metric, value in values.items():
         if metric != "final Δ to ridge":
             assert by_metric[metric].judge(value, "paper") == "reproduced", metric
@@ -104,8 +104,8 @@ def test_the_papers_own_numbers_are_reproduced_and_a_miniature_is_not_comparable
 
 def test_verdict_table_records_each_preset_shown(tmp_path, monkeypatch):
     monkeypatch.setenv("PLATEAU_SUMMARIES", str(tmp_path))
-    values = page.stage_values(fake_run(), SimpleNamespace(boundaries=[984]))
-    table = page.verdict_table({"cpu": values, "cpu_long": values}, "icl_stages", {"cpu": {"device": "cpu"}})
+    values = stages_page.stage_values(fake_run(), SimpleNamespace(boundaries=[984]))
+    table = stages_page.verdict_table({"cpu": values, "cpu_long": values}, "icl_stages", {"cpu": {"device": "cpu"}})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hoogland-fig-1-b-lr-stages-cpu.json",
                                                            "hoogland-fig-1-b-lr-stages-cpu_long.json"]
     assert json.loads((tmp_path / "hoogland-fig-1-b-lr-stages-cpu.json").read_text())["page"] == "icl_stages"
@@ -121,28 +121,28 @@ def test_checkpoint_counts_rebuild_the_presets():
 
 
 def test_live_config_rebuilds_checkpoints_and_refuses_bad_values():
-    cfg, llc = page.live_config("cpu", steps=400, d_model=16, num_chains=2)
+    cfg, llc = stages_page.live_config("cpu", steps=400, d_model=16, num_chains=2)
     assert cfg.steps == 400 and cfg.d_model == 16 and llc["num_chains"] == 2
     assert max(cfg.checkpoint_steps) <= 400 and cfg.checkpoint_steps == cfg.eval_steps and cfg.eval_every == round(100 * 400 / 1500)
-    assert page.live_config("cpu")[0] == presets.ICL_CPU
+    assert stages_page.live_config("cpu")[0] == presets.ICL_CPU
     with pytest.raises(ValueError, match="steps"):
-        page.live_config("cpu", steps=5)
+        stages_page.live_config("cpu", steps=5)
     with pytest.raises(ValueError, match="preset"):
-        page.live_config("gpu")
+        stages_page.live_config("gpu")
     with pytest.raises(ValueError, match="SGLD"):
-        page.live_config("cpu", num_chainz=2)
+        stages_page.live_config("cpu", num_chainz=2)
     with pytest.raises(ValueError, match=r"checkpoint_steps must be integers in \[0, steps=1500\], got \[2000\]"):
-        page.live_config("cpu", overrides={"checkpoint_steps": (0, 100, 2_000)})  # a checkpoint outside the run
+        stages_page.live_config("cpu", overrides={"checkpoint_steps": (0, 100, 2_000)})  # a checkpoint outside the run
 
 
 def test_settings_table_marks_the_miniatures_changes():
-    table = page.settings_table(*presets.icl_stages("cpu"))
+    table = stages_page.settings_table(*presets.icl_stages("cpu"))
     assert table.loc["training d_model", "changed"] == "≠" and table.loc["training lr", "changed"] == ""
     assert table.loc["SGLD num_chains", "this run"] == "3" and table.loc["SGLD num_chains", "paper"] == "10"
 
 
 def test_layer_head_scores_find_previous_token_heads():
-    heads = page.layer_head_scores(fake_run().train)
+    heads = stages_page.layer_head_scores(fake_run().train)
     token = heads[heads["type"] == "previous token"]["weight"]
     assert np.allclose(token, 1.0) and set(heads["layer"]) == {"layer 1"}
     assert np.allclose(heads[heads["type"] == "previous y"]["weight"], 1.0)  # an x-query's previous token
@@ -185,73 +185,73 @@ def test_head_types_name_each_head_half_as_the_paper():
 def test_head_table_places_each_type_in_its_stage():
     run = fake_run(steps=100)
     run.train.arrays.update(step=np.array([0, 10, 100]), attn=hand_built_heads(2 * K))
-    table = page.head_table(run, SimpleNamespace(boundaries=[5, 50]))
+    table = stages_page.head_table(run, SimpleNamespace(boundaries=[5, 50]))
     assert table.index[0] == "B1H1x" and table.loc["B1H2y", "λ̂ stage"] == "2" and table.loc["B1H3x", "λ̂ stage"] == "3"
     assert table.loc["B1H2y", "× 500k ÷ steps"] == "50,000" and table.loc["B1H4y", "type"] == "none (self)"
 
 
 def test_frame_indices_span_the_run():
     steps = np.array([0, 1, 2, 5, 10, 50, 100, 500, 1000, 2000])
-    picked = page.frame_indices(steps, 4)
+    picked = stages_page.frame_indices(steps, 4)
     assert picked[0] == 0 and picked[-1] == len(steps) - 1 and picked == sorted(set(picked))
     with pytest.raises(ValueError):
-        page.frame_indices([], 3)
+        stages_page.frame_indices([], 3)
 
 
 def test_figures_draw_on_hand_built_runs():
     run = fake_run(heads=(2, 4))
     stages = SimpleNamespace(boundaries=[1_000, 40_000], steps=run.llc["step"].to_numpy(),
                              smooth=run.llc["llc_mean"].to_numpy())
-    fig = page.stages_figure(run, stages, title="hand-built")
-    assert len(fig.axes) == 2 + len(page.MARKERS) and fig.get_figwidth() == pytest.approx(7.5)
-    frames = page.checkpoint_frames(run.train, n=3)
+    fig = stages_page.stages_figure(run, stages, title="hand-built")
+    assert len(fig.axes) == 2 + len(stages_page.MARKERS) and fig.get_figwidth() == pytest.approx(7.5)
+    frames = stages_page.checkpoint_frames(run.train, n=3)
     assert list(frames)[0] == "step 0" and all(f.get_figwidth() == pytest.approx(7.5) for f in frames.values())
     plt.close("all")
 
 
 def test_provenance_and_closing_note():
     runs = {"cpu": fake_run(2_000, {0: 0.0, 76: 5.0, 2_000: 90.0}), "paper": fake_run(cache="results/icl_stages-x")}
-    rows = page.provenance_rows(runs)
+    rows = stages_page.provenance_rows(runs)
     assert len(rows) == 4 and rows[0]["source"] == "computed in this build"
     assert rows[2]["source"] == "results/icl_stages-x"
-    assert page.provenance_summary(runs["paper"])["source"] == "committed"
-    assert page.provenance_summary(runs["cpu"])["wall_time_s"] == 42.5
+    assert stages_page.provenance_summary(runs["paper"])["source"] == "committed"
+    assert stages_page.provenance_summary(runs["cpu"])["wall_time_s"] == 42.5
     found = {"cpu": SimpleNamespace(boundaries=[76], candidates=[76]),
              "paper": SimpleNamespace(boundaries=[984], candidates=[9, 984])}
-    note = page.closing_note(runs, found)
+    note = stages_page.closing_note(runs, found)
     assert "boundaries [76]" in note and "12.5 s training, 30.0 s LLC" in note and "same fraction" in note
-    assert page.richest(runs) == "paper"
+    assert stages_page.richest(runs) == "paper"
 
 
 def test_missing_runs_are_said_plainly(monkeypatch):
     monkeypatch.setattr(development, "load", lambda cfg, llc: None)
-    assert page.other_runs("cpu") == {}
-    assert "not committed yet" in page.missing_note("cpu_long")
-    assert "No `paper`-preset run yet" in page.missing_note("paper")
+    assert stages_page.other_runs("cpu") == {}
+    assert "not committed yet" in stages_page.missing_note("cpu_long")
+    assert "No `paper`-preset run yet" in stages_page.missing_note("paper")
     cfg, llc = presets.icl_stages("cpu")
-    assert "expect" in page.expected_time_note("cpu", cfg, llc, use_cache=False)
+    assert "expect" in stages_page.expected_time_note("cpu", cfg, llc, use_cache=False)
 
 
 def test_negative_llc_note():
-    assert "step(s) [0]" in page.negative_note(fake_run(2_000, {0: -2.0, 100: 5.0, 2_000: 9.0}))
-    assert page.negative_note(fake_run(2_000, {0: 1.0, 100: 5.0, 2_000: 9.0})) == ""
+    assert "step(s) [0]" in stages_page.negative_note(fake_run(2_000, {0: -2.0, 100: 5.0, 2_000: 9.0}))
+    assert stages_page.negative_note(fake_run(2_000, {0: 1.0, 100: 5.0, 2_000: 9.0})) == ""
 
 
 def test_detect_stages_scales_the_first_step(monkeypatch):
     seen = {}
     monkeypatch.setattr("plateau_lib.engine.stages.gp_stage_boundaries", lambda s, v, **kw: seen.update(kw))
-    page.detect_stages(fake_run(20_000, {0: 0.0, 10: 1.0, 100: 2.0, 1_000: 3.0, 20_000: 4.0}))
+    stages_page.detect_stages(fake_run(20_000, {0: 0.0, 10: 1.0, 100: 2.0, 1_000: 3.0, 20_000: 4.0}))
     assert seen == {"min_step": 4}
 
 
 def test_paper_cost_reads_the_benchmark_record(tmp_path):
     from plateau_lib.book import benchmarks
-    assert page.paper_cost(tmp_path) == ""
+    assert stages_page.paper_cost(tmp_path) == ""
     ratios = {"cpu_paper_training_500k_steps_extrapolated_s": 61_000.0,
               "cpu_paper_llc_one_checkpoint_extrapolated_s": 20_000.0,
               "cpu_paper_llc_190_checkpoints_extrapolated_s": 3_800_000.0}
     benchmarks.write_benchmark("icl", [{"workload": "w", "variant": "v"}], ratios, 1, folder=tmp_path)
-    note = page.paper_cost(tmp_path)
+    note = stages_page.paper_cost(tmp_path)
     assert "on one CPU core, the training takes about 17 h and λ̂ about 6 h per checkpoint (44 days" in note
     assert note.endswith("No GPU has been timed yet.")
-    assert page._duration(90) == "90 s" and page._duration(600) == "10 min"
+    assert stages_page._duration(90) == "90 s" and stages_page._duration(600) == "10 min"

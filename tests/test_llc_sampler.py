@@ -429,18 +429,18 @@ def test_transformer_helpers(tmp_path, monkeypatch):
 
 
 def test_page_settings_and_provenance():
-    from plateau_lib.llc import page, presets
+    from plateau_lib.llc import calibration_page, presets
     settings = presets.llc_page("cpu")
-    table = page.settings_table(settings, "cpu")
+    table = calibration_page.settings_table(settings, "cpu")
     assert list(table.index) == list(settings) and (table["meaning"] != "").all()
     assert table.loc["epsilons", "cpu"] == str(settings["epsilons"])
 
     class Estimate:  # the two fields the row reads
         wall_s = 1.25
-    row = page.golden_provenance_row([Estimate(), Estimate()], "cpu")
+    row = calibration_page.golden_provenance_row([Estimate(), Estimate()], "cpu")
     assert set(row) == {"preset", "run", "device", "wall time (s)", "source", "commit", "date"}
     assert row["wall time (s)"] == 2.5 and "2 SGLD estimates" in row["run"]
-    assert "on cuda" in page.provenance_note("cuda") and page.sgld_device() in ("cpu", "cuda", "mps")
+    assert "on cuda" in calibration_page.provenance_note("cuda") and calibration_page.sgld_device() in ("cpu", "cuda", "mps")
 
 
 def test_page_figures_fit_the_text_column():

@@ -12,7 +12,7 @@ plots (matplotlib) reads results and is imported on its own (``from plateau_lib.
 - :func:`calibration_sweep` (calibration.py); trace and sweep figures in plots.py.
 - golden.py: models with closed-form learning coefficients, and :func:`golden.golden_estimates` for the page.
 - failure_modes.py, mistakes.py: the four failure modes, and the mistakes of an LLC estimated by hand.
-- page.py: the LLC page's settings table and provenance rows; presets.py and claims.py: its settings and claims.
+- calibration_page.py: the LLC page's settings table and provenance rows; presets.py and claims.py: its settings and claims.
 - The small MWS transformer these pages estimate on, and λ̂ across the MWS plateau, are the plateau chapter's
   (``plateau_lib.plateau.llc_transformer``, ``plateau_lib.plateau.llc_across``).
 """
