@@ -1,5 +1,5 @@
 """The chapter registry: the book's chapters in book order, and what each owns (its presets' ``page_runs``, its
-claims and the reasons its paper columns are pending). The paper queue (``plateau_lib.paper``) and the
+analyses after training, its claims and the reasons its paper columns are pending). The paper queue (``plateau_lib.paper``) and the
 Reproducibility page read the chapters through here; nothing below this module imports it.
 
 Adding a page: its chapter package (presets, claims, page code), its notebook, ``_toc.yml``, and, for a new
@@ -8,6 +8,7 @@ chapter, one line in ``CHAPTERS``.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 from plateau_lib.book.verdicts import Claim
 
@@ -34,6 +35,16 @@ def page_runs(preset: str = "paper") -> dict:
         if hasattr(presets, "page_runs"):
             runs.update(presets.page_runs(preset))
     return runs
+
+
+def analyses(preset: str = "paper") -> list:
+    """Every chapter's steps after training for ``preset`` (``engine.analysis.Analysis``), in book order: the
+    chapters with an ``analyses`` module declare them there."""
+    found = []
+    for chapter in CHAPTERS:
+        if importlib.util.find_spec(f"plateau_lib.{chapter}.analyses") is not None:
+            found += _module(chapter, "analyses").analyses(preset)
+    return found
 
 
 def claims() -> list[Claim]:

@@ -7,7 +7,7 @@ The queue has three parts, in this order:
 1. **Training runs.** ``chapters.page_runs(preset)`` declares them. Each is *committed*, *committed, computed
    on CPU* (a ``paper`` run made without a GPU; ``--replace-cpu`` recomputes it) or *missing*. Missing runs of
    one architecture are trained together (``train_many``: stacked on a GPU) through the result cache.
-2. **Analyses** (``analyses``): the steps that read the trained runs' weights or checkpoints: λ̂ at every
+2. **Analyses** (each chapter's ``analyses`` module, gathered by ``chapters.analyses``): the steps that read the trained runs' weights or checkpoints: λ̂ at every
    checkpoint of the stages run, λ̂ against M of the task-diversity sweep, λ̂ across the MWS plateau, and the
    probe and collapse locations. Each starts once its training runs exist and commits its tables.
 3. The collapse page's miniature language models (``plateau_lib.llm``): each is trained, analysed and its
@@ -43,9 +43,8 @@ import re
 import shutil
 import tarfile
 import time
-from functools import partial
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import torch
 
@@ -53,9 +52,7 @@ from plateau_lib import chapters
 from plateau_lib.engine import cache, presets as engine_presets
 from plateau_lib.engine.train import Stopped
 from plateau_lib.engine.utils import cpu_threads, resolve_device, write_json
-from plateau_lib.icl import presets as icl_presets
 from plateau_lib.llm import presets as llm_presets
-from plateau_lib.plateau import presets
 
 COMMITTED, ON_CPU, MISSING = "committed", "committed, computed on CPU", "missing"
 
@@ -301,90 +298,6 @@ def run_cpu_queue(pages=None, budget_s: float | None = None, workers: int = 2, l
 
 # ---- analyses: the steps that read trained runs' weights or checkpoints ----------------------------------------
 
-class Analysis(NamedTuple):
-    """A step after training: it reads the local weights or checkpoints of ``runs`` (declared training runs) and
-    commits the stored tables named ``outputs`` (``<kind>-<key>`` folders); ``compute(device, stack)`` does
-    it, resumably, and returns the folders it committed."""
-    page: str
-    label: str
-    runs: tuple
-    outputs: tuple
-    compute: Callable
-
-    def committed(self) -> bool:
-        return all((cache.COMMITTED / name / "meta.json").exists() for name in self.outputs)
-
-    def trained(self) -> bool:
-        """Whether every run it reads has been trained (committed or local)."""
-        return all(cache.find("train", cache.cache_key(c)) is not None for c in self.runs)
-
-
-def _stages(cfg, llc, device: str, stack: int) -> list[Path]:
-    from plateau_lib.icl import development
-    development.run(cfg.replace(device=device), llc, progress=False, stack=stack)
-    return development.commit(cfg, llc)
-
-
-def _diversity(configs, llc, device: str, stack: int) -> list[Path]:
-    from plateau_lib.icl import diversity
-    configs = {k: c.replace(device=device) for k, c in configs.items()}
-    diversity.llc_calibration(diversity.calibration_runs(configs), llc, icl_presets.DIVERSITY_CALIBRATION, progress=False)
-    diversity.llc_vs_M(configs, llc, progress=False)
-    return diversity.commit(configs, llc, icl_presets.DIVERSITY_CALIBRATION)
-
-
-def _plateau(runs, sgld, device: str, stack: int) -> list[Path]:
-    from plateau_lib.plateau import llc_across
-    first = runs[min(runs)]
-    calibration, _ = llc_across.calibrate(first, presets.PLATEAU_LLC_CALIBRATION, sgld, device=device)
-    written = [cache.commit_tables(llc_across.CALIBRATION_KIND,
-                                   llc_across.calibration_spec(first, presets.PLATEAU_LLC_CALIBRATION, sgld))]
-    chosen, used = llc_across.chosen_setting(calibration), {k: float(sgld[k]) for k in ("epsilon", "nbeta", "gamma")}
-    if chosen != used:  # the page's λ̂ must use the calibrated setting: a person decides
-        print(f"plateau_llc: the calibration chose {chosen}, the preset uses {used}; update "
-              "plateau.presets.PLATEAU_LLC_SGLD, then run the queue again (calibration committed, λ̂ not run)", flush=True)
-        return written
-    llc_across.plateau_llc(runs, sgld, device=device, stack=stack)
-    return written + [cache.commit_tables(llc_across.KIND, llc_across.spec(runs, sgld))]
-
-
-def _probe(configs, settings, device: str, stack: int) -> list[Path]:
-    from plateau_lib.plateau import probe
-    probe.measure_runs({k: c.replace(device=device) for k, c in configs.items()}, settings, progress=False)
-    return probe.commit(configs, settings)
-
-
-def _tables(kind: str, spec: dict) -> str:
-    """The folder name of a stored-tables result."""
-    return f"{kind}-{cache.table_key(spec)}"
-
-
-def analyses(preset: str = "paper") -> list[Analysis]:
-    """The analyses of ``preset``'s pages (the cpu queue's are those of the long CPU runs, as in ``page_runs``)."""
-    from plateau_lib.icl import development, diversity
-    from plateau_lib.plateau import llc_across, probe
-    long = "paper" if engine_presets.check_preset(preset) == "paper" else "cpu_long"
-    cfg, llc = icl_presets.icl_stages(long)
-    sweep, sweep_llc = icl_presets.diversity(long)
-    grid = icl_presets.DIVERSITY_CALIBRATION
-    runs, sgld = presets.plateau_llc(long)
-    calibrated = llc_across.calibration_spec(runs[min(runs)], presets.PLATEAU_LLC_CALIBRATION, sgld)
-    probed, settings = presets.probe_runs(preset), presets.probe_settings(preset)
-    return [
-        Analysis("icl_stages", "λ̂ and structure at every checkpoint", (cfg,),
-                 (f"{development.KIND}-{development.key(cfg, llc)}",), partial(_stages, cfg, llc)),
-        Analysis("transient_ridge", "SGLD calibration and λ̂ against M", tuple(sweep.values()),
-                 (_tables(diversity.LLC_KIND, diversity.table_spec(sweep, llc=sweep_llc)),
-                  _tables(diversity.CALIBRATION_KIND,
-                          diversity.table_spec(diversity.calibration_runs(sweep), llc=sweep_llc, grid=grid))),
-                 partial(_diversity, sweep, sweep_llc)),
-        Analysis("plateau_llc", "SGLD calibration and λ̂ at every checkpoint", tuple(runs.values()),
-                 (_tables(llc_across.CALIBRATION_KIND, calibrated), _tables(llc_across.KIND, llc_across.spec(runs, sgld))),
-                 partial(_plateau, runs, sgld)),
-        Analysis("mws_probe_and_locations", "probe and collapse at every checkpoint", tuple(probed.values()),
-                 (_tables(probe.KIND, probe.spec(probed, settings)),), partial(_probe, probed, settings))]
-
-
 def run_analyses(pages=None, preset: str = "paper", device: str = "auto", deadline: float | None = None) -> list[Path]:
     """Compute and commit every analysis not yet committed whose training runs exist; returns the folders
     written. Past ``deadline`` the running one stops after its latest kept row (``cache.stop_rows_at``) and
@@ -392,7 +305,7 @@ def run_analyses(pages=None, preset: str = "paper", device: str = "auto", deadli
     dev = resolve_device(device)
     stack = ANALYSIS_STACK if dev.type == "cuda" else 1
     written = []
-    for a in analyses(preset):
+    for a in chapters.analyses(preset):
         if a.committed() or (pages is not None and a.page not in pages):
             continue
         if not a.trained():
@@ -450,7 +363,7 @@ def queue_state(preset: str = "paper") -> list[Path]:
     """The working folders a next command needs, most useful first: tables kept row by row, training resume
     states, then the finished local runs (weights, checkpoints) that analyses still to do will read."""
     rows = sorted(p for p in cache.LOCAL.glob("*.partial") if not p.name.startswith("train-") and any(p.iterdir()))
-    runs = [cache.LOCAL / f"train-{cache.cache_key(c)}" for a in analyses(preset) if not a.committed() for c in a.runs]
+    runs = [cache.LOCAL / f"train-{cache.cache_key(c)}" for a in chapters.analyses(preset) if not a.committed() for c in a.runs]
     return rows + partial_folders() + [p for p in dict.fromkeys(runs) if (p / "final_state.pt").exists()]
 
 
@@ -496,7 +409,7 @@ def declared_names() -> set[str]:
     and the miniatures' tables."""
     from plateau_lib.llm import collapse as llm
     names = {f"train-{cache.cache_key(e.config, e.extra)}" for preset in engine_presets.PRESETS for e in _entries(None, preset)}
-    names |= {name for preset in engine_presets.PRESETS for a in analyses(preset) for name in a.outputs}
+    names |= {name for preset in engine_presets.PRESETS for a in chapters.analyses(preset) for name in a.outputs}
     return names | {llm.stored_name(cfg, prompt_seed=cfg.prompt_seed(0)) for preset in engine_presets.PRESETS
                     for _, cfg, _ in llm_status(preset)}
 
@@ -527,7 +440,7 @@ def unpack(tar_paths, root: Path | None = None) -> list[str]:
                 run = folder.removesuffix(".partial") if state else folder
                 if (not state or run.startswith("train-")) and run not in names:
                     raise ValueError(f"{path} holds {folder!r}, a result no page declares any more "
-                                     "(chapters.page_runs, paper.analyses); nothing was unpacked")
+                                     "(chapters.page_runs, chapters.analyses); nothing was unpacked")
                 folders.add("/".join(parts[:3] if state else parts[:2]))
     shutil.rmtree(root / ".cache" / "queue", ignore_errors=True)  # the packed state is the newest
     for path in paths:
@@ -599,7 +512,7 @@ def print_status(entries: list[Entry], preset: str, costs: dict | None = None, l
 
 
 def print_analyses(preset: str, pages=None) -> None:
-    for a in analyses(preset):
+    for a in chapters.analyses(preset):
         if pages is None or a.page in pages:
             state = COMMITTED if a.committed() else MISSING if a.trained() else "missing, waits for training"
             print(f"  {a.page:<24} {a.label:<44} {state}")

@@ -104,7 +104,7 @@ def test_chapters_import_no_other_chapter_except_the_shared_metrics():
         assert others in ([], ["plateau_lib.plateau.metrics"]), f"{module} imports {others}"
 
 
-def test_registry_finds_every_chapters_presets_claims_and_page_runs():
+def test_registry_finds_every_chapters_presets_claims_page_runs_and_analyses():
     toc = (PACKAGE.parent / "_toc.yml").read_text()
     for chapter in chapters.CHAPTERS:
         assert (PACKAGE / chapter / "presets.py").exists() and (PACKAGE / chapter / "claims.py").exists(), chapter
@@ -116,6 +116,11 @@ def test_registry_finds_every_chapters_presets_claims_and_page_runs():
         runs = chapters.page_runs(preset)
         assert runs and all(f"book/figures/{page}" in toc for page in runs), sorted(runs)
         assert all(isinstance(c, TrainConfig) for page in runs.values() for c in page.values())
+    for preset in ("paper", "cpu"):
+        steps = chapters.analyses(preset)
+        names = [name for a in steps for name in a.outputs]
+        assert {a.page for a in steps} == {"icl_stages", "transient_ridge", "plateau_llc", "mws_probe_and_locations"}
+        assert len(names) == len(set(names)) and all(f"book/figures/{a.page}" in toc for a in steps)
     with pytest.raises(ValueError, match="unknown chapter"):
         chapters._module("nope", "presets")
 

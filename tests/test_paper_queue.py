@@ -7,6 +7,7 @@ import torch
 
 from plateau_lib import chapters, paper
 from plateau_lib.engine import cache
+from plateau_lib.engine.analysis import Analysis
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped
 from plateau_lib.plateau import presets
@@ -65,7 +66,7 @@ def test_a_stopped_queue_resumes_from_its_packed_partial_state(tiny_queue, tmp_p
     """A deadline stops training part-way; --tar packs the partial state; --unpack elsewhere resumes it."""
     long = {"page_a": {0: TINY.replace(steps=400, eval_every=50)}}
     monkeypatch.setattr(chapters, "page_runs", lambda preset="paper": long)
-    monkeypatch.setattr(paper, "analyses", lambda preset="paper": [])
+    monkeypatch.setattr(chapters, "analyses", lambda preset="paper": [])
     assert paper.run_queue(budget_s=0.0, allow_cpu=True) == []  # stops after its first step, whatever the speed
     assert len(paper.partial_folders()) == 1
     tar, = paper.pack(tmp_path / "q.tar.gz", [])
@@ -91,11 +92,11 @@ ICL_LLC = dict(epsilon=1e-3, gamma=100.0, nbeta=10.0, batch_size=16, num_chains=
 def stages_queue(tiny_queue, monkeypatch):
     """One training run and one analysis of it (λ̂ at its five checkpoints, as the stages page's)."""
     from functools import partial
-    from plateau_lib.icl import development
+    from plateau_lib.icl import analyses, development
     monkeypatch.setattr(chapters, "page_runs", lambda preset="paper": {"icl_stages": {"training": ICL}})
-    step = paper.Analysis("icl_stages", "λ̂", (ICL,), (f"{development.KIND}-{development.key(ICL, ICL_LLC)}",),
-                          partial(paper._stages, ICL, ICL_LLC))
-    monkeypatch.setattr(paper, "analyses", lambda preset="paper": [step])
+    step = Analysis("icl_stages", "λ̂", (ICL,), (f"{development.KIND}-{development.key(ICL, ICL_LLC)}",),
+                    partial(analyses._stages, ICL, ICL_LLC))
+    monkeypatch.setattr(chapters, "analyses", lambda preset="paper": [step])
     return step
 
 
@@ -185,9 +186,9 @@ def test_queue_trains_analyses_commits_and_packs_the_miniature_language_models(t
 
 def test_the_queue_finds_every_committed_cpu_analysis_under_its_name():
     """The cpu queue's analyses (the long CPU runs') are committed, so their names match the stored tables'."""
-    assert all(a.committed() for a in paper.analyses("cpu"))
-    names = [name for a in paper.analyses("paper") for name in a.outputs]
-    assert len(names) == len(set(names)) == 6 and not any(a.committed() for a in paper.analyses("paper"))
+    assert all(a.committed() for a in chapters.analyses("cpu"))
+    names = [name for a in chapters.analyses("paper") for name in a.outputs]
+    assert len(names) == len(set(names)) == 6 and not any(a.committed() for a in chapters.analyses("paper"))
 
 
 def test_cpu_queue_trains_the_feasible_runs_on_two_workers_stops_and_resumes(tiny_queue, monkeypatch):
