@@ -226,7 +226,6 @@ def search_figure(search: pd.DataFrame, curves: pd.DataFrame):
     axes[0, 0].set_ylabel("OOD loss (○ t_crit)")
     axes[1, 0].set_ylabel("Δ to ridge (Gaussian tasks)")
     axes[0, -1].legend(title="M", loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.tight_layout()
     return fig
 
 
