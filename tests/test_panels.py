@@ -117,3 +117,16 @@ def test_in_a_kernel_the_mws_page_panel_runs_the_chosen_values_and_repeats_from_
         'print("panel ok", round(panel.seconds, 2))'))
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(REPO)}}).execute()
     assert "panel ok" in "".join(o.get("text", "") for o in nb.cells[-1].outputs)
+
+
+def test_the_golden_panel_redraws_at_every_change_with_the_chosen_sgld_settings():
+    from plateau_lib.llc import calibration_page
+    panel = calibration_page.golden_panel(live=True)
+    panel.controls["draws"].value = 200  # a continuous panel: each change runs
+    first = bytes(panel.image.value)
+    assert panel.error is None and first[:4] == b"\x89PNG"
+    assert panel.result.hyperparams["epsilon"] == pytest.approx(1e-4) and panel.result.loss_trace.shape[1] == 200
+    panel.controls["epsilon"].value = 1e-3
+    assert panel.result.hyperparams["epsilon"] == pytest.approx(1e-3) and bytes(panel.image.value) != first
+    with pytest.raises(ValueError, match="unknown golden case"):
+        calibration_page.golden_run("a cubic", 1e-4, 0.0, 100.0, 100)

@@ -43,3 +43,46 @@ def provenance_note(device: str | None = None) -> str:
             f"live in this build: the golden models on cpu, the transformer's chains on {device}. The transformer "
             f"runs are trained through the result cache; the run with the online LLC callbacks is trained in this "
             f"build.")
+
+
+# ---- the live panel: SGLD on a golden model, where λ is known -------------------------------------------------
+
+GOLDEN_CASES = {"polynomial w0·w1 (λ = 1/2)": (0, 1), "polynomial w1² (λ = 1/4)": (0, 2),
+                "polynomial w1³ (λ = 1/6)": (0, 3), "polynomial w0·w1² (λ = 1/4, hard)": (1, 2)}
+GOLDEN_NOTE = "Each change redraws in about 1–2 s on one core (8 chains, vmapped); more draws cost proportionally."
+
+
+def golden_run(case: str, epsilon: float, gamma: float, nbeta: float, draws: int, seed: int = 0):
+    """λ̂ on the golden polynomial ``case`` (n = 1000, full batch, 8 chains) with these SGLD settings: the traces
+    against the exact λ. Returns the figure and the estimate."""
+    from plateau_lib.llc import golden
+    from plateau_lib.llc.estimator import estimate_llc
+    from plateau_lib.llc.plots import plot_traces
+    if case not in GOLDEN_CASES:
+        raise ValueError(f"unknown golden case {case!r}; allowed: {list(GOLDEN_CASES)}")
+    powers = GOLDEN_CASES[case]
+    res = estimate_llc(golden.PolynomialModel(powers), golden.mse_loss, golden.polynomial_data(1000, seed=1),
+                       epsilon=epsilon, gamma=gamma, nbeta=nbeta, num_chains=8, num_draws=draws,
+                       num_burnin_steps=draws // 6, seed=seed, warn=False, backend="vmap", device="cpu")
+    lam = golden.polynomial_lambda(powers)
+    fig = plot_traces(res, true_llc=lam, title=f"{case}: λ̂ = {res.llc_mean:.3g} ± {res.llc_se:.2g} "
+                                               f"(÷ λ = {res.llc_mean / lam:.2f})")
+    return fig, res
+
+
+def golden_panel(static=None, live: bool | None = None):
+    """The LLC page's panel: ε, γ, nβ and draws on a golden model; continuous (every change redraws)."""
+    import ipywidgets as widgets
+    from plateau_lib.book.panels import try_it
+    style = {"description_width": "initial"}
+    controls = {
+        "case": widgets.Dropdown(options=list(GOLDEN_CASES), value=list(GOLDEN_CASES)[1], description="model",
+                                 style=style),
+        "epsilon": widgets.FloatLogSlider(value=1e-4, base=10, min=-6, max=-2, step=0.25, description="ε",
+                                          readout_format=".1e", continuous_update=False, style=style),
+        "gamma": widgets.Dropdown(options=[0.0, 1.0, 10.0, 100.0], value=0.0, description="γ", style=style),
+        "nbeta": widgets.FloatLogSlider(value=144.8, base=10, min=1, max=3, step=0.1, description="nβ",
+                                        readout_format=".3g", continuous_update=False, style=style),
+        "draws": widgets.IntSlider(value=500, min=100, max=2000, step=100, description="draws",
+                                   continuous_update=False, style=style)}
+    return try_it(controls, golden_run, static=static, continuous=True, note=GOLDEN_NOTE, live=live)
