@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,42 @@ def built_book(tmp_path_factory):
     return root / "book" / "_build" / "html", names
 
 
+# ---- headless Chromium (the browser tests: the built book, and JupyterLab with a live panel) ----------------
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+WINDOW = (1400, 1000)
+WAIT_S = 30
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Debian Chromium driven by selenium, with the console log recorded; skipped without them."""
+    try:
+        from selenium import webdriver
+        from selenium.common.exceptions import WebDriverException
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.skip("selenium is not installed (pip install -r requirements.txt)")
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not Path(path).is_file():
+            pytest.skip(f"{path} not found (apt-get install chromium chromium-driver)")
+    profile = tempfile.mkdtemp(prefix="chromium-profile-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={profile}")
+    options.add_argument("--window-size={},{}".format(*WINDOW))
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    try:
+        driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    except WebDriverException as err:
+        shutil.rmtree(profile, ignore_errors=True)
+        pytest.skip(f"headless chromium does not start here: {err.msg}")
+    driver.set_script_timeout(WAIT_S)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)

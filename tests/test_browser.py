@@ -8,23 +8,16 @@ are skipped with the reason when one is missing, before the book is built.
 """
 import functools
 import http.server
-import shutil
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-WINDOW = (1400, 1000)
+from conftest import WAIT_S, WINDOW
+
 NARROW = (700, 1000)  # the theme's narrow layout (no sidebars): tables and figures must still fit
 NOT_PAGES = {"genindex", "search"}
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-WAIT_S = 30
 
 # Resolves once MathJax 3 has typeset the page (at once on pages without math).
 MATHJAX_DONE = """
@@ -116,37 +109,6 @@ fetch(shown[0].src).then((r) => r.arrayBuffer()).then((bytes) => crypto.subtle.d
   .then((hash) => done(Array.from(new Uint8Array(hash), (b) => b.toString(16).padStart(2, "0")).join("")))
   .catch((err) => done("could not read the image: " + err));
 """
-
-
-@pytest.fixture(scope="session")
-def browser():
-    """Headless Debian Chromium driven by selenium, with the console log recorded; skipped without them."""
-    try:
-        from selenium import webdriver
-        from selenium.common.exceptions import WebDriverException
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        pytest.skip("selenium is not installed (pip install -r requirements.txt)")
-    for path in (CHROMIUM, CHROMEDRIVER):
-        if not Path(path).is_file():
-            pytest.skip(f"{path} not found (apt-get install chromium chromium-driver)")
-    profile = tempfile.mkdtemp(prefix="chromium-profile-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={profile}")
-    options.add_argument("--window-size={},{}".format(*WINDOW))
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    try:
-        driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    except WebDriverException as err:
-        shutil.rmtree(profile, ignore_errors=True)
-        pytest.skip(f"headless chromium does not start here: {err.msg}")
-    driver.set_script_timeout(WAIT_S)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):

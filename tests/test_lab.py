@@ -1,5 +1,6 @@
 """`make lab`'s server: JupyterLab on 127.0.0.1 with a token serves its own page and the book's notebooks, offline
 (no request leaves this machine). Bounded in time; the server is stopped at the end."""
+import contextlib
 import json
 import os
 import shutil
@@ -27,25 +28,43 @@ def get(url: str):
         return r.status, r.read()
 
 
-@pytest.mark.skipif(not JUPYTER.exists() or shutil.which("jupyter-lab", path=str(JUPYTER.parent)) is None,
-                    reason="JupyterLab is not installed in this environment (requirements.txt installs it)")
-def test_lab_serves_the_notebooks_on_loopback_with_a_token(tmp_path):
-    port, token = free_port(), "plateau-test-token"
+NO_LAB = not JUPYTER.exists() or shutil.which("jupyter-lab", path=str(JUPYTER.parent)) is None
+NO_LAB_REASON = "JupyterLab is not installed in this environment (requirements.txt installs it)"
+
+
+@contextlib.contextmanager
+def lab(notebook_dir: Path, cwd: Path, token: str = "plateau-test-token", expose_app: bool = False):
+    """`make lab`'s server on a free loopback port; yields its base URL and token; stopped at the end."""
+    port = free_port()
     server = subprocess.Popen([str(JUPYTER), "lab", "--ip", "127.0.0.1", "--port", str(port), "--no-browser",
-                               "--notebook-dir", str(REPO / "notebooks"), f"--IdentityProvider.token={token}",
+                               "--notebook-dir", str(notebook_dir), f"--IdentityProvider.token={token}",
                                "--ServerApp.port_retries=0", "--LabApp.extension_manager=readonly",
+                               *(["--LabApp.expose_app_in_browser=True"] if expose_app else []),
                                *(["--allow-root"] if os.geteuid() == 0 else [])],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 90
         while True:
             try:
-                status, _ = get(f"{base}/api/status?token={token}")
+                get(f"{base}/api/status?token={token}")
                 break
             except (urllib.error.URLError, ConnectionError):
                 assert server.poll() is None and time.time() < deadline, "JupyterLab did not start within 90 s"
                 time.sleep(0.5)
+        yield base, token
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+@pytest.mark.skipif(NO_LAB, reason=NO_LAB_REASON)
+def test_lab_serves_the_notebooks_on_loopback_with_a_token(tmp_path):
+    with lab(REPO / "notebooks", tmp_path) as (base, token):
+        status, _ = get(f"{base}/api/status?token={token}")
         assert status == 200
         with pytest.raises(urllib.error.HTTPError) as refused:  # no token, no notebook
             get(f"{base}/api/contents/mws_plateau.ipynb")
@@ -58,9 +77,64 @@ def test_lab_serves_the_notebooks_on_loopback_with_a_token(tmp_path):
         assert status == 200 and b"JupyterLab" in page
         status, _ = get(f"{base}/api/kernelspecs?token={token}")
         assert status == 200
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+
+
+# Run every cell of the open notebook through JupyterLab's own command, once its kernel is ready.
+RUN_ALL = """
+const done = arguments[arguments.length - 1];
+const app = window.jupyterapp;
+if (!app) { done("no window.jupyterapp"); return; }
+(async () => {
+  await app.restored;
+  for (let i = 0; i < 600; i++) {
+    const panel = app.shell.currentWidget;
+    const kernel = panel && panel.sessionContext && panel.sessionContext.session && panel.sessionContext.session.kernel;
+    if (kernel && panel.sessionContext.kernelDisplayStatus === "idle") {
+      await app.commands.execute("notebook:run-all-cells");
+      done("ran"); return;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  done("the notebook's kernel never became idle");
+})().catch((err) => done("failed: " + err));
+"""
+
+# The live panel's image: its src (a new blob URL each time the figure changes).
+PANEL_IMAGE = """
+const imgs = [...document.querySelectorAll("img.widget-image")];
+return imgs.length ? (imgs[imgs.length - 1].getAttribute("src") || "") : null;
+"""
+
+
+@pytest.mark.skipif(NO_LAB, reason=NO_LAB_REASON)
+def test_a_live_panel_runs_in_jupyterlab_in_a_real_browser(browser, tmp_path):
+    """Open the MWS plateau notebook in JupyterLab, run all cells, move the seed slider, press Run: a new figure
+    appears, and the browser console has no severe error. Served from a copy of notebooks/ (autosave stays
+    there), on the loopback address only, bounded in time."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+    shutil.copytree(REPO / "notebooks", tmp_path / "notebooks")
+    with lab(tmp_path / "notebooks", tmp_path, expose_app=True) as (base, token):
+        browser.get_log("browser")  # drop what earlier pages logged
+        browser.set_script_timeout(180)
+        browser.get(f"{base}/lab/tree/mws_plateau.ipynb?token={token}")
+        assert browser.execute_async_script(RUN_ALL) == "ran"
+        run = WebDriverWait(browser, 240, poll_frequency=1).until(
+            lambda d: next((b for b in d.find_elements(By.CSS_SELECTOR, "button.widget-button")
+                            if b.text.strip() == "Run"), None))
+        before = browser.execute_script(PANEL_IMAGE)
+        seed = next(w for w in browser.find_elements(By.CSS_SELECTOR, ".widget-slider")
+                    if w.text.strip().startswith("seed"))
+        handle = seed.find_element(By.CSS_SELECTOR, ".noUi-handle")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", handle)
+        handle.click()
+        handle.send_keys(Keys.ARROW_RIGHT)
+        WebDriverWait(browser, 10).until(lambda d: "1" in seed.find_element(By.CSS_SELECTOR, ".widget-readout").text)
+        run.click()
+        WebDriverWait(browser, 180, poll_frequency=1).until(lambda d: d.execute_script(PANEL_IMAGE) != before)
+        size = browser.execute_script("const i = [...document.querySelectorAll('img.widget-image')].pop(); "
+                                      "return [i.naturalWidth, i.naturalHeight];")
+        assert size[0] > 300 and size[1] > 200, f"the new figure is {size} px"
+        severe = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert not severe, severe

@@ -32,7 +32,7 @@ class Panel(widgets.VBox):
                                      tooltip="re-run this page's experiment with these values")
         self.status = widgets.HTML(note)
         self.progress = widgets.Output()
-        self.image = widgets.Image(format="png")
+        self.image = widgets.Image(format="png", layout=widgets.Layout(display="none"))  # shown after a run
         self.result = self.seconds = self.error = None
         if continuous:
             for control in controls.values():
@@ -57,6 +57,7 @@ class Panel(widgets.VBox):
             if not isinstance(fig, Figure):
                 raise TypeError(f"the page's run function must return a matplotlib Figure, got {type(fig).__name__}")
             self.image.value = figure_png(fig)
+            self.image.layout.display = ""
             self.seconds, self.error = time.perf_counter() - start, None
             self.status.value = f"done in {self.seconds:.1f} s"
         except Exception as err:  # noqa: BLE001 -- the panel reports any failure in one line; the kernel goes on

@@ -28,12 +28,13 @@ def mws_run(lr: float, d_model: int, seed: int, steps: int, progress: bool = Tru
 
 
 def mws_panel(static: widgets.Widget | None = None, live: bool | None = None) -> widgets.Widget:
-    """Fig. 2's panel: learning rate, width, seed and steps."""
+    """Fig. 2's panel: learning rate, width, seed and steps. The defaults are the committed run's first 300 steps,
+    so a first Run retraces it; then change one knob."""
     style = {"description_width": "initial"}
     controls = {
         "lr": widgets.FloatLogSlider(value=1e-3, base=10, min=-4, max=-2.5, step=0.25, description="Adam lr",
                                      readout_format=".1e", style=style),
-        "d_model": widgets.Dropdown(options=[16, 32, 64], value=32, description="width", style=style),
+        "d_model": widgets.Dropdown(options=[16, 32, 64], value=64, description="width", style=style),
         "seed": widgets.IntSlider(value=0, min=0, max=9, description="seed", style=style),
         "steps": widgets.IntSlider(value=300, min=100, max=600, step=50, description="steps", style=style)}
     return try_it(controls, mws_run, static=static, note=MWS_NOTE, live=live)
