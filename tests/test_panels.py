@@ -130,3 +130,33 @@ def test_the_golden_panel_redraws_at_every_change_with_the_chosen_sgld_settings(
     assert panel.result.hyperparams["epsilon"] == pytest.approx(1e-3) and bytes(panel.image.value) != first
     with pytest.raises(ValueError, match="unknown golden case"):
         calibration_page.golden_run("a cubic", 1e-4, 0.0, 100.0, 100)
+
+
+@pytest.mark.parametrize("make, values, check", [
+    (panels.bias_panel, {"c": 10.0, "switch_step": 50, "seed": 2, "steps": 100},
+     lambda cfg: (cfg["attn_bias_c"], cfg["attn_bias_from"], cfg["seed"], cfg["steps"]) == (10.0, 50, 2, 100)),
+    (panels.task_panel, {"task": "repeat_1", "steps": 40},
+     lambda cfg: (cfg["task"], cfg["task_kwargs"]["k"], cfg["steps"]) == ("repeat", 1, 40)),
+])
+def test_the_bias_and_task_panels_train_the_chosen_config(make, values, check, tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    panel = make(live=True)
+    for name, value in values.items():
+        panel.controls[name].value = value
+    panel.button.click()
+    assert panel.error is None, panel.error
+    assert check(panel.result.config) and panel.image.value[:4] == b"\x89PNG"
+
+
+def test_bad_combinations_are_one_line_in_the_panel(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+    panel = panels.bias_panel(live=True)
+    panel.controls["switch_step"].value, panel.controls["steps"].value = 250, 200
+    panel.button.click()
+    assert panel.error == "ValueError: the switch step (250) must be below steps (200)"
+    task = panels.task_panel(live=True)
+    task.controls["task"].value, task.controls["steps"].value = "repeat_1", 500
+    task.button.click()
+    assert task.error == "ValueError: steps must be between 1 and the repeat_1 miniature's 60, got 500"
+    assert not list((tmp_path / "local").glob("train-*"))  # refused before any compute

@@ -38,3 +38,66 @@ def mws_panel(static: widgets.Widget | None = None, live: bool | None = None) ->
         "seed": widgets.IntSlider(value=0, min=0, max=9, description="seed", style=style),
         "steps": widgets.IntSlider(value=300, min=100, max=600, step=50, description="steps", style=style)}
     return try_it(controls, mws_run, static=static, note=MWS_NOTE, live=live)
+
+
+BIAS_NOTE = ("Width 64 as the miniature; a Run takes about 9 s at 300 steps and 17 s at 600 on one core (c < 1 "
+             "plateaus longer: the page's runs with c < 1 use 600 steps).")
+
+
+def bias_run(c: float, switch_step: int, seed: int, steps: int, progress: bool = True):
+    """Figs. 3-4 and 43 live: the miniature with its Ω attention scores multiplied by ``c`` from ``switch_step`` on
+    (0: from the start), beside the committed unbiased run (c = 1, seed 0). Returns the figure and the result."""
+    if switch_step >= steps:
+        raise ValueError(f"the switch step ({switch_step}) must be below steps ({steps})")
+    cfg = presets.mws_config("cpu", steps=steps).replace(attn_bias_c=float(c), attn_bias_from=int(switch_step),
+                                                         seed=seed)
+    result = cache.cached_train(cfg, progress=progress)
+    frames = [result.metrics.assign(run=f"this run (c {c:g} from step {switch_step}, seed {seed})")]
+    committed = cache.load_committed(presets.seed_runs("cpu")[0])
+    if committed is not None:
+        frames.insert(0, committed.metrics.assign(run="committed cpu run (c = 1, seed 0)"))
+    fig = plots.training_curves(pd.concat(frames, ignore_index=True), hue="run", title="Attention bias: your run")
+    return fig, result
+
+
+def bias_panel(static: widgets.Widget | None = None, live: bool | None = None) -> widgets.Widget:
+    """Figs. 3-4/43's panel: the bias c and the step it is switched on at."""
+    style = {"description_width": "initial"}
+    controls = {
+        "c": widgets.SelectionSlider(options=[0.2, 0.5, 1.0, 2.5, 5.0, 10.0], value=10.0, description="bias c",
+                                     style=style),
+        "switch_step": widgets.IntSlider(value=0, min=0, max=250, step=25, description="switched on at step",
+                                         style=style),
+        "seed": widgets.IntSlider(value=0, min=0, max=9, description="seed", style=style),
+        "steps": widgets.IntSlider(value=300, min=100, max=600, step=50, description="steps", style=style)}
+    return try_it(controls, bias_run, static=static, note=BIAS_NOTE, live=live)
+
+
+TASKS_NOTE = ("A Run takes about 1 s (repeat_1, 60 steps) to 20-40 s (addition, permutation or histogram at 1,000 "
+              "steps) on one core; the steps' range is each task's own (up to the miniature's).")
+
+
+def task_run(task: str, steps: int, progress: bool = True):
+    """The other tasks live: ``task``'s miniature for ``steps`` steps, beside its committed ``cpu`` run (the
+    steps slider stops at the committed run's length). Returns the figure and the result."""
+    base = presets.other_task_runs("cpu", [task])[task]
+    if not 1 <= steps <= base.steps:
+        raise ValueError(f"steps must be between 1 and the {task} miniature's {base.steps}, got {steps}")
+    cfg = base.replace(steps=steps, eval_every=max(1, steps // 50))
+    result = cache.cached_train(cfg, progress=progress)
+    frames = [result.metrics.assign(run=f"this run ({steps} steps)")]
+    committed = cache.load_committed(base)
+    if committed is not None:
+        frames.insert(0, committed.metrics.assign(run=f"committed cpu run ({base.steps} steps)"))
+    curves = [c for c in plots.CURVES if c[0] in ("loss", "acc", "cosine")]
+    fig = plots.training_curves(pd.concat(frames, ignore_index=True), hue="run", curves=curves, title=task)
+    return fig, result
+
+
+def task_panel(static: widgets.Widget | None = None, live: bool | None = None) -> widgets.Widget:
+    """The other tasks' panel: the task and its number of steps."""
+    style = {"description_width": "initial"}
+    controls = {"task": widgets.Dropdown(options=list(presets.OTHER_TASKS), value="prefix sum", description="task",
+                                         style=style),
+                "steps": widgets.IntSlider(value=300, min=20, max=1000, step=20, description="steps", style=style)}
+    return try_it(controls, task_run, static=static, note=TASKS_NOTE, live=live)
