@@ -135,10 +135,12 @@ def test_the_golden_panel_redraws_at_every_change_with_the_chosen_sgld_settings(
 @pytest.mark.parametrize("make, values, check", [
     (panels.bias_panel, {"c": 10.0, "switch_step": 50, "seed": 2, "steps": 100},
      lambda cfg: (cfg["attn_bias_c"], cfg["attn_bias_from"], cfg["seed"], cfg["steps"]) == (10.0, 50, 2, 100)),
+    (panels.init_panel, {"groups": ("kq", "embed"), "seed": 2, "steps": 100},
+     lambda cfg: (tuple(cfg["copy_groups"]), cfg["seed"], cfg["steps"]) == (("kq", "embed"), 2, 100)),
     (panels.task_panel, {"task": "repeat_1", "steps": 40},
      lambda cfg: (cfg["task"], cfg["task_kwargs"]["k"], cfg["steps"]) == ("repeat", 1, 40)),
 ])
-def test_the_bias_and_task_panels_train_the_chosen_config(make, values, check, tmp_path, monkeypatch):
+def test_the_bias_init_and_task_panels_train_the_chosen_config(make, values, check, tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
     monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
     panel = make(live=True)

@@ -101,3 +101,37 @@ def task_panel(static: widgets.Widget | None = None, live: bool | None = None) -
                                          style=style),
                 "steps": widgets.IntSlider(value=300, min=20, max=1000, step=20, description="steps", style=style)}
     return try_it(controls, task_run, static=static, note=TASKS_NOTE, live=live)
+
+
+INIT_NOTE = ("The first Run also retrains the reference (600 steps, about 17 s: its weights are not committed); later "
+             "Runs take about 5-10 s on one core.")
+
+
+def init_run(groups, seed: int, steps: int, progress: bool = True):
+    """Fig. 5 live: the miniature with ``groups`` copied from the trained reference (seed 0) and frozen, the rest
+    freshly initialised with ``seed``, beside the committed baseline (nothing copied, seed 1)."""
+    from plateau_lib.book.pages import copied_runs
+    reference, runs = presets.optimal_init_runs("cpu", seeds=[seed], conditions={"this run": list(groups)},
+                                                steps=steps)
+    _, results = copied_runs(reference.replace(steps=presets.MWS_CPU.steps), {"this run": runs[("this run", seed)]})
+    result = results["this run"]
+    name = "+".join(groups) if groups else "nothing"
+    frames = [result.metrics.assign(run=f"this run ({name} copied, seed {seed})")]
+    _, committed_runs = presets.optimal_init_runs("cpu")
+    committed = cache.load_committed(committed_runs[("baseline", 1)])
+    if committed is not None:
+        frames.insert(0, committed.metrics.assign(run="committed baseline (nothing copied, seed 1)"))
+    fig = plots.training_curves(pd.concat(frames, ignore_index=True), hue="run", title="Optimal initialisation: your run")
+    return fig, result
+
+
+def init_panel(static: widgets.Widget | None = None, live: bool | None = None) -> widgets.Widget:
+    """Fig. 5's panel: which parameter groups are copied (and frozen), the seed and the steps."""
+    from plateau_lib.engine.runs import COPY_GROUPS
+    style = {"description_width": "initial"}
+    controls = {
+        "groups": widgets.SelectMultiple(options=list(COPY_GROUPS), value=("kq", "embed"),
+                                         description="copied groups", rows=len(COPY_GROUPS), style=style),
+        "seed": widgets.IntSlider(value=1, min=1, max=9, description="seed", style=style),
+        "steps": widgets.IntSlider(value=300, min=100, max=600, step=50, description="steps", style=style)}
+    return try_it(controls, init_run, static=static, note=INIT_NOTE, live=live)
