@@ -162,3 +162,24 @@ def test_bad_combinations_are_one_line_in_the_panel(tmp_path, monkeypatch):
     task.button.click()
     assert task.error == "ValueError: steps must be between 1 and the repeat_1 miniature's 60, got 500"
     assert not list((tmp_path / "local").glob("train-*"))  # refused before any compute
+
+
+def test_the_icl_panels_train_the_chosen_config_and_low_m_redraws_at_once(tmp_path, monkeypatch):
+    from plateau_lib.icl import panels as icl_panels
+    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    stages = icl_panels.stages_panel(live=True)
+    stages.controls["steps"].value, stages.controls["d_model"].value = 500, 16
+    stages.button.click()
+    assert stages.error is None and (stages.result.config["steps"], stages.result.config["d_model"]) == (500, 16)
+    ridge = icl_panels.ridge_panel(live=True)
+    ridge.controls["M"].value, ridge.controls["steps"].value = "2", 500
+    ridge.button.click()
+    assert ridge.error is None and ridge.result.config["task_kwargs"]["M"] == 2 and ridge.result.config["steps"] == 500
+    low = icl_panels.low_m_panel(live=True)
+    low.controls["M"].value = 4
+    first = bytes(low.image.value)
+    low.controls["noise_var"].value = 0.5
+    assert low.error is None and first[:4] == b"\x89PNG" and bytes(low.image.value) != first
+    with pytest.raises(ValueError, match="M must be one of"):
+        icl_panels.ridge_run("3", 500)
