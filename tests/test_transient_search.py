@@ -71,3 +71,17 @@ def test_trial_configs_change_one_thing_and_refuse_unknown_names():
         ts.trial_config("w9", 32)
     with pytest.raises(ValueError, match="Ms"):
         ts.trial_config("w64", 0)
+
+
+def test_the_page_note_and_table_are_drawn_from_the_rows():
+    rows = pd.DataFrame([{"trial": "w64", "change": "first", "M": 16, "params": 1, "steps": 10, "cpu_s": 60.0,
+                          "t_crit": 2068, "ood_rise": 0.19, "ridge_regrowth": 0.3, "final_delta_dmmse": 1.0,
+                          "final_delta_ridge": 2.0, "transient": True, "min_ood_loss": 1.0},
+                         {"trial": "w64", "change": "first", "M": 64, "params": 1, "steps": 10, "cpu_s": 60.0,
+                          "t_crit": 9000, "ood_rise": 0.004, "ridge_regrowth": 0.01, "final_delta_dmmse": 1.0,
+                          "final_delta_ridge": 2.0, "transient": False, "min_ood_loss": 1.0}])
+    note = ts.search_note(rows)
+    assert "**2 runs**" in note and "0.0 CPU-hours" in note and "a transient at 1 M" in note and "16: 2,068" in note
+    shown = ts.readable(rows)
+    assert list(shown.index) == [("w64", "16"), ("w64", "64")] and list(shown["transient"]) == ["yes", "no"]
+    assert "what changed" not in shown.columns and ts.search_note(pd.DataFrame()).startswith("No configuration")

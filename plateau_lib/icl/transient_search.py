@@ -150,14 +150,15 @@ def run_trial(label: str, M, deadline: float | None = None, progress: bool = Tru
 
 # ---- the page's section: "Finding a CPU-sized transient" ---------------------------------------------------------
 
-SHOWN = {"trial": "trial", "change": "what changed", "M": "M", "params": "parameters", "steps": "steps",
+SHOWN = {"trial": "trial", "M": "M", "params": "parameters", "steps": "steps",
          "cpu_min": "CPU-min", "t_crit": "t_crit", "ood_rise": "OOD rise after t_crit", "ridge_regrowth":
          "Δ-to-ridge regrowth", "final_delta_dmmse": "final Δ to dMMSE_M", "final_delta_ridge": "final Δ to ridge",
          "transient": "transient"}
 
 
 def readable(search: pd.DataFrame) -> pd.DataFrame:
-    """The search table as the page shows it: one row per (trial, M) in the order tried, rises in percent."""
+    """The search table as the page shows it: one row per (trial, M) in the order tried, rises in percent (what
+    each trial changed is in ``search_note``)."""
     if search.empty:
         return pd.DataFrame(columns=list(SHOWN.values()))
     t = search.assign(cpu_min=(search["cpu_s"] / 60).round(1), M=search["M"].map(diversity.label_M),
@@ -178,12 +179,15 @@ def search_note(search: pd.DataFrame) -> str:
     for trial, g in search.groupby("trial", sort=False):
         found = g[g["transient"]].sort_values("M")
         Ms = ", ".join(diversity.label_M(M) for M in g.sort_values("M")["M"])
+        change = TRIALS[trial][0] if trial in TRIALS else g["change"].iloc[0]
         if found.empty:
-            lines.append(f"`{trial}` (M = {Ms}): no transient by the rule.")
+            lines.append(f"`{trial}` ({change}; M = {Ms}): no transient by the rule.")
             continue
         crit = ", ".join(f"{diversity.label_M(r.M)}: {r.t_crit:,}" for r in found.itertuples())
-        lines.append(f"`{trial}` (M = {Ms}): a transient at {len(found)} M (t_crit by M: {crit}; the OOD loss "
-                     f"rises {found['ood_rise'].min():.0%}–{found['ood_rise'].max():.0%} after it).")
+        lo, hi = found["ood_rise"].min(), found["ood_rise"].max()
+        rise = f"{lo:.0%}" if round(lo, 2) == round(hi, 2) else f"{lo:.0%}–{hi:.0%}"
+        lines.append(f"`{trial}` ({change}; M = {Ms}): a transient at {len(found)} M (t_crit by M: {crit}; the "
+                     f"OOD loss stays {rise} above its minimum after it).")
     return " ".join(lines)
 
 
