@@ -79,7 +79,8 @@ def try_it(controls: dict, run: Callable, static: widgets.Widget | None = None, 
     live = not in_book_build() if live is None else live
     if live:
         return Panel(controls, run, continuous, note)
+    names = ", ".join(getattr(control, "description", "") or name for name, control in controls.items())
     action = "redraws as you move them" if continuous else "re-runs the experiment with a Run button"
     line = widgets.HTML(f"<p><em>Live in JupyterLab (<code>make lab</code>): controls for "
-                        f"{', '.join(controls)}; the panel {action}. {html.escape(note)}</em></p>")
+                        f"{html.escape(names)}; the panel {action}. {html.escape(note)}</em></p>")
     return widgets.VBox([line, *([static] if static is not None else [])])
