@@ -81,7 +81,7 @@ def test_the_page_note_and_table_are_drawn_from_the_rows():
                           "t_crit": 9000, "ood_rise": 0.004, "ridge_regrowth": 0.01, "final_delta_dmmse": 1.0,
                           "final_delta_ridge": 2.0, "transient": False, "min_ood_loss": 1.0}])
     note = ts.search_note(rows)
-    assert "**2 runs**" in note and "0.0 CPU-hours" in note and "a transient at 1 M" in note and "16: 2,068" in note
+    assert "**2 runs**" in note and "0.0 core-hours" in note and "a transient at 1 M" in note and "16: 2,068" in note
     shown = ts.readable(rows)
     assert list(shown.index) == [("w64", "16"), ("w64", "64")] and list(shown["transient"]) == ["yes", "no"]
     assert "what changed" not in shown.columns and ts.search_note(pd.DataFrame()).startswith("No configuration")

@@ -151,7 +151,7 @@ def run_trial(label: str, M, deadline: float | None = None, progress: bool = Tru
 # ---- the page's section: "Finding a CPU-sized transient" ---------------------------------------------------------
 
 SHOWN = {"trial": "trial", "M": "M", "params": "parameters", "steps": "steps",
-         "cpu_min": "CPU-min", "t_crit": "t_crit", "ood_rise": "OOD rise after t_crit", "ridge_regrowth":
+         "cpu_min": "minutes (wall, one core)", "t_crit": "t_crit", "ood_rise": "OOD rise after t_crit", "ridge_regrowth":
          "Δ-to-ridge regrowth", "final_delta_dmmse": "final Δ to dMMSE_M", "final_delta_ridge": "final Δ to ridge",
          "transient": "transient"}
 
@@ -175,7 +175,7 @@ def search_note(search: pd.DataFrame) -> str:
     if search.empty:
         return "No configuration has been tried yet: `python -m plateau_lib.icl.transient_search w64` starts the search."
     hours = search["cpu_s"].sum() / 3600
-    lines = [f"**{len(search)} runs** in {search['trial'].nunique()} setting(s), {hours:.1f} CPU-hours so far."]
+    lines = [f"**{len(search)} runs** in {search['trial'].nunique()} setting(s), {hours:.1f} core-hours (wall) so far."]
     for trial, g in search.groupby("trial", sort=False):
         found = g[g["transient"]].sort_values("M")
         Ms = ", ".join(diversity.label_M(M) for M in g.sort_values("M")["M"])
