@@ -36,6 +36,13 @@ def test_noise_of_the_dips_size_is_no_transient():
         assert not ts.transient(STEPS, noisy, 1.3 + rng.uniform(-0.3, 0.3, len(STEPS)))["transient"]
 
 
+def test_a_rise_from_the_start_is_no_transient():
+    """Low M go straight to dMMSE_M: the OOD loss climbs from its first value, with no dip before it."""
+    climb = np.linspace(1.0, 1.5, len(STEPS))
+    out = ts.transient(STEPS, climb, climb)
+    assert not out["transient"] and out["t_crit"] == STEPS[0] and out["ood_rise"] > 0.3 and out["ood_fall"] == 0
+
+
 def test_a_late_rise_of_the_ood_loss_alone_is_no_transient():
     """Δ to ridge must also fall and then grow: an OOD rise with Δ still falling is not Carroll's transient."""
     assert not ts.transient(STEPS, dip_and_return(), np.linspace(3.0, 0.2, len(STEPS)))["transient"]

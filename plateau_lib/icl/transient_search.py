@@ -81,9 +81,10 @@ def noise_level(values) -> float:
 
 def transient(steps, ood_loss, delta_ridge, rise: float = RISE, window: int = WINDOW) -> dict:
     """Judge one curve. After a running median over ``window`` evaluations: t_crit is the step of least OOD
-    loss; the OOD loss *rises* if every evaluation of the last fifth lies more than ``rise`` (relative) and more
+    loss, reached by a *fall* (before it the loss was more than ``rise`` above it: a model that goes straight to
+    dMMSE_M has its least OOD loss at the start and no dip); the OOD loss *rises* if every evaluation of the last fifth lies more than ``rise`` (relative) and more
     than ``NOISE_SIGMAS`` noise levels (``noise_level``) above that minimum; Δ to ridge (Gaussian tasks)
-    *regrows* likewise after its own minimum. A transient is both, with t_crit before the last fifth. Returns
+    *regrows* likewise after its own minimum. A transient is all three, with t_crit before the last fifth. Returns
     the numbers and the verdict ``transient`` (bool)."""
     steps = np.asarray(steps)
     if not len(steps) == len(ood_loss) == len(delta_ridge) or len(steps) < 2 * window:
@@ -98,9 +99,11 @@ def transient(steps, ood_loss, delta_ridge, rise: float = RISE, window: int = WI
         return float(above / curve[k]), bool(above / curve[k] > rise and above > NOISE_SIGMAS * noise_level(raw))
     ood_rise, ood_rises = grows(ood, i, ood_loss)
     ridge_regrowth, ridge_regrows = grows(ridge, j, delta_ridge)
+    fell = ood[: i + 1].max() - ood[i]  # a dip: the OOD loss first fell to its minimum (low M go straight to dMMSE_M)
+    dipped = bool(fell / ood[i] > rise and fell > NOISE_SIGMAS * noise_level(ood_loss))
     return {"t_crit": int(steps[i]), "min_ood_loss": float(ood[i]), "final_ood_loss": float(ood[-1]),
             "ood_rise": ood_rise, "ridge_min_step": int(steps[j]), "ridge_regrowth": ridge_regrowth,
-            "transient": bool(i < len(steps) - tail and ood_rises and ridge_regrows)}
+            "ood_fall": float(fell / ood[i]), "transient": bool(dipped and i < len(steps) - tail and ood_rises and ridge_regrows)}
 
 
 def judge(result, M) -> dict:
