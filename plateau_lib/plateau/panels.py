@@ -13,17 +13,23 @@ MWS_NOTE = ("A Run takes about 5 s at width 32 and 300 steps, and about 17 s at 
             "on one core; the paper's width 256 is for a papermill re-run (-p preset paper).")
 
 
+def beside_committed(result, label: str, committed_cfg, committed_label: str, title: str, curves=plots.CURVES):
+    """The training curves of ``result`` (labelled ``label``) beside the committed run of ``committed_cfg`` (left
+    out when it is not committed): the figure every Run-button panel of this chapter draws."""
+    frames = [result.metrics.assign(run=label)]
+    committed = cache.load_committed(committed_cfg)
+    if committed is not None:
+        frames.insert(0, committed.metrics.assign(run=committed_label))
+    return plots.training_curves(pd.concat(frames, ignore_index=True), hue="run", curves=curves, title=title)
+
+
 def mws_run(lr: float, d_model: int, seed: int, steps: int, progress: bool = True):
     """Fig. 2 live: the MWS miniature with these values (through the cache), its curves beside the committed
     ``cpu`` run of seed 0. Returns the figure and the new run's result."""
     cfg = presets.mws_config("cpu", lr=lr, d_model=d_model, steps=steps).replace(seed=seed)
     result = cache.cached_train(cfg, progress=progress)
-    label = f"this run (lr {lr:.2g}, width {d_model}, seed {seed})"
-    frames = [result.metrics.assign(run=label)]
-    committed = cache.load_committed(presets.seed_runs("cpu")[0])
-    if committed is not None:
-        frames.insert(0, committed.metrics.assign(run="committed cpu run (seed 0)"))
-    fig = plots.training_curves(pd.concat(frames, ignore_index=True), hue="run", title="MWS: your run")
+    fig = beside_committed(result, f"this run (lr {lr:.2g}, width {d_model}, seed {seed})",
+                           presets.seed_runs("cpu")[0], "committed cpu run (seed 0)", "MWS: your run")
     return fig, result
 
 
@@ -52,11 +58,8 @@ def bias_run(c: float, switch_step: int, seed: int, steps: int, progress: bool =
     cfg = presets.mws_config("cpu", steps=steps).replace(attn_bias_c=float(c), attn_bias_from=int(switch_step),
                                                          seed=seed)
     result = cache.cached_train(cfg, progress=progress)
-    frames = [result.metrics.assign(run=f"this run (c {c:g} from step {switch_step}, seed {seed})")]
-    committed = cache.load_committed(presets.seed_runs("cpu")[0])
-    if committed is not None:
-        frames.insert(0, committed.metrics.assign(run="committed cpu run (c = 1, seed 0)"))
-    fig = plots.training_curves(pd.concat(frames, ignore_index=True), hue="run", title="Attention bias: your run")
+    fig = beside_committed(result, f"this run (c {c:g} from step {switch_step}, seed {seed})",
+                           presets.seed_runs("cpu")[0], "committed cpu run (c = 1, seed 0)", "Attention bias: your run")
     return fig, result
 
 
@@ -85,12 +88,9 @@ def task_run(task: str, steps: int, progress: bool = True):
         raise ValueError(f"steps must be between 1 and the {task} miniature's {base.steps}, got {steps}")
     cfg = base.replace(steps=steps, eval_every=max(1, steps // 50))
     result = cache.cached_train(cfg, progress=progress)
-    frames = [result.metrics.assign(run=f"this run ({steps} steps)")]
-    committed = cache.load_committed(base)
-    if committed is not None:
-        frames.insert(0, committed.metrics.assign(run=f"committed cpu run ({base.steps} steps)"))
     curves = [c for c in plots.CURVES if c[0] in ("loss", "acc", "cosine")]
-    fig = plots.training_curves(pd.concat(frames, ignore_index=True), hue="run", curves=curves, title=task)
+    fig = beside_committed(result, f"this run ({steps} steps)", base, f"committed cpu run ({base.steps} steps)", task,
+                           curves)
     return fig, result
 
 
@@ -116,12 +116,9 @@ def init_run(groups, seed: int, steps: int, progress: bool = True):
     _, results = copied_runs(reference.replace(steps=presets.MWS_CPU.steps), {"this run": runs[("this run", seed)]})
     result = results["this run"]
     name = "+".join(groups) if groups else "nothing"
-    frames = [result.metrics.assign(run=f"this run ({name} copied, seed {seed})")]
     _, committed_runs = presets.optimal_init_runs("cpu")
-    committed = cache.load_committed(committed_runs[("baseline", 1)])
-    if committed is not None:
-        frames.insert(0, committed.metrics.assign(run="committed baseline (nothing copied, seed 1)"))
-    fig = plots.training_curves(pd.concat(frames, ignore_index=True), hue="run", title="Optimal initialisation: your run")
+    fig = beside_committed(result, f"this run ({name} copied, seed {seed})", committed_runs[("baseline", 1)],
+                           "committed baseline (nothing copied, seed 1)", "Optimal initialisation: your run")
     return fig, result
 
 
