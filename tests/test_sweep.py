@@ -1,10 +1,15 @@
-"""Sweeps: the in-process sweep equals separate runs, and real executors (a dask LocalCluster with two
-workers, submitit's LocalExecutor) give the same numbers into the same cache."""
+"""Sweeps: the in-process sweep equals separate runs, real executors (a dask LocalCluster with two workers,
+submitit's LocalExecutor) give the same numbers into the same cache, and a sweep killed on its workers resumes."""
 import math
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pandas as pd
+from pathlib import Path
 import pytest
 
 from plateau_lib.engine import cache
@@ -58,6 +63,43 @@ def test_dask_local_cluster_equals_in_process(isolated):
     print(f"dask LocalCluster sweep (2 workers, 3 runs, with cluster start): {time.perf_counter() - t0:.1f} s")
     same(here, remote)
     assert len(list((isolated / "local").glob("train-*/meta.json"))) == 3  # written by the workers
+
+
+def test_a_sweep_killed_on_its_dask_workers_resumes_to_the_uninterrupted_sweep(isolated):
+    """SIGKILL of a 2-worker sweep (driver and workers) once one run has finished and another has saved a resume
+    state: the next sweep loads the finished run without retraining it, resumes the other from its state, and
+    gives the numbers of a sweep that was never stopped."""
+    pytest.importorskip("distributed")
+    cfg = TINY.replace(steps=400, eval_every=10)
+    configs = icl_presets.configs(cfg, [1, 2, math.inf])
+    whole = sweep(configs, use_cache=False, progress=False)
+    for folder in (isolated / "local").glob("train-*"):
+        folder.rename(folder.with_name("old-" + folder.name))
+    fields = {k: getattr(cfg, k) for k in ("steps", "eval_every")}
+    script = ("import math; from pathlib import Path\n"
+              "from distributed import Client, LocalCluster\n"
+              "from plateau_lib.engine import cache; from plateau_lib.engine.sweep import sweep\n"
+              "from plateau_lib.icl import presets\n"
+              f"from tests.test_sweep import TINY\n"
+              f"cache.LOCAL = Path({str(cache.LOCAL)!r}); cache.COMMITTED = Path({str(cache.COMMITTED)!r})\n"
+              "if __name__ == '__main__':\n"
+              f"    configs = presets.configs(TINY.replace(**{fields!r}), [1, 2, math.inf])\n"
+              "    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=':0') as lc, Client(lc) as c:\n"
+              "        sweep(configs, executor=c.get_executor(), progress=False)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "OMP_NUM_THREADS": "1"},
+                            cwd=Path(__file__).parent.parent, start_new_session=True)
+    local, t0 = isolated / "local", time.time()
+    while time.time() - t0 < 180 and proc.poll() is None and not (
+            any(local.glob("train-*[!l]/meta.json")) and any(local.glob("train-*.partial/resume.pt"))):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished = [p for p in local.glob("train-*/meta.json") if not p.parent.name.startswith("old-")]
+    assert finished and any(local.glob("train-*.partial/resume.pt")), "not killed between a finished and a resumable run"
+    stamps = {p: p.stat().st_mtime_ns for p in finished}
+    resumed = sweep(configs, progress=False)
+    same(whole, resumed)
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())  # loaded, not retrained
 
 
 def test_submitit_local_executor_equals_in_process(isolated):

@@ -275,15 +275,22 @@ def main(argv=None) -> int:
     import time
     from plateau_lib.engine.sweep import sweep
     from plateau_lib.engine.utils import cpu_threads
+    from plateau_lib.icl import development
     from plateau_lib.icl.presets import DIVERSITY, DIVERSITY_CALIBRATION, diversity
     parser = argparse.ArgumentParser(description="Task-diversity sweep: training, SGLD calibration, LLC against M.")
     parser.add_argument("--preset", default="cpu_long", choices=sorted(DIVERSITY))
     parser.add_argument("--device", default="auto")
     parser.add_argument("--workers", type=int, default=1, help="> 1: train on a dask LocalCluster of this many workers")
+    parser.add_argument("--over-training", type=float, nargs="*", default=[], metavar="M",
+                        help="also λ̂ at every checkpoint of these M (the preset must keep checkpoints)")
     parser.add_argument("--commit", action="store_true", help="copy the finished results into results/")
     args = parser.parse_args(argv)
     cpu_threads()
     configs, llc = diversity(args.preset, overrides={"device": args.device})
+    over = check_Ms(args.over_training) if args.over_training else []
+    unknown = [M for M in over if (M, 0) not in configs]
+    if unknown:
+        raise SystemExit(f"--over-training: M = {unknown} not in the preset's grid {sorted({M for M, _ in configs})}")
     t0 = time.perf_counter()
     if args.workers > 1:
         from distributed import Client, LocalCluster
@@ -301,6 +308,11 @@ def main(argv=None) -> int:
     if args.commit:
         for path in commit(configs, llc, DIVERSITY_CALIBRATION):
             print(f"committed {path}")
+    for M in over:
+        found = development.run(configs[(M, 0)], llc, progress=True)
+        print(f"λ̂ over training at M = {label_M(M)}:", found.llc[["step", "llc_mean", "llc_se"]].to_string(index=False))
+        if args.commit:
+            print("committed", *development.commit(configs[(M, 0)], llc), flush=True)
     return 0
 
 

@@ -40,8 +40,10 @@ ICL_LLC = {"paper": ICL_LLC_PAPER,
            "cpu": {**ICL_LLC_PAPER, "batch_size": 128, "num_chains": 3, "num_draws": 60, "n_data": 2**12}}
 # λ̂ along the paper run made on a CPU (plateau_lib.icl.long_run): the paper's epsilon, gamma, nbeta and m, a reduced
 # budget (4 chains x 400 draws instead of 10 x 5,000) from 2^18 fixed sequences, at about 40 of the 190 checkpoints;
-# checked against chains 4x longer at three checkpoints (the page's table). About 8 min a checkpoint on one core.
-ICL_LLC_REDUCED = {**ICL_LLC_PAPER, "num_chains": 4, "num_draws": 400, "n_data": 2**18}
+# checked against chains 4x longer at three checkpoints (the page's table). The first 100 steps of each chain are
+# burn-in, the paper text's ratio (it discards 1,000 of 5,000): without it the chains' rise from w* weighed 14.5% at
+# step 984 against the longer chains (budget_check_earlier.csv). About 10 min a checkpoint on one core.
+ICL_LLC_REDUCED = {**ICL_LLC_PAPER, "num_chains": 4, "num_draws": 400, "num_burnin_steps": 100, "n_data": 2**18}
 
 
 def icl_stages(preset: str, overrides: dict | None = None, **llc_fields) -> tuple[TrainConfig, dict]:
@@ -57,7 +59,8 @@ def icl_stages(preset: str, overrides: dict | None = None, **llc_fields) -> tupl
 # heads and residual are unpublished (their App. A is not in our copy): Adam with a one-cycle triangle to
 # 1e-3 (Raventós's), batch 256, 100k steps, 4 heads, a standard residual are this book's choices.
 DIVERSITY_MS = {"paper": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, None],
-                "cpu_long": [1, 2, 4, 8, 16, 32, 64, None], "cpu": [1, 2, 8, None]}
+                "cpu_long": [1, 2, 4, 8, 16, 32, 64, None], "cpu": [1, 2, 8, None],
+                "cpu_d8": [4, 8, 16, 32, 64, 128, 256, None]}
 DIVERSITY_PAPER = TrainConfig(task="icl_regression",
                               task_kwargs={"D": 8, "K": 16, "noise_var": 0.125, "d_mlp": 2048,
                                            "doubled_residual": False, "n_root": 512},
@@ -74,7 +77,17 @@ DIVERSITY_CPU_LONG = DIVERSITY_PAPER.replace(
     eval_every=250, eval_batch=1024, eval_steps=log_linear_steps(10_000, 24, 12))
 DIVERSITY_CPU = DIVERSITY_CPU_LONG.replace(steps=1_500, eval_every=100, eval_batch=512,
                                            eval_steps=log_linear_steps(1_500, 12, 6))
-DIVERSITY = {"paper": DIVERSITY_PAPER, "cpu_long": DIVERSITY_CPU_LONG, "cpu": DIVERSITY_CPU}
+# The CPU transient sweep (issue 23; chosen by the recorded search, ``icl.transient_search``, trial w64): Carroll's
+# own data (D = 8, K = 16, sigma^2 = 0.125, nested task sets) with a 2-layer, 4-head model of width 64 and MLP 256
+# (102,793 parameters), batch 128, Adam at 1e-3 with a 1k-step warm-up and then constant (a decay to 0 could
+# freeze the late return to dMMSE_M), 20k steps, 60 log + linear evaluations, 64 root-task sequences for the PCA,
+# and 9 checkpoints for λ̂ over training. About 15 min a run on one core; committed, never trained by a page.
+DIVERSITY_CPU_D8 = DIVERSITY_PAPER.replace(
+    task_kwargs={"D": 8, "K": 16, "noise_var": 0.125, "d_mlp": 256, "doubled_residual": False, "n_root": 64},
+    d_model=64, lr=1e-3, schedule="warmup_constant", warmup_steps=1_000, batch_size=128, eval_batch=1024,
+    steps=20_000, eval_every=20_000, eval_steps=log_linear_steps(20_000, 30, 30),
+    checkpoint_steps=(250, 1_000, 2_000, 3_000, 4_500, 7_000, 10_000, 14_000, 20_000))
+DIVERSITY = {"paper": DIVERSITY_PAPER, "cpu_long": DIVERSITY_CPU_LONG, "cpu": DIVERSITY_CPU, "cpu_d8": DIVERSITY_CPU_D8}
 # SGLD at the final weights of every M (one setting for all M; Carroll's are unpublished): calibrated on these
 # models by ``python -m plateau_lib.icl.diversity`` (the grid below), shown on the transient-ridge page.
 DIVERSITY_LLC = {"paper": dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=1024, num_chains=8, num_draws=2000,
@@ -82,7 +95,9 @@ DIVERSITY_LLC = {"paper": dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size
                  "cpu_long": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=256, num_chains=4, num_draws=400,
                                   num_burnin_steps=0, n_data=2**14, seed=0),
                  "cpu": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=128, num_chains=2, num_draws=100,
-                             num_burnin_steps=0, n_data=2**12, seed=0)}
+                             num_burnin_steps=0, n_data=2**12, seed=0),
+                 "cpu_d8": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=256, num_chains=4, num_draws=400,
+                                num_burnin_steps=0, n_data=2**14, seed=0)}
 DIVERSITY_CALIBRATION = dict(epsilons=[1e-4, 3e-4, 1e-3, 3e-3], nbetas=[None], gammas=[100.0])
 
 

@@ -28,7 +28,7 @@ from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped
 from plateau_lib.engine.utils import atomic_path, cpu_threads
 from plateau_lib.icl import diversity
-from plateau_lib.icl.presets import DIVERSITY_PAPER, check_Ms, configs
+from plateau_lib.icl.presets import DIVERSITY_CPU_D8, check_Ms, configs
 
 TABLE = cache.COMMITTED / "icl_transient_search.csv"
 RISE = 0.05     # the OOD loss's rise after t_crit, and Δ to ridge's regrowth after its minimum (relative)
@@ -40,12 +40,9 @@ def _steps(total: int) -> dict:
     return {"steps": total, "eval_every": total, "eval_steps": log_linear_steps(total, 30, 30)}
 
 
-# The search's first setting: Carroll's data with a 2-layer, 4-head model of width 64 and MLP 256, Adam at 1e-3
-# with a 1k-step warm-up and then constant (a decay to 0 could freeze the late return to dMMSE_M), batch 128.
-BASE = DIVERSITY_PAPER.replace(
-    task_kwargs={"D": 8, "K": 16, "noise_var": 0.125, "d_mlp": 256, "doubled_residual": False, "n_root": 64},
-    d_model=64, lr=1e-3, schedule="warmup_constant", warmup_steps=1_000, batch_size=128, eval_batch=1024,
-    **_steps(20_000))
+# The search's first setting (the CPU transient sweep's config without its checkpoints): Carroll's data with a
+# 2-layer, 4-head model of width 64 and MLP 256, Adam at 1e-3 with a 1k-step warm-up and then constant, batch 128.
+BASE = DIVERSITY_CPU_D8.replace(checkpoint_steps=())
 
 # label -> (what changes against the setting it builds on, TrainConfig fields over BASE)
 TRIALS = {
