@@ -478,6 +478,9 @@ def in_progress(cfg) -> str | None:
     state = long_run.progress(cfg)
     if state is None or state["status"] != "in progress":
         return None
+    if state.get("training") == "finished":
+        return (f"in progress on a CPU: training finished ({state['steps']:,} steps), λ̂ at {state['llc_rows']} of "
+                f"{state['llc_checkpoints']} checkpoints ({state['cpu_hours']:.1f} CPU-h)")
     return f"in progress on a CPU: step {state['step']:,} of {state['steps']:,} ({state['cpu_hours']:.1f} CPU-h)"
 
 

@@ -18,7 +18,7 @@ from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
 
 TINY = ICL_PAPER.replace(d_model=16, n_head=2, steps=60, batch_size=16, eval_every=10, eval_batch=32,
                          checkpoint_steps=(0, 5, 20, 40, 60), eval_steps=(5,))
-TINY_LLC = {**ICL_LLC_REDUCED, "batch_size": 16, "num_chains": 2, "num_draws": 8, "n_data": 64}
+TINY_LLC = {**ICL_LLC_REDUCED, "batch_size": 16, "num_chains": 2, "num_draws": 8, "num_burnin_steps": 2, "n_data": 64}
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_budget_stops_resume_to_the_uninterrupted_run(home):
     whole = cache.cached_train(TINY, use_cache=False, progress=False).metrics
     straight = long_run.estimate(TINY, TINY_LLC, budget_s=120)            # λ̂ of the uninterrupted run, in one go
     new_machine()
-    shutil.rmtree(long_run.IN_PROGRESS)
+    shutil.rmtree(cache.COMMITTED)   # the state and the finished training that the straight run committed
     assert long_run.train(TINY, TINY_LLC, budget_s=0.0, progress_bar=False) == 1   # stopped after one step
     state = long_run.progress(TINY)
     assert state["status"] == "in progress" and state["step"] == 1 and state["steps"] == 60
@@ -59,13 +59,18 @@ def test_budget_stops_resume_to_the_uninterrupted_run(home):
     assert long_run.progress(TINY)["status"] == "in progress"
     new_machine()
     long_run.train(TINY, TINY_LLC, budget_s=600, progress_bar=False)
-    assert long_run.progress(TINY)["status"] == "finished"
+    state = long_run.progress(TINY)   # trained, but a λ̂ row is still missing: not finished
+    assert (state["status"], state["training"], state["step"]) == ("in progress", "finished", 60)
     again = cache.cached_train(TINY, progress=False).metrics
     pd.testing.assert_frame_equal(whole.reset_index(drop=True), again.reset_index(drop=True))
 
+    new_machine()   # the finished training's evaluations and checkpoints come from the committed state alone
+    pd.testing.assert_frame_equal(long_run.evaluations(TINY).reset_index(drop=True), whole.reset_index(drop=True),
+                                  check_dtype=False)
     rows = long_run.estimate(TINY, TINY_LLC, budget_s=120)
     assert list(rows["step"]) == long_run.llc_steps(TINY)
     pd.testing.assert_frame_equal(rows.drop(columns="elapsed_s"), straight.drop(columns="elapsed_s"))
+    assert long_run.progress(TINY)["status"] == "finished"
     # no checkpoint is kept once its λ̂ row exists
     assert not list(long_run.state_folder(TINY).glob("ckpt_*.pt"))
 
@@ -119,3 +124,25 @@ def test_a_state_saved_under_another_device_name_resumes(home):
     long_run.train(TINY, TINY_LLC, budget_s=600, progress_bar=False)
     again = cache.cached_train(TINY, progress=False).metrics
     pd.testing.assert_frame_equal(whole.reset_index(drop=True), again.reset_index(drop=True))
+
+
+def test_a_state_made_at_another_budget_keeps_its_check_apart(home):
+    """A committed check made at an earlier SGLD budget is neither restored as the current budget's nor lost:
+    it moves to budget_check_earlier.csv with its budget named, and the current check starts empty."""
+    old = {**TINY_LLC, "num_burnin_steps": 0}
+    cache.keep_rows(long_run.CHECK_KIND, long_run.llc_key(TINY, old),
+                    pd.DataFrame([{"step": 5, "reduced": 15.8, "longer": 18.5, "relative difference": 0.145,
+                                   "draws": 8, "longer draws": 32, "chains": 2, "elapsed_s": 1.0}]))
+    long_run.save(TINY, old)
+    new_machine()
+    new = {**TINY_LLC, "num_burnin_steps": 2}
+    long_run.restore(TINY, new)
+    assert long_run.budget_table(TINY, new).empty
+    long_run.save(TINY, new)
+    earlier = pd.read_csv(long_run.state_folder(TINY) / "budget_check_earlier.csv")
+    assert earlier[["budget", "step", "relative difference"]].values.tolist() == [
+        ["2 chains x 8 draws, no burn-in steps", 5, 0.145]]
+    assert not (long_run.state_folder(TINY) / "budget_check.csv").exists()
+    assert long_run.progress(TINY)["llc"] == new
+    long_run.save(TINY, new)   # saved again: still kept, once
+    assert len(pd.read_csv(long_run.state_folder(TINY) / "budget_check_earlier.csv")) == 1

@@ -8,10 +8,14 @@ sessions the run lives in the repository, in ``results/in_progress/icl_stages-<t
 - ``resume.pt``: weights, Adam moments, the data generator, the step and the evaluations so far (about 1.5 MB);
 - ``llc.csv``: λ̂ at each selected checkpoint reached, one row kept as it is made;
 - ``budget_check.csv``: the reduced budget against chains 4x longer at three checkpoints (``budget_check``);
+- ``budget_check_earlier.csv``: the same check for budgets tried before the current one, each row naming its budget;
 - ``ckpt_<step>.pt``: the selected checkpoints reached whose λ̂ row is still to do (213 KB each; dropped from the
   state once their row exists);
-- ``progress.json``: ``status`` ("in progress" until the 500k-th step), the step reached, the CPU-hours so far,
-  the date and the commit.
+- ``progress.json``: ``status`` ("in progress" until the 500k-th step and the last λ̂ row), ``training``
+  ("in progress" or "finished"), the step reached, the CPU-hours so far, the date and the commit.
+
+Once the training is finished its result (tables, no weights) is committed as ``results/train-<key>/`` and the
+state keeps only the λ̂ rows and the checkpoints still waiting for theirs.
 
 ``restore`` copies that state into the queue's working folder (``cache.QUEUE``), where ``train`` resumes it
 and ``llc`` reads the checkpoints; ``save`` copies the state back. Training stops cleanly at a time budget
@@ -105,8 +109,9 @@ def restore(cfg: TrainConfig, llc: dict) -> int:
     for ckpt in src.glob("ckpt_*.pt"):
         if not (run / ckpt.name).exists():
             shutil.copy2(ckpt, run / ckpt.name)
+    same_budget = (progress(cfg) or {}).get("llc") == llc
     for kind, name in ((LLC_KIND, "llc.csv"), (CHECK_KIND, "budget_check.csv")):
-        committed = pd.read_csv(src / name) if (src / name).exists() else pd.DataFrame()
+        committed = pd.read_csv(src / name) if (src / name).exists() and same_budget else pd.DataFrame()
         if len(committed) > len(cache.partial_rows(kind, llc_key(cfg, llc))):
             cache.keep_rows(kind, llc_key(cfg, llc), committed)
     return _resume_step(run / "resume.pt")
@@ -129,6 +134,8 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
     resume = run / "resume.pt" if _resume_step(run / "resume.pt") >= _resume_step(dst / "resume.pt") else dst / "resume.pt"
     step = max(_resume_step(resume), 0)
     finished = cache.find("train", cache.cache_key(cfg)) is not None
+    if finished:
+        cache.commit_result(cfg)  # the evaluations, for the page and the next session (no weights)
     with atomic_path(dst) as tmp:
         tmp.mkdir()
         if resume.exists() and not finished:
@@ -142,23 +149,31 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
         check = budget_table(cfg, llc)
         if not check.empty:
             check.to_csv(tmp / "budget_check.csv", index=False)
+        earlier = earlier_budget_table(cfg, llc)
+        if not earlier.empty:
+            earlier.to_csv(tmp / "budget_check_earlier.csv", index=False)
         cpu_s = _train_seconds(cfg, resume) + sum(float(t["elapsed_s"].sum()) for t in (rows, check) if not t.empty)
+        done = finished and have >= set(llc_steps(cfg))
         write_json(tmp / "progress.json", {
-            "status": "finished" if finished else "in progress", "step": cfg.steps if finished else step,
+            "status": "finished" if done else "in progress", "training": "finished" if finished else "in progress",
+            "step": cfg.steps if finished else step,
             "steps": cfg.steps, "cpu_hours": round(cpu_s / 3600, 3),
             "llc_rows": len(have), "llc_checkpoints": len(llc_steps(cfg)), "llc": llc,
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "commit": git_commit()})
     return dst
 
 
-def _finished_ckpt(cfg: TrainConfig, name: str) -> Path | None:
-    found = cache.find("train", cache.cache_key(cfg))
-    return None if found is None else found / name
+def _finished_ckpt(cfg: TrainConfig, name: str) -> Path:
+    """Where the finished training keeps a checkpoint in this session (the committed result has no weights)."""
+    return cache.LOCAL / f"train-{cache.cache_key(cfg)}" / name
 
 
 def evaluations(cfg: TrainConfig) -> pd.DataFrame:
-    """The evaluations made so far (the committed state's, or this session's newer ones) as the task's tidy
-    metrics table; empty before the first."""
+    """The evaluations made so far (the finished training's result, else the committed state's or this
+    session's newer ones) as the task's tidy metrics table; empty before the first."""
+    found = cache.find("train", cache.cache_key(cfg))
+    if found is not None:
+        return pd.read_csv(found / "metrics.csv")
     paths = [p for p in (run_folder(cfg) / "resume.pt", state_folder(cfg) / "resume.pt") if p.exists()]
     if not paths:
         return pd.DataFrame()
@@ -182,8 +197,26 @@ def llc_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
 
 
 def budget_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
-    """The reduced budget's check rows made so far."""
+    """The reduced budget's check rows made so far (none from a committed state made at another budget)."""
+    if (progress(cfg) or {}).get("llc", llc) != llc:
+        rows = cache.partial_rows(CHECK_KIND, llc_key(cfg, llc))
+        return rows.sort_values("step").reset_index(drop=True) if len(rows) else pd.DataFrame()
     return _newer_rows(cfg, llc, CHECK_KIND, "budget_check.csv")
+
+
+def budget_label(llc: dict) -> str:
+    return (f"{llc['num_chains']} chains x {llc['num_draws']} draws, "
+            f"{llc.get('num_burnin_steps', 0) or 'no'} burn-in steps")
+
+
+def earlier_budget_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
+    """The check rows of budgets tried before ``llc`` (the committed state's ``budget_check_earlier.csv``, plus
+    its ``budget_check.csv`` when that state was made at another budget), each row with its ``budget``."""
+    folder, state = state_folder(cfg), progress(cfg) or {}
+    tables = [pd.read_csv(folder / "budget_check_earlier.csv")] if (folder / "budget_check_earlier.csv").exists() else []
+    if state.get("llc", llc) != llc and (folder / "budget_check.csv").exists():
+        tables.append(pd.read_csv(folder / "budget_check.csv").assign(budget=budget_label(state["llc"])))
+    return pd.concat(tables, ignore_index=True).drop_duplicates(["budget", "step"]) if tables else pd.DataFrame()
 
 
 # ---- the work -------------------------------------------------------------------------------------------
@@ -204,7 +237,7 @@ def train(cfg: TrainConfig, llc: dict, budget_s: float, progress_bar: bool = Tru
 def _checkpoint(cfg: TrainConfig, step: int) -> Path | None:
     name = f"ckpt_{step:06d}.pt"
     return next((p for p in (run_folder(cfg) / name, state_folder(cfg) / name, _finished_ckpt(cfg, name))
-                 if p is not None and p.exists()), None)
+                 if p.exists()), None)
 
 
 def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False) -> pd.DataFrame:

@@ -560,12 +560,18 @@ def paper_in_progress_note(cfg, llc: dict) -> str:
     state = long_run.progress(cfg)
     if state is None or state["status"] != "in progress":
         return ""
-    return (f"**In progress: through step {state['step']:,} of {state['steps']:,}.** The paper's own training run "
+    trained = state.get("training") == "finished"
+    headline = (f"**In progress: training finished ({state['steps']:,} steps); λ̂ at {state['llc_rows']} of "
+                f"{state['llc_checkpoints']} checkpoints.**" if trained
+                else f"**In progress: through step {state['step']:,} of {state['steps']:,}.**")
+    burn = llc.get("num_burnin_steps", 0)
+    return (f"{headline} The paper's own training run "
             f"(seed 1, one-cycle to 3e-3, batch 256, the 190 checkpoints), computed on one CPU core across work sessions "
             f"and committed with its resume state after each (`python -m plateau_lib.icl.long_run`; "
             f"{state['cpu_hours']:.1f} CPU-hours so far). λ̂ is estimated at {state['llc_checkpoints']} of its checkpoints "
             f"at a reduced SGLD budget (the paper's ε, γ, nβ and m = {llc['batch_size']:,}; {llc['num_chains']} chains × "
-            f"{llc['num_draws']} draws from {llc['n_data']:,} fixed sequences instead of 10 × 5,000 from 2²⁰): "
+            f"{llc['num_draws']} draws{f' after {burn} burn-in steps' if burn else ''} from {llc['n_data']:,} fixed "
+            "sequences instead of 10 × 5,000 from 2²⁰): "
             f"{state['llc_rows']} rows so far. Nothing of it is judged until the run is finished: its verdicts, here and "
             "on the Reproducibility page, read *in progress*. The paper's boundaries are at the paper's own steps here "
             "(dotted), as this run has the paper's schedule.")
@@ -635,12 +641,20 @@ def show_paper_run(shown: dict, found: dict, live: str) -> None:
     plt.close(fig)
     display(Markdown("λ̂ at the paper's points this run has reached and estimated so far:"), in_progress_points(llc))
     check = long_run.budget_table(ICL_PAPER, ICL_LLC_REDUCED)
+    earlier = long_run.earlier_budget_table(ICL_PAPER, ICL_LLC_REDUCED)
+    if not earlier.empty:
+        display(Markdown("Budgets tried before this one, with the same check (a failure sends the budget back):"),
+                earlier.assign(passes=earlier["relative difference"] < long_run.CHECK_TOLERANCE)
+                .set_index(["budget", "step"]).drop(columns="elapsed_s").round(3))
     if not check.empty:
         display(Markdown(f"The reduced budget against chains {long_run.CHECK_FACTOR}× longer (same seed; the "
                          f"reduced estimate is the same chains after their first {ICL_LLC_REDUCED['num_draws']} draws). "
+                         f"Budget: {long_run.budget_label(ICL_LLC_REDUCED)}. "
                          f"It passes where they differ by less than {long_run.CHECK_TOLERANCE:.0%}; where it fails, the "
                          "budget is too small there and the λ̂ rows wait for a larger one:"),
                 check.assign(passes=check["relative difference"] < long_run.CHECK_TOLERANCE)
                 .set_index("step").drop(columns="elapsed_s").round(3))
     report.record_status(FIGURE, "paper", "icl_stages",
+                         f"in progress: λ̂ at {state['llc_rows']} of {state['llc_checkpoints']} checkpoints (CPU)"
+                         if state.get("training") == "finished" else
                          f"in progress: step {state['step'] // 1000}k of {ICL_PAPER.steps // 1000}k (CPU)")
