@@ -92,11 +92,18 @@ def test_ideal_losses_known_answers():
 
 
 def test_transient_Ms_reads_a_dip_then_rise():
+    """The page's rule (transient_search.transient) on 30-evaluation curves: a dip and return at M = 16 (Δ to
+    ridge regrowing with it), a 3% return at 64, a monotone fall at 2; ∞ is never counted."""
     from plateau_lib.icl import diversity_page as dp
-    curves = fake_curves({2: [3.0, 2.0, 1.5, 1.2, 1.1], 16: [3.0, 1.0, 1.2, 1.4, 1.5], 64: [3.0, 1.0, 0.98, 1.0, 1.01],
-                          math.inf: [3.0, 2.0, 1.0, 1.5, 2.0]})
+    x = np.linspace(0, 1, 30)
+    dip = 1 + 2 * (x - 0.3) ** 2          # falls to its minimum at 30% of the run, returns 49% above it
+    small = 1 + 0.06 * (x - 0.3) ** 2     # the same shape, 3% above its minimum at the end
+    shapes = {2: 1 + np.exp(-5 * x), 16: dip, 64: small, math.inf: dip}
+    curves = pd.DataFrame([{"step": 100 * i, "M": M, "seed": 0, "ood_loss": v, "delta_ridge_ood": v - 0.9,
+                            "delta_dmmse": 0.0, "delta_ridge": 0.0} for M, c in shapes.items() for i, v in enumerate(c)])
     sweep = dp.Sweep("cpu", {}, {}, {}, curves, diversity.critical_steps(curves), diversity.final(curves), None, None)
-    assert dp.transient_Ms(sweep) == [16]  # 64 rises by only 3%, ∞ is not finite, 2 never rises
+    assert dp.transient_Ms(sweep) == [16]
+    assert abs(dp.transients(sweep).loc[16, "t_crit"] - 900) <= 100  # within an evaluation of 30% of the run
 
 
 def test_presets_bad_input_before_compute():

@@ -1,11 +1,11 @@
-"""The transient-ridge search (issue 23): the rule that judges a curve, its table and its trial configs."""
+"""The transient-ridge search (issue 23): the rule that judges a curve (diversity.transient), its table and its trial configs."""
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from plateau_lib.icl import transient_search as ts
+from plateau_lib.icl import diversity, transient_search as ts
 
 STEPS = np.unique(np.geomspace(1, 20_000, 60).astype(int))
 
@@ -17,7 +17,7 @@ def dip_and_return(low=1.0, start=2.0, end=1.6, at=0.55):
 
 
 def test_a_dip_and_return_is_a_transient_with_t_crit_at_the_dip():
-    out = ts.transient(STEPS, dip_and_return(), dip_and_return(0.2, 3.0, 0.5))
+    out = diversity.transient(STEPS, dip_and_return(), dip_and_return(0.2, 3.0, 0.5))
     assert out["transient"]
     assert 0.3 < out["ood_rise"] < 0.6  # the lowest of the last fifth (it starts partway up the climb) over the dip
     assert abs(np.log(out["t_crit"]) - np.log(STEPS[int(0.55 * len(STEPS))])) < 0.3
@@ -25,7 +25,7 @@ def test_a_dip_and_return_is_a_transient_with_t_crit_at_the_dip():
 
 def test_a_monotone_fall_is_no_transient():
     fall = np.linspace(2.0, 1.0, len(STEPS))
-    out = ts.transient(STEPS, fall, fall)
+    out = diversity.transient(STEPS, fall, fall)
     assert not out["transient"] and out["t_crit"] == STEPS[-1] and out["ood_rise"] == 0
 
 
@@ -33,26 +33,26 @@ def test_noise_of_the_dips_size_is_no_transient():
     rng = np.random.default_rng(0)
     for _ in range(20):  # flat curves whose noise spans 1.0 .. 1.6, the size of the dip above
         noisy = 1.3 + rng.uniform(-0.3, 0.3, len(STEPS))
-        assert not ts.transient(STEPS, noisy, 1.3 + rng.uniform(-0.3, 0.3, len(STEPS)))["transient"]
+        assert not diversity.transient(STEPS, noisy, 1.3 + rng.uniform(-0.3, 0.3, len(STEPS)))["transient"]
 
 
 def test_a_rise_from_the_start_is_no_transient():
     """Low M go straight to dMMSE_M: the OOD loss climbs from its first value, with no dip before it."""
     climb = np.linspace(1.0, 1.5, len(STEPS))
-    out = ts.transient(STEPS, climb, climb)
+    out = diversity.transient(STEPS, climb, climb)
     assert not out["transient"] and out["t_crit"] == STEPS[0] and out["ood_rise"] > 0.3 and out["ood_fall"] == 0
 
 
 def test_a_late_rise_of_the_ood_loss_alone_is_no_transient():
     """Δ to ridge must also fall and then grow: an OOD rise with Δ still falling is not Carroll's transient."""
-    assert not ts.transient(STEPS, dip_and_return(), np.linspace(3.0, 0.2, len(STEPS)))["transient"]
+    assert not diversity.transient(STEPS, dip_and_return(), np.linspace(3.0, 0.2, len(STEPS)))["transient"]
 
 
 def test_bad_curves_are_refused():
     with pytest.raises(ValueError, match="equal length"):
-        ts.transient(STEPS, dip_and_return()[:-1], dip_and_return())
+        diversity.transient(STEPS, dip_and_return()[:-1], dip_and_return())
     with pytest.raises(ValueError, match="equal length"):
-        ts.transient(STEPS[:5], dip_and_return()[:5], dip_and_return()[:5])
+        diversity.transient(STEPS[:5], dip_and_return()[:5], dip_and_return()[:5])
 
 
 def test_the_search_table_round_trips_and_replaces_a_rows_older_version(tmp_path, monkeypatch):

@@ -25,6 +25,18 @@ def test_scale_bound_claims_are_not_judged_on_the_miniature():
     assert JUMP.judge(None, "paper") == "not reproduced"  # missing = later than the run = inf
 
 
+def test_the_papers_data_with_a_smaller_model_is_judged_except_where_the_model_sets_the_number():
+    """The CPU transient sweep (Carroll's data, width 64) is judged by the paper's bands on a scale-bound claim,
+    but not on a model-bound one (where the switch M falls depends on the width)."""
+    switch = Claim("Fig. X", "switch M", "182–362", (182, 362), (128, 512), scale_bound=True, model_bound=True)
+    assert JUMP.judge(200, "paper_data") == "reproduced" and JUMP.judge(700, "paper_data") == "not reproduced"
+    assert switch.judge(256, "paper_data") == "not comparable at this scale"
+    assert switch.judge(256, "paper") == "reproduced" and switch.judge(256, "cpu") == "not comparable at this scale"
+    assert switch.rule().endswith("not comparable below the paper's model")
+    with pytest.raises(ValueError, match="'paper_data'"):
+        JUMP.judge(1.0, "gpu")
+
+
 def test_rule_and_show():
     assert COSINE.rule() == "reproduced if 0.9–1, partly if 0.8–1"
     assert JUMP.rule().startswith("reproduced if ≤ 400, partly if ≤ 600")

@@ -119,7 +119,8 @@ def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: di
     rules = {c.metric: c.rule() for c in claims}
     for preset, by_metric in values.items():
         recorded = preset in summaries.PRESET_COLUMNS
-        rows = {r["metric"]: r for r in summaries.summary_rows(claims, preset if recorded else "cpu", by_metric)}
+        judged = preset if recorded or preset in summaries.JUDGED_AS else "cpu"
+        rows = {r["metric"]: r for r in summaries.summary_rows(claims, judged, by_metric)}
         if recorded:
             summaries.record_summary(claims, preset, by_metric, page, provenance.get(preset, {}))
         column = summaries.PRESET_COLUMNS[preset] if recorded else (labels or {}).get(preset, preset)

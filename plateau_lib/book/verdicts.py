@@ -3,7 +3,9 @@
 A :class:`Claim` is one "paper vs ours" number: the paper's statement, and two closed bands. Ours inside
 ``reproduced`` is *reproduced*, inside the wider ``partly`` band *partly*, anywhere else *not reproduced*.
 A claim whose number depends on the model's scale (steps to a jump at another learning rate, say) is
-*not comparable at this scale* for the ``cpu`` miniature; the ``paper`` preset is always judged.
+*not comparable at this scale* for the ``cpu`` miniature; the ``paper`` preset is always judged. Between the two,
+a ``paper_data`` run has the paper's data and task with a smaller model: it is judged except on claims that are
+also ``model_bound`` (a number set by the model's width and training length, such as where a switch falls).
 Each chapter lists its claims in its ``claims`` module (``CLAIMS``, ``PAPER_PENDING``); ``plateau_lib.chapters``
 gathers them in book order for the Reproducibility page.
 """
@@ -25,6 +27,7 @@ class Claim:
     reproduced: tuple[float, float]
     partly: tuple[float, float]
     scale_bound: bool = False       # True: a miniature's value is not comparable with the paper's
+    model_bound: bool = False       # True (with scale_bound): not comparable either at the paper's data with a smaller model
     missing: str = "not reached"    # how a missing value (NaN: the milestone never came) is shown
     missing_as: float | None = None  # judge a missing value as this number (e.g. inf: "later than the run")
     fmt: str = "{:.3g}"
@@ -36,13 +39,15 @@ class Claim:
                 return f"≥ {lo:g}"
             return f"≤ {hi:g}" if lo in (0, -INF) else f"{lo:g}–{hi:g}"
         text = f"reproduced if {band(*self.reproduced)}, partly if {band(*self.partly)}"
+        if self.model_bound:
+            return text + "; not comparable below the paper's model"
         return text + ("; the cpu miniature is not comparable" if self.scale_bound else "")
 
     def judge(self, ours: float | None, preset: str) -> str:
         """The verdict on ``ours`` (None or NaN: the milestone was never reached) for ``preset``."""
-        if preset not in ("cpu", "paper"):
-            raise ValueError(f"preset must be 'cpu' or 'paper', got {preset!r}")
-        if self.scale_bound and preset == "cpu":
+        if preset not in ("cpu", "paper_data", "paper"):
+            raise ValueError(f"preset must be 'cpu', 'paper_data' or 'paper', got {preset!r}")
+        if (self.scale_bound and preset == "cpu") or (self.model_bound and preset == "paper_data"):
             return VERDICTS[3]
         value = self.missing_as if ours is None or math.isnan(ours) else ours
         if value is None:

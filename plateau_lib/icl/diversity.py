@@ -6,6 +6,8 @@ pretraining tasks M, read as tidy tables.
 - ``curves(results)``: per evaluation, the OOD loss (on Gaussian tasks, Carroll's q_∞), the
   in-distribution loss (on q_M), Δ to dMMSE_M and to ridge on both, and the baselines' losses;
 - ``critical_steps(curves)``: t_M^crit, the step of minimal OOD loss (Carroll App. B.2);
+- ``transient(steps, ood_loss, delta_ridge)``: the rule for a transient (a dip of the OOD loss to t_crit, a rise
+  after it and Δ to ridge regrowing, each beyond 5% and three noise levels), used by every page and the search;
 - ``switch_M(final)``: the smallest M whose final model is nearer ridge than dMMSE_M (the behavioural
   switch, *not* Raventós's data-scaling crossover M*, which needs two batch sizes);
 - ``trajectory_rows(results)`` and ``predictor_rows(...)``: the rows of the joint trajectory PCA
@@ -67,6 +69,50 @@ def critical_steps(curves: pd.DataFrame) -> pd.DataFrame:
                      "final_ood_loss": g["ood_loss"].iloc[-1], "last_step": int(g["step"].iloc[-1]),
                      "rise_after_min": g["ood_loss"].iloc[-1] - g["ood_loss"].iloc[i]})
     return pd.DataFrame(rows)
+
+
+# The rule for a transient (Carroll's dip toward ridge and return to dMMSE_M), one for every sweep and the search.
+RISE = 0.05     # the OOD loss's rise after t_crit, and Δ to ridge's regrowth after its minimum (relative)
+WINDOW = 5      # running-median window (evaluations) before the rule is applied
+NOISE_SIGMAS = 3  # a rise must also exceed this many noise levels of the raw curve: noise is not a transient
+
+
+def _smooth(values, window: int = WINDOW) -> np.ndarray:
+    return pd.Series(np.asarray(values, float)).rolling(window, center=True, min_periods=1).median().to_numpy()
+
+
+def noise_level(values) -> float:
+    """A robust standard deviation of a curve's evaluation noise: the scaled median absolute deviation of its
+    successive differences (a smooth trend barely moves it; i.i.d. noise of sd σ gives about σ)."""
+    d = np.diff(np.asarray(values, float))
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2))
+
+
+def transient(steps, ood_loss, delta_ridge, rise: float = RISE, window: int = WINDOW) -> dict:
+    """Judge one curve. After a running median over ``window`` evaluations: t_crit is the step of least OOD
+    loss, reached by a *fall* (before it the loss was more than ``rise`` above it: a model that goes straight to
+    dMMSE_M has its least OOD loss at the start and no dip); the OOD loss *rises* if every evaluation of the last fifth lies more than ``rise`` (relative) and more
+    than ``NOISE_SIGMAS`` noise levels (``noise_level``) above that minimum; Δ to ridge (Gaussian tasks)
+    *regrows* likewise after its own minimum. A transient is all three, with t_crit before the last fifth. Returns
+    the numbers and the verdict ``transient`` (bool)."""
+    steps = np.asarray(steps)
+    if not len(steps) == len(ood_loss) == len(delta_ridge) or len(steps) < 2 * window:
+        raise ValueError(f"parameter 'steps', 'ood_loss' and 'delta_ridge' must have one equal length >= {2 * window}, "
+                         f"got {len(steps)}, {len(ood_loss)}, {len(delta_ridge)}")
+    ood, ridge = _smooth(ood_loss, window), _smooth(delta_ridge, window)
+    tail = max(1, len(steps) // 5)
+    i, j = int(np.argmin(ood)), int(np.argmin(ridge))
+
+    def grows(curve, k, raw):
+        above = curve[-tail:].min() - curve[k]
+        return float(above / curve[k]), bool(above / curve[k] > rise and above > NOISE_SIGMAS * noise_level(raw))
+    ood_rise, ood_rises = grows(ood, i, ood_loss)
+    ridge_regrowth, ridge_regrows = grows(ridge, j, delta_ridge)
+    fell = ood[: i + 1].max() - ood[i]  # a dip: the OOD loss first fell to its minimum (low M go straight to dMMSE_M)
+    dipped = bool(fell / ood[i] > rise and fell > NOISE_SIGMAS * noise_level(ood_loss))
+    return {"t_crit": int(steps[i]), "min_ood_loss": float(ood[i]), "final_ood_loss": float(ood[-1]),
+            "ood_rise": ood_rise, "ridge_min_step": int(steps[j]), "ridge_regrowth": ridge_regrowth,
+            "ood_fall": float(fell / ood[i]), "transient": bool(dipped and i < len(steps) - tail and ood_rises and ridge_regrows)}
 
 
 def final(curves: pd.DataFrame) -> pd.DataFrame:
@@ -275,22 +321,15 @@ def main(argv=None) -> int:
     import time
     from plateau_lib.engine.sweep import sweep
     from plateau_lib.engine.utils import cpu_threads
-    from plateau_lib.icl import development
     from plateau_lib.icl.presets import DIVERSITY, DIVERSITY_CALIBRATION, diversity
     parser = argparse.ArgumentParser(description="Task-diversity sweep: training, SGLD calibration, LLC against M.")
     parser.add_argument("--preset", default="cpu_long", choices=sorted(DIVERSITY))
     parser.add_argument("--device", default="auto")
     parser.add_argument("--workers", type=int, default=1, help="> 1: train on a dask LocalCluster of this many workers")
-    parser.add_argument("--over-training", type=float, nargs="*", default=[], metavar="M",
-                        help="also λ̂ at every checkpoint of these M (the preset must keep checkpoints)")
     parser.add_argument("--commit", action="store_true", help="copy the finished results into results/")
     args = parser.parse_args(argv)
     cpu_threads()
     configs, llc = diversity(args.preset, overrides={"device": args.device})
-    over = check_Ms(args.over_training) if args.over_training else []
-    unknown = [M for M in over if (M, 0) not in configs]
-    if unknown:
-        raise SystemExit(f"--over-training: M = {unknown} not in the preset's grid {sorted({M for M, _ in configs})}")
     t0 = time.perf_counter()
     if args.workers > 1:
         from distributed import Client, LocalCluster
@@ -308,11 +347,6 @@ def main(argv=None) -> int:
     if args.commit:
         for path in commit(configs, llc, DIVERSITY_CALIBRATION):
             print(f"committed {path}")
-    for M in over:
-        found = development.run(configs[(M, 0)], llc, progress=True)
-        print(f"λ̂ over training at M = {label_M(M)}:", found.llc[["step", "llc_mean", "llc_se"]].to_string(index=False))
-        if args.commit:
-            print("committed", *development.commit(configs[(M, 0)], llc), flush=True)
     return 0
 
 

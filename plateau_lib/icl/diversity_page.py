@@ -21,7 +21,8 @@ from plateau_lib.engine.runs import TrainResult
 from plateau_lib.engine.sweep import sweep
 from plateau_lib.icl import diversity as div, presets as icl_presets
 
-LABELS = {"cpu": "live cpu sweep", "cpu_long": "long CPU sweep", "paper": "paper preset"}
+LABELS = {"cpu": "live cpu sweep", "cpu_long": "long CPU sweep", "cpu_d8": "CPU transient sweep (D = 8, width 64)",
+          "paper": "paper preset"}
 
 
 @dataclass
@@ -80,23 +81,62 @@ def live(preset: str = "cpu", Ms=None, seeds=None, steps=None, overrides=None, u
     return _assemble(preset, configs, llc, results, found)
 
 
+# Sweeps made run by run across work sessions: shown with the runs committed so far (the page names the rest).
+SHOWN_WHEN_PARTIAL = ("cpu_d8",)
+
+
 def stored(preset: str) -> Sweep | None:
-    """The committed (or locally finished) sweep of ``preset`` with its LLC table, or None; never trains."""
+    """The committed (or locally finished) sweep of ``preset`` with its LLC table, or None; never trains. A
+    preset of ``SHOWN_WHEN_PARTIAL`` comes with the runs found so far (at least three M)."""
     configs, llc = sweep_settings(preset)
     results = {}
     for label, cfg in configs.items():
         path = cache.find("train", cache.cache_key(cfg))
         if path is None:
+            if preset in SHOWN_WHEN_PARTIAL:
+                continue
             return None
         results[label] = TrainResult.load(path)
         results[label].meta["cache"] = str(path.relative_to(cache.ROOT)) if path.is_relative_to(cache.ROOT) else str(path)
-    return _assemble(preset, configs, llc, results, div.load_llc(configs, llc))
+    if len({M for M, _ in results}) < 3:
+        return None
+    found = {label: configs[label] for label in results}
+    return _assemble(preset, found, llc, results, div.load_llc(found, llc) if found == configs else None)
+
+
+def not_yet_committed(s: Sweep) -> list:
+    """The M of ``s``'s preset whose runs are not committed yet (empty for a whole sweep)."""
+    configs, _ = sweep_settings(s.preset)
+    return sorted({M for M, _ in configs} - {M for M, _ in s.configs})
+
+
+def transient_note(s: Sweep) -> str:
+    """Markdown: what the sweep shows by the page's rule: the M with a transient and their t_crit (with the rank
+    correlation against M), where the smallest and largest finite M end, and the M not committed yet."""
+    from scipy.stats import spearmanr
+    t, f = transients(s), s.final.groupby("M")[["delta_dmmse", "delta_ridge"]].mean()
+    Ms = transient_Ms(s)
+    crit = ", ".join(f"{div.label_M(M)}: {int(t.loc[M, 't_crit']):,}" for M in Ms)
+    finite = [M for M in f.index if M != icl_presets.INF]
+    lines = [f"- **M with a transient** (the rule above): {', '.join(div.label_M(M) for M in Ms) or 'none'}"
+             + (f"; t_crit {crit}" if Ms else "")
+             + (f"; rank correlation of t_crit with M {spearmanr(Ms, t.loc[Ms, 't_crit'].astype(float)).statistic:.2f}"
+                if len(Ms) >= 3 else "") + "."]
+    for M in (min(finite), max(finite)):
+        near = "dMMSE_M" if f.loc[M, "delta_dmmse"] < f.loc[M, "delta_ridge"] else "ridge"
+        lines.append(f"- **M = {div.label_M(M)} ends nearer {near}** (final Δ to dMMSE_M {f.loc[M, 'delta_dmmse']:.3f}, "
+                     f"to ridge {f.loc[M, 'delta_ridge']:.3f}).")
+    missing = not_yet_committed(s)
+    if missing:
+        lines.append(f"- Not committed yet: M = {', '.join(div.label_M(M) for M in missing)} (the next work session "
+                     f"trains them; `python -m plateau_lib.icl.transient_search w64 --Ms ...`).")
+    return "\n".join(lines)
 
 
 def shown_sweeps(live_sweep: Sweep) -> dict:
     """``{preset: Sweep}``: the live sweep, then every stored sweep of another preset."""
     shown = {live_sweep.preset: live_sweep}
-    for preset in ("cpu_long", "paper"):
+    for preset in ("cpu_d8", "cpu_long", "paper"):
         if preset != live_sweep.preset and (found := stored(preset)) is not None:
             shown[preset] = found
     return shown
@@ -121,8 +161,9 @@ def show_stored(shown: dict, preset: str, figures, n_components: int = 2) -> Swe
 
 def missing_note(preset: str) -> str:
     """Markdown for a sweep that is not stored."""
-    how = ("`python -m plateau_lib.icl.diversity --preset cpu_long --workers 2 --commit` (about an hour on 2 cores)"
-           if preset == "cpu_long" else "a GPU through `make paper`")
+    how = {"cpu_long": "`python -m plateau_lib.icl.diversity --preset cpu_long --workers 2 --commit` (about an hour on 2 cores)",
+           "cpu_d8": "`python -m plateau_lib.icl.transient_search w64 --Ms 4 8 16 32 64 128 256 inf` (20-45 min a run "
+                     "on one core)"}.get(preset, "a GPU through `make paper`")
     return f"The {LABELS.get(preset, preset)} is not stored in this checkout; produce it with {how}."
 
 
@@ -153,8 +194,9 @@ def _log_step(ax):
 
 
 def curves_figure(s: Sweep, title: str = ""):
-    """Carroll Fig. 1 (top and bottom left): the OOD loss over training for every M with t_M^crit circled and
-    each M's dMMSE OOD loss dashed, ridge's dotted; then Δ to dMMSE_M and to ridge on q_M."""
+    """Carroll Fig. 1 (top and bottom left): the OOD loss over training for every M, t_M^crit circled where the
+    page's rule finds a transient (``transients``), each M's dMMSE OOD loss dashed, ridge's dotted; then Δ to
+    dMMSE_M and to ridge on q_M."""
     c, colours = s.curves, palette(s.curves["M"])
     fig, ax = plt.subplot_mosaic([["ood", "ood"], ["dmmse", "ridge"]], figsize=(PAGE_WIDTH, 6.2))
     axes = [ax["ood"], ax["dmmse"], ax["ridge"]]
@@ -166,9 +208,10 @@ def curves_figure(s: Sweep, title: str = ""):
         if M != icl_presets.INF:
             axes[0].axhline(g["ood_dmmse"].iloc[-1], color=colours[M], ls="--", lw=0.8)
     axes[0].axhline(c["ood_ridge"].iloc[-1], color="crimson", ls=":", lw=1.5, label="ridge")
-    for _, r in s.critical.iterrows():
-        axes[0].plot(r["t_crit"], r["min_ood_loss"], "o", mfc="none", mec=colours[r["M"]], ms=9, mew=1.8)
-    names = ("OOD loss on Gaussian tasks (○ t$_M^{crit}$; dashed: dMMSE$_M$'s, dotted: ridge's)",
+    rule = transients(s)
+    for M in transient_Ms(s):
+        axes[0].plot(rule.loc[M, "t_crit"], rule.loc[M, "min_ood_loss"], "o", mfc="none", mec=colours[M], ms=9, mew=1.8)
+    names = ("OOD loss on Gaussian tasks (○ t$_M^{crit}$ of a transient; dashed: dMMSE$_M$'s, dotted: ridge's)",
              "Δ to dMMSE$_M$ (on $q_M$)", "Δ to ridge (on $q_M$)")
     for a, name in zip(axes, names):
         _log_step(a)
@@ -272,20 +315,22 @@ def llc_figure(s: Sweep, title: str = ""):
 
 def per_M_table(s: Sweep) -> pd.DataFrame:
     """Per M (seed-mean), formatted for the page: final Δ to dMMSE_M and to ridge (on q_M, per token), the
-    final losses, t_crit and how much the OOD loss rose after it, λ̂ ± SE, and what the final model is nearer."""
+    final losses, t_crit and how much the OOD loss rose after it (both by the page's rule, ``transients``),
+    λ̂ ± SE, and what the final model is nearer."""
     f = s.final.groupby("M")[["delta_dmmse", "delta_ridge", "id_loss", "ood_loss"]].mean()
-    c = s.critical.groupby("M")[["t_crit", "rise_after_min", "min_ood_loss"]].mean()
-    t = f.join(c)
+    rule = transients(s).reindex(f.index)
+    t = f.join(rule[["t_crit", "ood_rise"]].astype(float))
     table = pd.DataFrame({"Δ to dMMSE_M": t["delta_dmmse"].map("{:.2e}".format),
                           "Δ to ridge": t["delta_ridge"].map("{:.3f}".format),
                           "loss on q_M": t["id_loss"].map("{:.3f}".format),
                           "OOD loss": t["ood_loss"].map("{:.3f}".format),
                           "t_crit": t["t_crit"].map("{:,.0f}".format),
-                          "OOD rise after t_crit": (t["rise_after_min"] / t["min_ood_loss"]).map("{:.1%}".format)},
+                          "OOD rise after t_crit": t["ood_rise"].map("{:.1%}".format)},
                          index=t.index)
     if s.llc_table is not None:
         llc = s.llc_table.groupby("M")[["llc_mean", "llc_se"]].mean().reindex(t.index)
         table["λ̂"] = [f"{m:.1f} ± {e:.1f}" for m, e in zip(llc["llc_mean"], llc["llc_se"])]
+    table["transient (the rule)"] = np.where(t.index == icl_presets.INF, "–", np.where(rule["transient"], "yes", "no"))
     table["nearer to"] = np.where(t.index == icl_presets.INF, "ridge (= dMMSE at M = ∞)",
                                   np.where(t["delta_ridge"] < t["delta_dmmse"], "ridge", "dMMSE_M"))
     table.index = [div.label_M(M) for M in t.index]
@@ -293,12 +338,23 @@ def per_M_table(s: Sweep) -> pd.DataFrame:
     return table
 
 
-def transient_Ms(s: Sweep, rise: float = 0.05) -> list:
-    """Finite M whose OOD loss rises by more than ``rise`` (relative) after its minimum, before the end: the
-    transient's signature (Carroll: the OOD loss first falls toward ridge's, then rises to dMMSE_M's)."""
-    c = s.critical.groupby("M")[["min_ood_loss", "rise_after_min", "t_crit", "last_step"]].mean()
-    keep = (c.index != icl_presets.INF) & (c["rise_after_min"] > rise * c["min_ood_loss"]) & (c["t_crit"] < c["last_step"])
-    return [int(M) for M in c.index[keep]]
+def transients(s: Sweep) -> pd.DataFrame:
+    """Per M, ``transient_search.transient`` of its seed-mean curves: the page's one rule for a transient (a dip of
+    the OOD loss to t_crit, a rise after it, and Δ to ridge on Gaussian tasks regrowing; each > 5% and > three
+    noise levels). Computed once per sweep."""
+    if "transients" not in s.memo:
+        mean = s.curves.groupby(["M", "step"])[["ood_loss", "delta_ridge_ood"]].mean().reset_index()
+        s.memo["transients"] = pd.DataFrame(
+            {M: div.transient(g["step"], g["ood_loss"].to_numpy(), g["delta_ridge_ood"].to_numpy())
+             for M, g in mean.groupby("M", sort=True)}).T
+    return s.memo["transients"]
+
+
+def transient_Ms(s: Sweep) -> list:
+    """Finite M with a transient by the page's rule (``transients``): Carroll's signature, the OOD loss first
+    falls toward ridge's, then rises toward dMMSE_M's."""
+    t = transients(s)
+    return [int(M) for M in t.index[(t.index != icl_presets.INF) & t["transient"].astype(bool)]]
 
 
 def provenance_rows(shown: dict) -> list[dict]:
@@ -362,11 +418,11 @@ def transient_values(s: Sweep, n_components: int = 2) -> dict:
     finite = [M for M in f.index if M != icl_presets.INF]
     lo, hi = min(finite), max(finite)
     transient = transient_Ms(s)
-    t = s.critical.groupby("M")["t_crit"].mean()
+    t = transients(s)["t_crit"].astype(float)
     pca, proj, _ = pca_of(s, n_components)
     values = {
         "final Δ to dMMSE ÷ Δ to ridge at the smallest M (on q_M)": f.loc[lo, "delta_dmmse"] / f.loc[lo, "delta_ridge"],
-        "finite M with a transient (OOD loss rises > 5% after its minimum)": float(len(transient)),
+        "finite M with a transient (the page's rule: a dip, then a rise > 5%; Δ to ridge regrows)": float(len(transient)),
         "rank correlation of t_crit with M (M with a transient)":
             float(spearmanr(transient, t.loc[transient]).statistic) if len(transient) >= 3 else None,
         "final Δ to ridge ÷ Δ to dMMSE at the largest finite M (on q_M)": f.loc[hi, "delta_ridge"] / f.loc[hi, "delta_dmmse"],
@@ -472,8 +528,9 @@ def M_frames(s: Sweep) -> dict:
         axes[0].axhline(g["ood_ridge"].iloc[-1], color="crimson", ls=":", label="ridge")
         if M != icl_presets.INF:
             axes[0].axhline(g["ood_dmmse"].iloc[-1], color=colours[M], ls="--", label="dMMSE$_M$")
-        r = s.critical[s.critical["M"] == M].iloc[0]
-        axes[0].plot(r["t_crit"], r["min_ood_loss"], "o", mfc="none", mec="k", ms=9, label="t$^{crit}$")
+        r = transients(s).loc[M]
+        axes[0].plot(r["t_crit"], r["min_ood_loss"], "o", mfc="none", mec="k", ms=9,
+                     label="t$^{crit}$" + ("" if r["transient"] else " (no transient)"))
         axes[0].set_title("OOD loss")
         axes[1].plot(g["step"], g["delta_dmmse"], color="tab:blue", label="Δ to dMMSE$_M$")
         axes[1].plot(g["step"], g["delta_ridge"], color="crimson", label="Δ to ridge")

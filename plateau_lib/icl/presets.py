@@ -80,13 +80,12 @@ DIVERSITY_CPU = DIVERSITY_CPU_LONG.replace(steps=1_500, eval_every=100, eval_bat
 # The CPU transient sweep (issue 23; chosen by the recorded search, ``icl.transient_search``, trial w64): Carroll's
 # own data (D = 8, K = 16, sigma^2 = 0.125, nested task sets) with a 2-layer, 4-head model of width 64 and MLP 256
 # (102,793 parameters), batch 128, Adam at 1e-3 with a 1k-step warm-up and then constant (a decay to 0 could
-# freeze the late return to dMMSE_M), 20k steps, 60 log + linear evaluations, 64 root-task sequences for the PCA,
-# and 9 checkpoints for λ̂ over training. About 15 min a run on one core; committed, never trained by a page.
+# freeze the late return to dMMSE_M), 20k steps, 60 log + linear evaluations, 64 root-task sequences for the PCA.
+# Its runs are the search's trial w64 (the same keys), 20-45 min each on one core; committed, never trained by a page.
 DIVERSITY_CPU_D8 = DIVERSITY_PAPER.replace(
     task_kwargs={"D": 8, "K": 16, "noise_var": 0.125, "d_mlp": 256, "doubled_residual": False, "n_root": 64},
     d_model=64, lr=1e-3, schedule="warmup_constant", warmup_steps=1_000, batch_size=128, eval_batch=1024,
-    steps=20_000, eval_every=20_000, eval_steps=log_linear_steps(20_000, 30, 30),
-    checkpoint_steps=(250, 1_000, 2_000, 3_000, 4_500, 7_000, 10_000, 14_000, 20_000))
+    steps=20_000, eval_every=20_000, eval_steps=log_linear_steps(20_000, 30, 30))
 DIVERSITY = {"paper": DIVERSITY_PAPER, "cpu_long": DIVERSITY_CPU_LONG, "cpu": DIVERSITY_CPU, "cpu_d8": DIVERSITY_CPU_D8}
 # SGLD at the final weights of every M (one setting for all M; Carroll's are unpublished): calibrated on these
 # models by ``python -m plateau_lib.icl.diversity`` (the grid below), shown on the transient-ridge page.

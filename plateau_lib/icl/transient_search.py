@@ -6,8 +6,9 @@ the transient (the OOD loss falls toward ridge's, then rises to dMMSE_M's; t_cri
 model of width 64 or 128 at 20k-50k steps is the open question; each trial answers it for one (setting, M):
 
 - ``TRIALS``: the settings tried, each a label, what it changes against the one before, and TrainConfig fields;
-- ``transient(curve)``: the rule a trial is judged by (the OOD loss rises by more than 5% after t_crit and Δ to
-  ridge on Gaussian tasks falls, then grows by more than 5%), on curves smoothed by a running median;
+- ``diversity.transient(curve)``: the rule a trial is judged by (the OOD loss dips to t_crit and rises by more than
+  5% after it, and Δ to ridge on Gaussian tasks falls, then grows by more than 5%), on curves smoothed by a running
+  median;
 - ``run_trial(label, M)``: train (cached, resumable, stops at a deadline), judge, and keep one row in the
   committed table ``results/icl_transient_search.csv`` (replacing an older row of the same trial and M).
 
@@ -31,18 +32,13 @@ from plateau_lib.icl import diversity
 from plateau_lib.icl.presets import DIVERSITY_CPU_D8, check_Ms, configs
 
 TABLE = cache.COMMITTED / "icl_transient_search.csv"
-RISE = 0.05     # the OOD loss's rise after t_crit, and Δ to ridge's regrowth after its minimum (relative)
-WINDOW = 5      # running-median window (evaluations) before the rule is applied
-NOISE_SIGMAS = 3  # a rise must also exceed this many noise levels of the raw curve: noise is not a transient
-
-
 def _steps(total: int) -> dict:
     return {"steps": total, "eval_every": total, "eval_steps": log_linear_steps(total, 30, 30)}
 
 
-# The search's first setting (the CPU transient sweep's config without its checkpoints): Carroll's data with a
-# 2-layer, 4-head model of width 64 and MLP 256, Adam at 1e-3 with a 1k-step warm-up and then constant, batch 128.
-BASE = DIVERSITY_CPU_D8.replace(checkpoint_steps=())
+# The search's first setting, the CPU transient sweep's (presets.DIVERSITY_CPU_D8): Carroll's data with a 2-layer,
+# 4-head model of width 64 and MLP 256, Adam at 1e-3 with a 1k-step warm-up and then constant, batch 128.
+BASE = DIVERSITY_CPU_D8
 
 # label -> (what changes against the setting it builds on, TrainConfig fields over BASE)
 TRIALS = {
@@ -65,49 +61,11 @@ def trial_config(label: str, M) -> TrainConfig:
     return next(iter(configs(BASE.replace(**TRIALS[label][1]), [M]).values()))
 
 
-def _smooth(values, window: int = WINDOW) -> np.ndarray:
-    return pd.Series(np.asarray(values, float)).rolling(window, center=True, min_periods=1).median().to_numpy()
-
-
-def noise_level(values) -> float:
-    """A robust standard deviation of a curve's evaluation noise: the scaled median absolute deviation of its
-    successive differences (a smooth trend barely moves it; i.i.d. noise of sd σ gives about σ)."""
-    d = np.diff(np.asarray(values, float))
-    return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2))
-
-
-def transient(steps, ood_loss, delta_ridge, rise: float = RISE, window: int = WINDOW) -> dict:
-    """Judge one curve. After a running median over ``window`` evaluations: t_crit is the step of least OOD
-    loss, reached by a *fall* (before it the loss was more than ``rise`` above it: a model that goes straight to
-    dMMSE_M has its least OOD loss at the start and no dip); the OOD loss *rises* if every evaluation of the last fifth lies more than ``rise`` (relative) and more
-    than ``NOISE_SIGMAS`` noise levels (``noise_level``) above that minimum; Δ to ridge (Gaussian tasks)
-    *regrows* likewise after its own minimum. A transient is all three, with t_crit before the last fifth. Returns
-    the numbers and the verdict ``transient`` (bool)."""
-    steps = np.asarray(steps)
-    if not len(steps) == len(ood_loss) == len(delta_ridge) or len(steps) < 2 * window:
-        raise ValueError(f"parameter 'steps', 'ood_loss' and 'delta_ridge' must have one equal length >= {2 * window}, "
-                         f"got {len(steps)}, {len(ood_loss)}, {len(delta_ridge)}")
-    ood, ridge = _smooth(ood_loss, window), _smooth(delta_ridge, window)
-    tail = max(1, len(steps) // 5)
-    i, j = int(np.argmin(ood)), int(np.argmin(ridge))
-
-    def grows(curve, k, raw):
-        above = curve[-tail:].min() - curve[k]
-        return float(above / curve[k]), bool(above / curve[k] > rise and above > NOISE_SIGMAS * noise_level(raw))
-    ood_rise, ood_rises = grows(ood, i, ood_loss)
-    ridge_regrowth, ridge_regrows = grows(ridge, j, delta_ridge)
-    fell = ood[: i + 1].max() - ood[i]  # a dip: the OOD loss first fell to its minimum (low M go straight to dMMSE_M)
-    dipped = bool(fell / ood[i] > rise and fell > NOISE_SIGMAS * noise_level(ood_loss))
-    return {"t_crit": int(steps[i]), "min_ood_loss": float(ood[i]), "final_ood_loss": float(ood[-1]),
-            "ood_rise": ood_rise, "ridge_min_step": int(steps[j]), "ridge_regrowth": ridge_regrowth,
-            "ood_fall": float(fell / ood[i]), "transient": bool(dipped and i < len(steps) - tail and ood_rises and ridge_regrows)}
-
-
 def judge(result, M) -> dict:
     """``transient`` of a finished run's curves, with its final Δ to dMMSE_M and to ridge on q_M."""
     curve = diversity.curves({(M, 0): result})
     last = curve.iloc[-1]
-    return {**transient(curve["step"], curve["ood_loss"], curve["delta_ridge_ood"]),
+    return {**diversity.transient(curve["step"], curve["ood_loss"], curve["delta_ridge_ood"]),
             "final_delta_dmmse": float(last["delta_dmmse"]), "final_delta_ridge": float(last["delta_ridge"])}
 
 
