@@ -84,6 +84,23 @@ def test_a_recorded_status_stands_in_for_the_missing_values(summaries):
     assert report.reproducibility_table(CLAIMS, PAPER_PENDING).set_index("metric").loc[claim.metric, "paper preset"].startswith("5")
 
 
+def test_a_finished_training_records_its_values_and_a_status_for_the_rest(summaries):
+    """The stages paper run once its training is finished and its λ̂ is not: the claims the training decides show
+    their values and verdicts; the λ̂ claims show the status."""
+    from plateau_lib.icl import stages_page
+    stages = "Hoogland Fig. 1(b) (LR stages)"
+    values = stages_page.training_values(__import__("pandas").DataFrame(
+        {"step": [0, 1000, 500000], "pred_sq": [0.3, 0.015, 2.2], "loss": [4.3, 4.1, 1.746],
+         "delta_ridge": [2.6, 2.4, 0.0904]}))
+    assert values == {"minimum mean-square prediction (LR1 marker)": 0.015, "final evaluation loss": 1.746,
+                      "final Δ to ridge": 0.0904}
+    report.record_summary(claims_of(stages), "paper", values, "icl_stages", {}, status="in progress: λ̂ at 3 of 39")
+    table = report.reproducibility_table(CLAIMS, PAPER_PENDING).set_index("metric")
+    assert table.loc["final evaluation loss", "paper preset"] == "1.746 (reproduced)"
+    assert table.loc["final Δ to ridge", "paper preset"] == "0.090 (reproduced)"
+    assert table.loc["λ̂ at its peak", "paper preset"] == "in progress: λ̂ at 3 of 39"
+
+
 def test_empty_build_gives_an_empty_table(summaries):
     assert report.reproducibility_table(CLAIMS, PAPER_PENDING).empty
 

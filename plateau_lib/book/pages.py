@@ -105,12 +105,14 @@ def readable(table: pd.DataFrame, steps=None) -> pd.DataFrame:
 
 # ---- verdicts and provenance -----------------------------------------------------------------------
 
-def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: dict | None = None) -> pd.DataFrame:
+def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: dict | None = None,
+             status: dict | None = None) -> pd.DataFrame:
     """Record the summaries of one figure (``claims``: its chapter's ``claims_of(figure)``) for each preset shown
     and return the page's verdict table.
 
     values: ``{preset: {claim metric: our number}}``; provenance: ``{preset: {...}}`` (device, seeds,
-    wall time, source). One column pair (value, verdict) per preset; the rule of each claim last. Presets
+    wall time, source); ``status``: ``{preset: why its other claims have no number yet}``. One column pair (value,
+    verdict) per preset; the rule of each claim last. Presets
     the Reproducibility page has no column for get their own columns here, headed by ``labels[preset]``,
     judged by the miniature's rule and not recorded.
     """
@@ -122,7 +124,8 @@ def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: di
         judged = preset if recorded or preset in summaries.JUDGED_AS else "cpu"
         rows = {r["metric"]: r for r in summaries.summary_rows(claims, judged, by_metric)}
         if recorded:
-            summaries.record_summary(claims, preset, by_metric, page, provenance.get(preset, {}))
+            summaries.record_summary(claims, preset, by_metric, page, provenance.get(preset, {}),
+                                     (status or {}).get(preset))
         column = summaries.PRESET_COLUMNS[preset] if recorded else (labels or {}).get(preset, preset)
         table[column] = table["metric"].map(lambda m: rows[m]["shown"] if m in rows else "–")
         table[f"verdict ({preset})"] = table["metric"].map(lambda m: rows[m]["verdict"] if m in rows else "–")

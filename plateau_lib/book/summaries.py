@@ -58,12 +58,17 @@ def summary_rows(claims: list, preset: str, values: dict) -> list[dict]:
     return rows
 
 
-def record_summary(claims: list, preset: str, values: dict, page: str, provenance: dict) -> Path:
-    """Write the summary of one figure (``claims``) for ``preset`` (``provenance``: device, seeds, wall time, source)."""
+def record_summary(claims: list, preset: str, values: dict, page: str, provenance: dict,
+                   status: str | None = None) -> Path:
+    """Write the summary of one figure (``claims``) for ``preset`` (``provenance``: device, seeds, wall time, source).
+    ``status``: the claims not in ``values`` are still being made (e.g. a run whose training is finished and whose
+    λ̂ is not): the Reproducibility page shows it for them, as ``record_status`` does for a whole figure."""
     figure = claims[0].figure
     summary = {"figure": figure, "preset": preset, "page": page, "rows": summary_rows(claims, preset, values),
                "provenance": provenance, "commit": git_commit(),
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    if status:
+        summary["status"] = status
     path = summaries_dir() / f"{slug(figure)}-{preset}.json"
     write_json(path, summary)
     return path

@@ -262,17 +262,25 @@ def stage_values(dev, stages) -> dict:
             "step of the λ̂ peak (× 500k ÷ steps)": float(to_paper_step(peak["step"], steps)),
             "λ̂ at its peak": float(peak["llc_mean"]),
             "λ̂ at the end ÷ λ̂ at its peak": float(llc["llc_mean"].iloc[-1] / peak["llc_mean"]),
-            "minimum mean-square prediction (LR1 marker)": float(metrics["pred_sq"].min()),
-            "final evaluation loss": float(metrics["loss"].iloc[-1]),
-            "final Δ to ridge": float(metrics["delta_ridge"].iloc[-1])}
+            **training_values(metrics)}
 
 
-def verdict_table(values: dict, page: str, provenance: dict) -> pd.DataFrame:
+def verdict_table(values: dict, page: str, provenance: dict, status: dict | None = None) -> pd.DataFrame:
     """``book.pages.verdicts`` of this figure: "cpu" and "paper" recorded for the Reproducibility page, the long CPU
-    run in its own columns, judged by the miniature's rule."""
+    run in its own columns, judged by the miniature's rule; ``status``: why a preset's other claims wait."""
     from plateau_lib.book.pages import verdicts
     from plateau_lib.icl.claims import claims_of
-    return verdicts(claims_of(FIGURE), values, page, provenance, LABELS)
+    return verdicts(claims_of(FIGURE), values, page, provenance, LABELS, status)
+
+
+TRAINING_CLAIMS = ("minimum mean-square prediction (LR1 marker)", "final evaluation loss", "final Δ to ridge")
+
+
+def training_values(metrics: pd.DataFrame) -> dict:
+    """The claims a finished training decides without λ̂ (``TRAINING_CLAIMS``), from its evaluations."""
+    metrics = metrics.sort_values("step")
+    return dict(zip(TRAINING_CLAIMS, (float(metrics["pred_sq"].min()), float(metrics["loss"].iloc[-1]),
+                                      float(metrics["delta_ridge"].iloc[-1]))))
 
 
 # ---- figures -------------------------------------------------------------------------------------------
@@ -572,9 +580,12 @@ def paper_in_progress_note(cfg, llc: dict) -> str:
             f"at a reduced SGLD budget (the paper's ε, γ, nβ and m = {llc['batch_size']:,}; {llc['num_chains']} chains × "
             f"{llc['num_draws']} draws{f' after {burn} burn-in steps' if burn else ''} from {llc['n_data']:,} fixed "
             "sequences instead of 10 × 5,000 from 2²⁰): "
-            f"{state['llc_rows']} rows so far. Nothing of it is judged until the run is finished: its verdicts, here and "
-            "on the Reproducibility page, read *in progress*. The paper's boundaries are at the paper's own steps here "
-            "(dotted), as this run has the paper's schedule.")
+            f"{state['llc_rows']} rows so far. "
+            + ("The claims the training decides alone are judged below; those that need λ̂ read *in progress*, here and "
+               "on the Reproducibility page, until its last row. " if trained else
+               "Nothing of it is judged until the run is finished: its verdicts, here and on the Reproducibility page, "
+               "read *in progress*. ")
+            + "The paper's boundaries are at the paper's own steps here (dotted), as this run has the paper's schedule.")
 
 
 def in_progress_figure(metrics: pd.DataFrame, llc: pd.DataFrame, steps: int, title: str = ""):
@@ -597,10 +608,12 @@ def in_progress_figure(metrics: pd.DataFrame, llc: pd.DataFrame, steps: int, tit
     for ax in (top, bottom):
         for b in PAPER_BOUNDARIES:
             ax.axvline(b + 1, color="#c0392b", ls=":", lw=1)
-        ax.axvspan(reached + 1, steps + 1, color="0.92", zorder=0)
+        if reached < steps:
+            ax.axvspan(reached + 1, steps + 1, color="0.92", zorder=0)
     top.set_xscale("log")
     top.set_xlim(1, steps + 1)
-    top.text(min(reached + 1, steps) * 1.1, top.get_ylim()[1], " not reached yet", va="top", fontsize=9, color="0.4")
+    if reached < steps:
+        top.text((reached + 1) * 1.1, top.get_ylim()[1], " not reached yet", va="top", fontsize=9, color="0.4")
     if title:
         fig.suptitle(title)
     return fig
@@ -620,6 +633,9 @@ def in_progress_points(llc: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("paper point")
 
 
+CHECK_SHOWN = ["reduced", "longer", "relative difference", "draws", "longer draws", "passes"]
+
+
 def show_paper_run(shown: dict, found: dict, live: str) -> None:
     """The `paper` section: the finished run's stages figure where one is stored; else, while the paper's run is
     being made on a CPU, its curves so far, λ̂ at the paper's points reached and the budget check, and the
@@ -634,9 +650,12 @@ def show_paper_run(shown: dict, found: dict, live: str) -> None:
         return
     state = long_run.progress(ICL_PAPER)
     llc = long_run.llc_table(ICL_PAPER, ICL_LLC_REDUCED)
+    metrics = long_run.evaluations(ICL_PAPER)
     display(Markdown(note))
-    fig = in_progress_figure(long_run.evaluations(ICL_PAPER), llc, ICL_PAPER.steps,
-                             title=f"paper config, computed on a CPU: through step {state['step']:,} of {ICL_PAPER.steps:,}")
+    fig = in_progress_figure(metrics, llc, ICL_PAPER.steps,
+                             title="paper config, computed on a CPU: " + (
+                                 f"{ICL_PAPER.steps:,} steps (λ̂ in progress)" if state.get("training") == "finished"
+                                 else f"through step {state['step']:,} of {ICL_PAPER.steps:,}"))
     display(fig)
     plt.close(fig)
     display(Markdown("λ̂ at the paper's points this run has reached and estimated so far:"), in_progress_points(llc))
@@ -645,7 +664,7 @@ def show_paper_run(shown: dict, found: dict, live: str) -> None:
     if not earlier.empty:
         display(Markdown("Budgets tried before this one, with the same check (a failure sends the budget back):"),
                 earlier.assign(passes=earlier["relative difference"] < long_run.CHECK_TOLERANCE)
-                .set_index(["budget", "step"]).drop(columns="elapsed_s").round(3))
+                .set_index(["budget", "step"])[CHECK_SHOWN].round(3))
     if not check.empty:
         display(Markdown(f"The reduced budget against chains {long_run.CHECK_FACTOR}× longer (same seed; the "
                          f"reduced estimate is the same chains after their first {ICL_LLC_REDUCED['num_draws']} draws). "
@@ -653,8 +672,16 @@ def show_paper_run(shown: dict, found: dict, live: str) -> None:
                          f"It passes where they differ by less than {long_run.CHECK_TOLERANCE:.0%}; where it fails, the "
                          "budget is too small there and the λ̂ rows wait for a larger one:"),
                 check.assign(passes=check["relative difference"] < long_run.CHECK_TOLERANCE)
-                .set_index("step").drop(columns="elapsed_s").round(3))
-    report.record_status(FIGURE, "paper", "icl_stages",
-                         f"in progress: λ̂ at {state['llc_rows']} of {state['llc_checkpoints']} checkpoints (CPU)"
-                         if state.get("training") == "finished" else
-                         f"in progress: step {state['step'] // 1000}k of {ICL_PAPER.steps // 1000}k (CPU)")
+                .set_index("step")[CHECK_SHOWN].round(3))
+    if state.get("training") != "finished":
+        report.record_status(FIGURE, "paper", "icl_stages",
+                             f"in progress: step {state['step'] // 1000}k of {ICL_PAPER.steps // 1000}k (CPU)")
+        return
+    display(Markdown("**What the finished training already decides.** The claims that need no λ̂, judged on the "
+                     "whole 500k-step run; the λ̂ claims (stages, boundaries, peak, fall) read *in progress* until "
+                     "every λ̂ row is made:"),
+            verdict_table({"paper": training_values(metrics)}, "icl_stages",
+                          {"paper": {"device": "cpu", "runs": 1, "seeds": [ICL_PAPER.seed],
+                                     "wall_time_s": round(state["cpu_hours"] * 3600, 1), "source": "committed"}},
+                          status={"paper": f"in progress: λ̂ at {state['llc_rows']} of {state['llc_checkpoints']} "
+                                           "checkpoints (CPU)"}).loc[list(TRAINING_CLAIMS)])
