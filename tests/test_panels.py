@@ -183,3 +183,24 @@ def test_the_icl_panels_train_the_chosen_config_and_low_m_redraws_at_once(tmp_pa
     assert low.error is None and first[:4] == b"\x89PNG" and bytes(low.image.value) != first
     with pytest.raises(ValueError, match="M must be one of"):
         icl_panels.ridge_run("3", 500)
+
+
+def test_the_collapse_panel_redraws_one_prompt_and_offers_each_models_checkpoints():
+    """Committed analyses only (no training): moving the prompt or the checkpoint redraws at once, the chosen values
+    reach the run, switching the model offers that model's checkpoints, and a step never analysed is refused."""
+    from plateau_lib.llm import page as lp, panels as llm_panels
+    models, _ = lp.load("cpu", "miniature", None, None, None, None, 100, 0, {}, True, "cpu", True, progress=False,
+                        olmo=True)
+    panel = llm_panels.collapse_panel(models, live=True)
+    panel.controls["prompt"].value = 5
+    first = bytes(panel.image.value)
+    panel.controls["step"].value = 512
+    assert panel.error is None and bytes(panel.image.value) != first
+    assert panel.result == {"model": models[0].label, "step": 512, "prompt": 5}
+    olmo = next(m for m in models if m.arch == "olmo2")
+    panel.controls["model"].value = olmo.label
+    assert 600 in panel.controls["step"].options and panel.result["model"] == olmo.label
+    with pytest.raises(ValueError, match=r"parameter 'step' must be an analysed checkpoint .* got 3"):
+        llm_panels.collapse_run(models, models[0].label, 3, 1)
+    with pytest.raises(ValueError, match="parameter 'prompt' must be between 1 and 100"):
+        llm_panels.collapse_run(models, models[0].label, 0, 101)
