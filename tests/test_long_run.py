@@ -146,3 +146,28 @@ def test_a_state_made_at_another_budget_keeps_its_check_apart(home):
     assert long_run.progress(TINY)["llc"] == new
     long_run.save(TINY, new)   # saved again: still kept, once
     assert len(pd.read_csv(long_run.state_folder(TINY) / "budget_check_earlier.csv")) == 1
+
+
+def test_two_shards_side_by_side_fill_the_table_of_one_process(home):
+    """λ̂ by two processes at once (--shard 0/2 and 1/2, as on two cores) gives the rows of one process alone:
+    neither overwrites the rows the other keeps meanwhile."""
+    cache.cached_train(TINY, use_cache=False, progress=False)
+    straight = long_run.estimate(TINY, TINY_LLC, budget_s=120)
+    shutil.rmtree(cache.LOCAL / f"{long_run.LLC_KIND}-{long_run.llc_key(TINY, TINY_LLC)}.partial")
+    shutil.rmtree(long_run.IN_PROGRESS)
+    fields = {k: getattr(TINY, k) for k in ("d_model", "n_head", "steps", "batch_size", "eval_every", "eval_batch",
+                                             "checkpoint_steps", "eval_steps")}
+    script = (f"import sys; from pathlib import Path; from plateau_lib.engine import cache; from plateau_lib.icl import long_run\n"
+              f"cache.LOCAL = Path({str(cache.LOCAL)!r}); cache.COMMITTED = Path({str(cache.COMMITTED)!r})\n"
+              f"long_run.IN_PROGRESS = Path({str(long_run.IN_PROGRESS)!r})\n"
+              f"from plateau_lib.icl.presets import ICL_PAPER\n"
+              f"cfg = ICL_PAPER.replace(**{fields!r})\n"
+              f"long_run.estimate(cfg, {TINY_LLC!r}, budget_s=120, shard=(int(sys.argv[1]), 2))\n")
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(k)], env={**os.environ, "OMP_NUM_THREADS": "1"})
+             for k in (0, 1)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    rows = long_run.llc_table(TINY, TINY_LLC)
+    pd.testing.assert_frame_equal(rows.drop(columns="elapsed_s"), straight.drop(columns="elapsed_s"))
+    assert long_run.progress(TINY)["llc_rows"] == len(long_run.llc_steps(TINY))
+    with pytest.raises(ValueError, match=r"parameter 'shard' must be \(k, n\)"):
+        long_run.estimate(TINY, TINY_LLC, budget_s=1, shard=(2, 2))

@@ -239,10 +239,21 @@ def stop_rows_at(deadline: float | None):
         _row_deadline = before
 
 
-def keep_rows(kind: str, key: str, rows) -> None:
-    """Write the rows so far atomically (called after every new row); past ``stop_rows_at``'s deadline, stop."""
-    with atomic_path(LOCAL / f"{kind}-{key}.partial" / "rows.csv") as tmp:
-        rows.to_csv(tmp, index=False)
+def keep_rows(kind: str, key: str, rows, shared: bool = False) -> None:
+    """Write the rows so far atomically (called after every new row); past ``stop_rows_at``'s deadline, stop.
+    ``shared``: other processes keep rows of other steps in the same table (each its own ``step`` values), so
+    under a file lock the rows they kept meanwhile are merged in instead of overwritten."""
+    import pandas as pd
+    folder = LOCAL / f"{kind}-{key}.partial"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "rows.lock", "w") as lock:
+        if shared:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            theirs = partial_rows(kind, key)
+            if not theirs.empty:
+                rows = pd.concat([rows, theirs[~theirs["step"].isin(rows["step"])]], ignore_index=True)
+        with atomic_path(folder / "rows.csv") as tmp:
+            rows.to_csv(tmp, index=False)
     if _row_deadline is not None and time.time() > _row_deadline:
         raise Stopped(f"deadline reached after {len(rows)} {kind} rows; they resume from {LOCAL}")
 
@@ -253,10 +264,11 @@ def drop_partial(kind: str, key: str) -> None:
 
 
 def resume_rows(kind: str, key: str, steps, compute_rows, group: int = 1, progress: bool = True,
-                desc: str = "checkpoints"):
+                desc: str = "checkpoints", shared: bool = False):
     """The rows of ``compute_rows(steps)`` (one row per step, column ``step``) for every step, ``group`` steps per
     call; rows kept by an earlier, interrupted call are loaded instead of recomputed (``partial_rows``) and each
-    new group is kept at once (``keep_rows``). Sorted by step. A tqdm bar (hidden in the book build) counts them."""
+    new group is kept at once (``keep_rows``; ``shared``: other processes fill other steps of the same table).
+    Sorted by step. A tqdm bar (hidden in the book build) counts them."""
     import pandas as pd
     from tqdm.auto import tqdm
     done = partial_rows(kind, key)
@@ -265,7 +277,7 @@ def resume_rows(kind: str, key: str, steps, compute_rows, group: int = 1, progre
     bar = tqdm(total=len(todo), desc=desc, disable=not progress or in_book_build())
     for i in range(0, len(todo), group):
         done = pd.concat([done, compute_rows(todo[i:i + group])], ignore_index=True)
-        keep_rows(kind, key, done)
+        keep_rows(kind, key, done, shared)
         bar.update(len(todo[i:i + group]))
     bar.close()
     return done.sort_values("step").reset_index(drop=True)

@@ -23,6 +23,8 @@ and ``llc`` reads the checkpoints; ``save`` copies the state back. Training stop
 
     OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run train --budget-s 9000  # core 1
     OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run llc --budget-s 9000    # core 2, as checkpoints appear
+    OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run llc --shard 0/2 &      # once trained: both cores
+    OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run llc --shard 1/2
     python -m plateau_lib.icl.long_run save      # before the session ends: then commit results/in_progress/
     python -m plateau_lib.icl.long_run status
 """
@@ -240,10 +242,17 @@ def _checkpoint(cfg: TrainConfig, step: int) -> Path | None:
                  if p.exists()), None)
 
 
-def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False) -> pd.DataFrame:
+def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False, shard: tuple[int, int] = (0, 1)
+             ) -> pd.DataFrame:
     """λ̂ at every selected checkpoint that exists and has no row yet, each row kept at once; stops at the
     budget (and with ``wait`` waits for the training's next checkpoint until then). Saves the state. Refused
-    (ValueError) while the budget check has failed somewhere: rows at a budget too small would be wasted."""
+    (ValueError) while the budget check has failed somewhere: rows at a budget too small would be wasted.
+    ``shard`` (k, n): this process takes every n-th selected checkpoint from the k-th, so n processes (one a core)
+    fill the same table side by side."""
+    if not (len(shard) == 2 and all(isinstance(v, int) for v in shard) and 0 <= shard[0] < shard[1]):
+        raise ValueError(f"parameter 'shard' must be (k, n) with integers 0 <= k < n, got {shard!r}")
+    k, n = shard
+    mine = llc_steps(cfg)[k::n]
     restore(cfg, llc)
     check = budget_table(cfg, llc)
     failed = [] if check.empty else check.loc[check["relative difference"] >= CHECK_TOLERANCE, "step"].tolist()
@@ -264,11 +273,12 @@ def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False) -
             while time.time() < deadline:
                 done = llc_table(cfg, llc)
                 have = set() if done.empty else set(done["step"].astype(int))
-                ready = [s for s in llc_steps(cfg) if s not in have and _checkpoint(cfg, s) is not None]
+                ready = [s for s in mine if s not in have and _checkpoint(cfg, s) is not None]
                 if ready:
-                    cache.resume_rows(LLC_KIND, llc_key(cfg, llc), [*have, ready[0]], rows, progress=False)
+                    cache.resume_rows(LLC_KIND, llc_key(cfg, llc), [*have, ready[0]], rows, progress=False,
+                                      shared=n > 1)
                     print(f"λ̂ at step {ready[0]} kept", flush=True)
-                elif wait and len(have) < len(llc_steps(cfg)):
+                elif wait and not set(mine) <= have:
                     time.sleep(60)
                 else:
                     break
@@ -313,6 +323,8 @@ def main(argv=None) -> int:
     parser.add_argument("action", choices=("train", "llc", "check", "save", "status"))
     parser.add_argument("--budget-s", type=float, default=3600.0, help="stop after this many seconds (default 3600)")
     parser.add_argument("--wait", action="store_true", help="llc: wait for checkpoints still to come until the budget")
+    parser.add_argument("--shard", default="0/1", metavar="K/N",
+                        help="llc: take every N-th selected checkpoint from the K-th (one process a core: 0/2 and 1/2)")
     args = parser.parse_args(argv)
     if args.budget_s <= 0:
         parser.error(f"--budget-s must be positive, got {args.budget_s}")
@@ -322,7 +334,11 @@ def main(argv=None) -> int:
     if args.action == "train":
         train(cfg, llc, args.budget_s)
     elif args.action == "llc":
-        print(estimate(cfg, llc, args.budget_s, wait=args.wait).to_string(index=False))
+        try:
+            shard = tuple(int(part) for part in args.shard.split("/"))
+        except ValueError:
+            parser.error(f"--shard must be K/N with integers 0 <= K < N, got {args.shard!r}")
+        print(estimate(cfg, llc, args.budget_s, wait=args.wait, shard=shard).to_string(index=False))
     elif args.action == "check":
         print(budget_check(cfg, llc).to_string(index=False))
     elif args.action == "save":
