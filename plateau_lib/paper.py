@@ -517,7 +517,8 @@ def print_status(entries: list[Entry], preset: str, costs: dict | None = None, l
 def print_analyses(preset: str, pages=None) -> None:
     for a in chapters.analyses(preset):
         if pages is None or a.page in pages:
-            state = COMMITTED if a.committed() else MISSING if a.trained() else "missing, waits for training"
+            made_here = next(filter(None, (in_progress(c) for c in a.runs)), None)  # the stages run's λ̂, across sessions
+            state = (COMMITTED if a.committed() else made_here or (MISSING if a.trained() else "missing, waits for training"))
             print(f"  {a.page:<24} {a.label:<44} {state}")
 
 
