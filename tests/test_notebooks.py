@@ -46,3 +46,13 @@ def test_setup_is_one_short_removed_cell(path):
         if "plots." in cell.source and "parameters" not in tags:
             assert {"hide-input", "remove-input", "remove-cell"} & set(tags), \
                 f"{path.name}: plotting code should be collapsed:\n{cell.source[:200]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_cell_has_a_unique_id(path):
+    """nbformat 4.5 cells carry ids (a cell added by hand without one warns in every build, and will be an error)."""
+    import json
+    cells = json.loads(path.read_text())["cells"]
+    ids = [c.get("id") for c in cells]
+    assert None not in ids, f"{path.name}: cell(s) {[i for i, c in enumerate(ids) if c is None]} have no id"
+    assert len(set(ids)) == len(ids), f"{path.name}: repeated cell ids"
