@@ -16,7 +16,8 @@ from plateau_lib.llm import checkpoints as llm_checkpoints, collapse as llm
 from plateau_lib.llm.corpus import prompts
 
 STYLE = {"description_width": "initial"}
-NOTE = "It reads the committed analyses, so it redraws at once; new checkpoints come from `make paper` or the page's `source hf`."
+NOTE = ("It reads the committed analyses, so it redraws at once; more checkpoints come from make paper, real "
+        "Pythia and OLMo-2 ones from the page's source parameter (hf).")
 
 
 def collapse_run(panels: list, model: str, step: int, prompt: int):
