@@ -106,13 +106,15 @@ def readable(table: pd.DataFrame, steps=None) -> pd.DataFrame:
 # ---- verdicts and provenance -----------------------------------------------------------------------
 
 def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: dict | None = None,
-             status: dict | None = None) -> pd.DataFrame:
+             status: dict | None = None, record_as: dict | None = None) -> pd.DataFrame:
     """Record the summaries of one figure (``claims``: its chapter's ``claims_of(figure)``) for each preset shown
     and return the page's verdict table.
 
     values: ``{preset: {claim metric: our number}}``; provenance: ``{preset: {...}}`` (device, seeds,
     wall time, source); ``status``: ``{preset: why its other claims have no number yet}``. One column pair (value,
-    verdict) per preset; the rule of each claim last. Presets
+    verdict) per preset; the rule of each claim last. ``record_as``: ``{preset: the Reproducibility column it
+    fills}`` (None: none), for a figure whose run in that column is another preset's (each judged by its own tier).
+    Presets
     the Reproducibility page has no column for get their own columns here, headed by ``labels[preset]``,
     judged by the miniature's rule and not recorded.
     """
@@ -120,13 +122,14 @@ def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: di
     table = pd.DataFrame({"metric": [c.metric for c in claims], "paper": [c.paper for c in claims]})
     rules = {c.metric: c.rule() for c in claims}
     for preset, by_metric in values.items():
-        recorded = preset in summaries.PRESET_COLUMNS
-        judged = preset if recorded or preset in summaries.JUDGED_AS else "cpu"
+        column_of = (record_as or {}).get(preset, preset)
+        recorded = column_of in summaries.PRESET_COLUMNS
+        judged = summaries.JUDGED_AS.get(preset, "cpu")
         rows = {r["metric"]: r for r in summaries.summary_rows(claims, judged, by_metric)}
         if recorded:
-            summaries.record_summary(claims, preset, by_metric, page, provenance.get(preset, {}),
-                                     (status or {}).get(preset))
-        column = summaries.PRESET_COLUMNS[preset] if recorded else (labels or {}).get(preset, preset)
+            summaries.record_summary(claims, column_of, by_metric, page, provenance.get(preset, {}),
+                                     (status or {}).get(preset), judged_as=judged)
+        column = summaries.PRESET_COLUMNS[column_of] if recorded else (labels or {}).get(preset, preset)
         table[column] = table["metric"].map(lambda m: rows[m]["shown"] if m in rows else "–")
         table[f"verdict ({preset})"] = table["metric"].map(lambda m: rows[m]["verdict"] if m in rows else "–")
     table["rule"] = table["metric"].map(rules)

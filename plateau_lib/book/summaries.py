@@ -37,7 +37,7 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]+", "-", text).strip("-").lower()
 
 
-def summary_rows(claims: list, preset: str, values: dict) -> list[dict]:
+def summary_rows(claims: list, preset: str, values: dict, judged_as: str | None = None) -> list[dict]:
     """One row per claim of one figure (``claims``, its chapter's ``claims_of(figure)``): paper, ours (float or
     None), shown text, verdict and rule.
 
@@ -54,17 +54,18 @@ def summary_rows(claims: list, preset: str, values: dict) -> list[dict]:
         ours = values[c.metric]
         ours = None if ours is None or (isinstance(ours, float) and math.isnan(ours)) else float(ours)
         rows.append({"metric": c.metric, "paper": c.paper, "ours": ours, "shown": c.show(ours),
-                     "verdict": c.judge(ours, JUDGED_AS.get(preset, preset)), "rule": c.rule()})
+                     "verdict": c.judge(ours, judged_as or JUDGED_AS.get(preset, preset)), "rule": c.rule()})
     return rows
 
 
 def record_summary(claims: list, preset: str, values: dict, page: str, provenance: dict,
-                   status: str | None = None) -> Path:
+                   status: str | None = None, judged_as: str | None = None) -> Path:
     """Write the summary of one figure (``claims``) for ``preset`` (``provenance``: device, seeds, wall time, source).
     ``status``: the claims not in ``values`` are still being made (e.g. a run whose training is finished and whose
-    λ̂ is not): the Reproducibility page shows it for them, as ``record_status`` does for a whole figure."""
+    λ̂ is not): the Reproducibility page shows it for them, as ``record_status`` does for a whole figure.
+    ``judged_as``: the judging tier when the column's run is another preset's (``pages.verdicts``' record_as)."""
     figure = claims[0].figure
-    summary = {"figure": figure, "preset": preset, "page": page, "rows": summary_rows(claims, preset, values),
+    summary = {"figure": figure, "preset": preset, "page": page, "rows": summary_rows(claims, preset, values, judged_as),
                "provenance": provenance, "commit": git_commit(),
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     if status:

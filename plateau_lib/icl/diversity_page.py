@@ -133,10 +133,11 @@ def transient_note(s: Sweep) -> str:
     return "\n".join(lines)
 
 
-def shown_sweeps(live_sweep: Sweep) -> dict:
-    """``{preset: Sweep}``: the live sweep, then every stored sweep of another preset."""
+def shown_sweeps(live_sweep: Sweep, also: tuple = ()) -> dict:
+    """``{preset: Sweep}``: the live sweep, then every stored sweep of ``also`` (e.g. the transient page's
+    ``cpu_d8``), the long CPU sweep and the paper preset."""
     shown = {live_sweep.preset: live_sweep}
-    for preset in ("cpu_d8", "cpu_long", "paper"):
+    for preset in (*also, "cpu_long", "paper"):
         if preset != live_sweep.preset and (found := stored(preset)) is not None:
             shown[preset] = found
     return shown
@@ -460,12 +461,19 @@ FIGURES = {"curves": curves_figure, "pca": pca_figure, "llc": llc_figure, "diver
 TRANSIENT_FIGURE, DIVERSITY_FIGURE = "Carroll Figs. 1, 3 (transient ridge)", "Raventós Fig. 2 (task diversity)"
 
 
+# The transient page's long-CPU column on the Reproducibility page is the D = 8 transient sweep; the D = 2 long
+# sweep keeps its column on the page only.
+RECORD_AS = {TRANSIENT_FIGURE: {"cpu_d8": "cpu_long", "cpu_long": None}}
+
+
 def verdict_table(figure: str, shown: dict, values_of, page: str) -> pd.DataFrame:
-    """``book.pages.verdicts`` of ``figure`` over the sweeps shown (``values_of(sweep)`` gives each one's numbers)."""
+    """``book.pages.verdicts`` of ``figure`` over the sweeps shown (``values_of(sweep)`` gives each one's numbers),
+    recorded for the Reproducibility page as ``RECORD_AS`` says."""
     from plateau_lib.book.pages import verdicts
     from plateau_lib.icl.claims import claims_of
+    record_as = RECORD_AS.get(figure, {}) if "cpu_d8" in shown else {}
     return verdicts(claims_of(figure), {p: values_of(s) for p, s in shown.items()}, page,
-                    {p: provenance_summary(s) for p, s in shown.items()}, LABELS)
+                    {p: provenance_summary(s) for p, s in shown.items()}, LABELS, record_as=record_as)
 
 
 # ---- settings, calibration, widgets, closing note ------------------------------------------------------
