@@ -124,7 +124,7 @@ def test_a_sweep_can_fill_another_presets_column_judged_by_its_own_tier(summarie
     table = verdicts(claims_of(transient), {"cpu_d8": {count.metric: 3.0, switch.metric: 64.0},
                                             "cpu_long": {count.metric: 0.0}}, "transient_ridge", {},
                      {"cpu_d8": "D = 8 sweep", "cpu_long": "D = 2 sweep"}, record_as={"cpu_d8": "cpu_long", "cpu_long": None})
-    assert table.loc[count.metric, "verdict (cpu_d8)"] == "reproduced"
+    assert table.loc[count.metric, "verdict (cpu_d8)"] == "reproduced" and table.loc[count.metric, "D = 8 sweep"] == "3"
     assert table.loc[count.metric, "verdict (cpu_long)"] == "not comparable at this scale"
     row = report.reproducibility_table(CLAIMS, PAPER_PENDING).set_index("metric")
     assert row.loc[count.metric, "long CPU run"] == "3 (reproduced)"

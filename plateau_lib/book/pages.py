@@ -129,7 +129,8 @@ def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: di
         if recorded:
             summaries.record_summary(claims, column_of, by_metric, page, provenance.get(preset, {}),
                                      (status or {}).get(preset), judged_as=judged)
-        column = summaries.PRESET_COLUMNS[column_of] if recorded else (labels or {}).get(preset, preset)
+        own = recorded and column_of == preset  # a run recorded under another preset's column keeps its own label here
+        column = summaries.PRESET_COLUMNS[column_of] if own else (labels or {}).get(preset, preset)
         table[column] = table["metric"].map(lambda m: rows[m]["shown"] if m in rows else "–")
         table[f"verdict ({preset})"] = table["metric"].map(lambda m: rows[m]["verdict"] if m in rows else "–")
     table["rule"] = table["metric"].map(rules)
