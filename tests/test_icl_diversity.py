@@ -101,7 +101,7 @@ def test_transient_Ms_reads_a_dip_then_rise():
     shapes = {2: 1 + np.exp(-5 * x), 16: dip, 64: small, math.inf: dip}
     curves = pd.DataFrame([{"step": 100 * i, "M": M, "seed": 0, "ood_loss": v, "delta_ridge_ood": v - 0.9,
                             "delta_dmmse": 0.0, "delta_ridge": 0.0} for M, c in shapes.items() for i, v in enumerate(c)])
-    sweep = dp.Sweep("cpu", {}, {}, {}, curves, diversity.critical_steps(curves), diversity.final(curves), None, None)
+    sweep = dp.Sweep("cpu", {}, {}, {}, curves, diversity.final(curves), None, None)
     assert dp.transient_Ms(sweep) == [16]
     assert abs(dp.transients(sweep).loc[16, "t_crit"] - 900) <= 100  # within an evaluation of 30% of the run
 

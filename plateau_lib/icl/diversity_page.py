@@ -27,14 +27,13 @@ LABELS = {"cpu": "live cpu sweep", "cpu_long": "long CPU sweep", "cpu_d8": "CPU 
 
 @dataclass
 class Sweep:
-    """One sweep as a page shows it: its configs and SGLD settings, the training results, their curves,
-    t_crit per run, the final evaluations, and the LLC table (None where it was not computed)."""
+    """One sweep as a page shows it: its configs and SGLD settings, the training results, their curves, the
+    final evaluations, and the LLC table (None where it was not computed); t_crit comes from ``transients``."""
     preset: str
     configs: dict
     llc: dict
     results: dict
     curves: pd.DataFrame
-    critical: pd.DataFrame
     final: pd.DataFrame
     llc_table: pd.DataFrame | None
     llc_meta: dict | None
@@ -51,7 +50,7 @@ class Sweep:
 def _assemble(preset, configs, llc, results, llc_found) -> Sweep:
     curves = div.curves(results)
     table, meta = llc_found if llc_found is not None else (None, None)
-    return Sweep(preset, configs, llc, results, curves, div.critical_steps(curves), div.final(curves), table, meta)
+    return Sweep(preset, configs, llc, results, curves, div.final(curves), table, meta)
 
 
 def sweep_settings(preset: str, Ms=None, seeds=None, steps=None, overrides=None, **llc_fields) -> tuple[dict, dict]:
@@ -113,15 +112,13 @@ def not_yet_committed(s: Sweep) -> list:
 def transient_note(s: Sweep) -> str:
     """Markdown: what the sweep shows by the page's rule: the M with a transient and their t_crit (with the rank
     correlation against M), where the smallest and largest finite M end, and the M not committed yet."""
-    from scipy.stats import spearmanr
     t, f = transients(s), s.final.groupby("M")[["delta_dmmse", "delta_ridge"]].mean()
-    Ms = transient_Ms(s)
+    Ms, order = transient_Ms(s), t_crit_order(s)
     crit = ", ".join(f"{div.label_M(M)}: {int(t.loc[M, 't_crit']):,}" for M in Ms)
     finite = [M for M in f.index if M != icl_presets.INF]
     lines = [f"- **M with a transient** (the rule above): {', '.join(div.label_M(M) for M in Ms) or 'none'}"
              + (f"; t_crit {crit}" if Ms else "")
-             + (f"; rank correlation of t_crit with M {spearmanr(Ms, t.loc[Ms, 't_crit'].astype(float)).statistic:.2f}"
-                if len(Ms) >= 3 else "") + "."]
+             + (f"; rank correlation of t_crit with M {order:.2f}" if order is not None else "") + "."]
     for M in (min(finite), max(finite)):
         near = "dMMSE_M" if f.loc[M, "delta_dmmse"] < f.loc[M, "delta_ridge"] else "ridge"
         lines.append(f"- **M = {div.label_M(M)} ends nearer {near}** (final Δ to dMMSE_M {f.loc[M, 'delta_dmmse']:.3f}, "
@@ -351,6 +348,13 @@ def transients(s: Sweep) -> pd.DataFrame:
     return s.memo["transients"]
 
 
+def t_crit_order(s: Sweep) -> float | None:
+    """Spearman's rank correlation of t_crit with M over the M with a transient (None below three of them)."""
+    from scipy.stats import spearmanr
+    Ms = transient_Ms(s)
+    return float(spearmanr(Ms, transients(s).loc[Ms, "t_crit"].astype(float)).statistic) if len(Ms) >= 3 else None
+
+
 def transient_Ms(s: Sweep) -> list:
     """Finite M with a transient by the page's rule (``transients``): Carroll's signature, the OOD loss first
     falls toward ridge's, then rises toward dMMSE_M's."""
@@ -414,18 +418,15 @@ def diversity_figure(s: Sweep, title: str = ""):
 
 def transient_values(s: Sweep, n_components: int = 2) -> dict:
     """Our numbers for the transient-ridge claims (``icl.claims``, "Carroll Figs. 1, 3")."""
-    from scipy.stats import spearmanr
     f = s.final.groupby("M")[["delta_dmmse", "delta_ridge"]].mean()
     finite = [M for M in f.index if M != icl_presets.INF]
     lo, hi = min(finite), max(finite)
     transient = transient_Ms(s)
-    t = transients(s)["t_crit"].astype(float)
     pca, proj, _ = pca_of(s, n_components)
     values = {
         "final Δ to dMMSE ÷ Δ to ridge at the smallest M (on q_M)": f.loc[lo, "delta_dmmse"] / f.loc[lo, "delta_ridge"],
         "finite M with a transient (the page's rule: a dip, then a rise > 5%; Δ to ridge regrows)": float(len(transient)),
-        "rank correlation of t_crit with M (M with a transient)":
-            float(spearmanr(transient, t.loc[transient]).statistic) if len(transient) >= 3 else None,
+        "rank correlation of t_crit with M (M with a transient)": t_crit_order(s),
         "final Δ to ridge ÷ Δ to dMMSE at the largest finite M (on q_M)": f.loc[hi, "delta_ridge"] / f.loc[hi, "delta_dmmse"],
         "behavioural switch: smallest M whose final model is nearer ridge": div.switch_M(s.final),
         "|correlation of PC2 with the OOD loss| over all checkpoints": abs(float(np.corrcoef(proj["PC2"], proj["ood_loss"])[0, 1])),
