@@ -162,10 +162,13 @@ def key_steps(panel: Panel) -> dict:
     return steps
 
 
-def _heatmap(ax, panel: Panel, step: int, cbar: bool = True) -> None:
-    """One step's 8x8 mean cosine (lower triangle), in the book's cosine colours (those of the MWS pages)."""
-    mean = panel.summary.set_index("step").loc[step, "cosine"]
-    plots.cosine_heatmap(llm.cosine_matrix(panel.rows, step), ax=ax, title=f"step {step}: mean {mean:.2f}",
+def step_heatmap(ax, panel: Panel, step: int, cbar: bool = True, prompt: int | None = None) -> None:
+    """One step's 8x8 cosine (lower triangle), the mean over prompts or one ``prompt``'s (counted from 0), in the
+    book's cosine colours (those of the MWS pages)."""
+    rows = panel.rows if prompt is None else panel.rows[panel.rows["prompt"] == prompt]
+    mean = (panel.summary.set_index("step").loc[step, "cosine"] if prompt is None
+            else float(rows.loc[rows["step"] == step, "mean_cos"].iloc[0]))
+    plots.cosine_heatmap(llm.cosine_matrix(rows, step), ax=ax, title=f"step {step}: mean {mean:.2f}",
                          labels=range(llm_checkpoints.N_NEW), axis_label="generation step", cbar=cbar)
 
 
@@ -174,14 +177,15 @@ def heatmap_figure(panel: Panel, steps: list[int]):
     fig, axes = plt.subplots(1, len(steps), figsize=(PAGE_WIDTH_IN, PAGE_WIDTH_IN / len(steps) * 0.95 + 0.4),
                              squeeze=False)
     for i, (ax, step) in enumerate(zip(axes[0], steps)):
-        _heatmap(ax, panel, step, cbar=i == len(steps) - 1)
+        step_heatmap(ax, panel, step, cbar=i == len(steps) - 1)
         if i:
             ax.set_ylabel("")
     fig.suptitle(f"{panel.label}: cosine of the last-position states")
     return fig
 
 
-def _shown(text: str) -> str:
+def shown_text(text: str) -> str:
+    """A generation on one line: newlines as ⏎, tabs as ⇥."""
     return text.replace("\n", "⏎").replace("\t", "⇥")
 
 
@@ -190,7 +194,7 @@ def generations(panel: Panel, steps: list[int], n: int = 4) -> pd.DataFrame:
     from plateau_lib.llm.corpus import prompts
     questions = prompts(int(panel.rows["prompt"].max()) + 1, panel.meta.get("spec", {}).get("prompt_seed", 0))
     table = panel.rows[panel.rows["step"].isin(steps) & (panel.rows["prompt"] < n)]
-    wide = table.pivot(index="prompt", columns="step", values="text").map(lambda t: repr(_shown(t))[1:-1])
+    wide = table.pivot(index="prompt", columns="step", values="text").map(lambda t: repr(shown_text(t))[1:-1])
     wide.columns = [f"step {c}" for c in wide.columns]
     wide.insert(0, "prompt (ARC-Easy)", [questions[i][:70] + ("…" * (len(questions[i]) > 70)) for i in wide.index])
     return wide.reset_index(drop=True)
@@ -202,10 +206,10 @@ def step_frames(panel: Panel, n_prompts: int = 3) -> dict:
     summary = panel.summary.set_index("step")
     for step in summary.index:
         fig, (ax, text) = plt.subplots(1, 2, figsize=(PAGE_WIDTH_IN, 3.2), width_ratios=[1, 1.5])
-        _heatmap(ax, panel, step)
+        step_heatmap(ax, panel, step)
         rows = panel.rows[(panel.rows["step"] == step) & (panel.rows["prompt"] < n_prompts)]
         lines = [f"repetition {summary.loc[step, 'repetition']:.2f}, distinct {summary.loc[step, 'distinct']:.2f}", ""]
-        lines += [f"prompt {p + 1}: “{_shown(t)}”" for p, t in zip(rows["prompt"], rows["text"])]
+        lines += [f"prompt {p + 1}: “{shown_text(t)}”" for p, t in zip(rows["prompt"], rows["text"])]
         text.text(0, 1, "\n".join(lines), va="top", ha="left", fontsize=9, family="monospace", wrap=True)
         text.set_axis_off()
         fig.suptitle(panel.label)

@@ -9,11 +9,10 @@ from __future__ import annotations
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
-from plateau_lib.book import plots
 from plateau_lib.book.panels import try_it
 from plateau_lib.book.plots import PAGE_WIDTH
-from plateau_lib.llm import checkpoints as llm_checkpoints, collapse as llm
 from plateau_lib.llm.corpus import prompts
+from plateau_lib.llm.page import shown_text, step_heatmap
 
 STYLE = {"description_width": "initial"}
 NOTE = ("It reads the committed analyses, so it redraws at once; more checkpoints come from make paper, real "
@@ -37,10 +36,9 @@ def collapse_run(panels: list, model: str, step: int, prompt: int):
     row = rows[rows["step"] == step].iloc[0]
     question = prompts(n, panel.meta.get("spec", {}).get("prompt_seed", 0))[prompt - 1]
     fig, (ax, text) = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.4), width_ratios=[1, 1.4], constrained_layout=True)
-    plots.cosine_heatmap(llm.cosine_matrix(rows, step), ax=ax, title=f"step {step}: mean {row['mean_cos']:.2f}",
-                         labels=range(llm_checkpoints.N_NEW), axis_label="generation step")
-    shown = row["text"].replace("\n", "⏎").replace("\t", "⇥")
-    lines = [f"prompt {prompt} of {n} (ARC-Easy):", *_wrap(question, 48), "", "greedy continuation:", f"“{shown}”", "",
+    step_heatmap(ax, panel, step, prompt=prompt - 1)
+    lines = [f"prompt {prompt} of {n} (ARC-Easy):", *_wrap(question, 48), "", "greedy continuation:",
+             f"“{shown_text(row['text'])}”", "",
              f"repetition {row['repetition']:.2f}, distinct {row['distinct']:.2f}",
              f"smallest logit margin {row['margin']:.2g}"]
     text.text(0, 1, "\n".join(lines), va="top", ha="left", fontsize=9, family="monospace")
