@@ -471,13 +471,16 @@ def write_index(path: Path | None = None) -> Path:
     return path
 
 
-def in_progress(cfg) -> str | None:
+def made_across_sessions(cfg) -> str | None:
     """"in progress on a CPU: step N of M" for a run made across work sessions (the stages page's paper run,
-    ``icl.long_run``), else None."""
+    ``icl.long_run``), "made on a CPU: ..." once it is finished, else None."""
     from plateau_lib.icl import long_run
     state = long_run.progress(cfg)
-    if state is None or state["status"] != "in progress":
+    if state is None:
         return None
+    if state["status"] == "finished":
+        return (f"made on a CPU: λ̂ at {state['llc_rows']} checkpoints at a reduced budget ({state['cpu_hours']:.1f} "
+                "CPU-h); the paper's budget is left for a GPU")
     if state.get("training") == "finished":
         return (f"in progress on a CPU: training finished ({state['steps']:,} steps), λ̂ at {state['llc_rows']} of "
                 f"{state['llc_checkpoints']} checkpoints ({state['cpu_hours']:.1f} CPU-h)")
@@ -492,7 +495,7 @@ def print_status(entries: list[Entry], preset: str, costs: dict | None = None, l
     for e in entries:  # runs of one architecture are stacked by train_many
         est = estimate_gpu_s(e.config, max(1, todo.count(e.config.model_config())))
         total += est if e.status != COMMITTED else 0.0
-        status = (e.status == MISSING and in_progress(e.config)) or e.status
+        status = (e.status == MISSING and made_across_sessions(e.config)) or e.status
         cpu_s = None if costs is None else estimate_cpu_s(e.config, costs)
         cpu = "" if cpu_s is None else f"  ~{cpu_s / 3600:6.2f} CPU-h"
         if status != e.status:
@@ -507,7 +510,7 @@ def print_status(entries: list[Entry], preset: str, costs: dict | None = None, l
           f"{counts[MISSING]} missing; about {total:.0f} s of GPU time for the missing and CPU-made ones "
           "(a rough estimate; see paper.py)")
     if costs is not None:
-        feasible = [e for e in entries if e.status == MISSING and e not in over and not in_progress(e.config)]
+        feasible = [e for e in entries if e.status == MISSING and e not in over and not made_across_sessions(e.config)]
         hours = sum(estimate_cpu_s(e.config, costs) or 0.0 for e in feasible) / 3600
         print(f"on this CPU (one core a run, measured step times in {CPU_RECORD.relative_to(cache.ROOT)}): "
               f"{len(feasible)} missing run(s) fit the limit of {limit_h:g} CPU-hours a run, about {hours:.1f} "
@@ -517,7 +520,7 @@ def print_status(entries: list[Entry], preset: str, costs: dict | None = None, l
 def print_analyses(preset: str, pages=None) -> None:
     for a in chapters.analyses(preset):
         if pages is None or a.page in pages:
-            made_here = next(filter(None, (in_progress(c) for c in a.runs)), None)  # the stages run's λ̂, across sessions
+            made_here = next(filter(None, (made_across_sessions(c) for c in a.runs)), None)  # the stages run's λ̂, across sessions
             state = (COMMITTED if a.committed() else made_here or (MISSING if a.trained() else "missing, waits for training"))
             print(f"  {a.page:<24} {a.label:<44} {state}")
 

@@ -61,6 +61,7 @@ def test_budget_stops_resume_to_the_uninterrupted_run(home):
     long_run.train(TINY, TINY_LLC, budget_s=600, progress_bar=False)
     state = long_run.progress(TINY)   # trained, but a λ̂ row is still missing: not finished
     assert (state["status"], state["training"], state["step"]) == ("in progress", "finished", 60)
+    assert long_run.finished_run(TINY, TINY_LLC) is None
     again = cache.cached_train(TINY, progress=False).metrics
     pd.testing.assert_frame_equal(whole.reset_index(drop=True), again.reset_index(drop=True))
 
@@ -73,6 +74,12 @@ def test_budget_stops_resume_to_the_uninterrupted_run(home):
     assert long_run.progress(TINY)["status"] == "finished"
     # no checkpoint is kept once its λ̂ row exists
     assert not list(long_run.state_folder(TINY).glob("ckpt_*.pt"))
+    # the finished run reads as an ordinary developmental run: its λ̂ rows, and the structure of every checkpoint
+    # (kept in the state while the checkpoints were on some machine)
+    dev = long_run.finished_run(TINY, TINY_LLC)
+    assert dev.meta["made_by"] == "plateau_lib.icl.long_run" and dev.meta["device"] == "cpu"
+    pd.testing.assert_frame_equal(dev.llc, rows)
+    assert list(dev.structure["step"]) == long_run.llc_steps(TINY)
 
 
 def test_sigkill_resumes_from_the_last_resume_state(home):

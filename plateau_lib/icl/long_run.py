@@ -11,11 +11,15 @@ sessions the run lives in the repository, in ``results/in_progress/icl_stages-<t
 - ``budget_check_earlier.csv``: the same check for budgets tried before the current one, each row naming its budget;
 - ``ckpt_<step>.pt``: the selected checkpoints reached whose λ̂ row is still to do (213 KB each; dropped from the
   state once their row exists);
+- ``structure.csv``: the structural markers (``development.structure_row``) of every selected checkpoint reached,
+  kept so that the checkpoints themselves need not be;
 - ``progress.json``: ``status`` ("in progress" until the 500k-th step and the last λ̂ row), ``training``
   ("in progress" or "finished"), the step reached, the CPU-hours so far, the date and the commit.
 
 Once the training is finished its result (tables, no weights) is committed as ``results/train-<key>/`` and the
-state keeps only the λ̂ rows and the checkpoints still waiting for theirs.
+state keeps only the λ̂ rows and the checkpoints still waiting for theirs. Once the last λ̂ row is made, the run is
+also written as an ordinary developmental run (``results/icl_stages-<key of the reduced budget>/``, which
+``development.load(ICL_PAPER, ICL_LLC_REDUCED)`` reads), and the state stays as the record of its budget checks.
 
 ``restore`` copies that state into the queue's working folder (``cache.QUEUE``), where ``train`` resumes it
 and ``llc`` reads the checkpoints; ``save`` copies the state back. Training stops cleanly at a time budget
@@ -154,6 +158,9 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
         earlier = earlier_budget_table(cfg, llc)
         if not earlier.empty:
             earlier.to_csv(tmp / "budget_check_earlier.csv", index=False)
+        structure = structure_table(cfg)
+        if not structure.empty:
+            structure.to_csv(tmp / "structure.csv", index=False)
         cpu_s = _train_seconds(cfg, resume) + sum(float(t["elapsed_s"].sum()) for t in (rows, check) if not t.empty)
         done = finished and have >= set(llc_steps(cfg))
         write_json(tmp / "progress.json", {
@@ -162,7 +169,48 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
             "steps": cfg.steps, "cpu_hours": round(cpu_s / 3600, 3),
             "llc_rows": len(have), "llc_checkpoints": len(llc_steps(cfg)), "llc": llc,
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "commit": git_commit()})
+    if done:
+        write_development(cfg, llc, rows, structure)
     return dst
+
+
+def structure_table(cfg: TrainConfig) -> pd.DataFrame:
+    """``development.structure_row`` of every selected checkpoint on this machine, and the committed state's rows
+    for those whose checkpoint is gone; empty before the first."""
+    path = state_folder(cfg) / "structure.csv"
+    committed = pd.read_csv(path) if path.exists() else pd.DataFrame({"step": []})
+    here = [s for s in llc_steps(cfg) if _checkpoint(cfg, s) is not None]
+    fresh = pd.DataFrame([development.structure_row(s, torch.load(_checkpoint(cfg, s), weights_only=True))
+                          for s in here])
+    table = pd.concat([committed[~committed["step"].isin(here)], fresh], ignore_index=True)
+    return table.sort_values("step").reset_index(drop=True) if len(table) else pd.DataFrame()
+
+
+def write_development(cfg: TrainConfig, llc: dict, rows: pd.DataFrame, structure: pd.DataFrame) -> Path:
+    """The finished run as a developmental run in ``results/`` (``development.load(cfg, llc)`` reads it): λ̂ at
+    the selected checkpoints, their structure, and meta with the CPU-hours of training and of λ̂."""
+    k = llc_key(cfg, llc)
+    meta = {"config": cfg.to_dict(), "llc": llc, "train_key": cache.cache_key(cfg), "key": k,
+            "version": development.VERSION, "device": "cpu", "made_by": "plateau_lib.icl.long_run",
+            "llc_checkpoints": sorted(int(s) for s in rows["step"]),
+            "train_wall_s": round(_train_seconds(cfg, run_folder(cfg) / "resume.pt"), 1),
+            "llc_wall_s": round(float(rows["elapsed_s"].sum()), 1),
+            "commit": git_commit(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "torch": torch.__version__}
+    with atomic_path(cache.COMMITTED / f"{development.KIND}-{k}") as tmp:
+        tmp.mkdir()
+        rows.sort_values("step").to_csv(tmp / "llc.csv", index=False)
+        structure.to_csv(tmp / "structure.csv", index=False)
+        write_json(tmp / "meta.json", meta)
+    return cache.COMMITTED / f"{development.KIND}-{k}"
+
+
+def finished_run(cfg: TrainConfig, llc: dict):
+    """The finished run as a ``development.Development`` (λ̂ at the selected checkpoints at budget ``llc``), or None
+    while it is in progress."""
+    if (progress(cfg) or {}).get("status") != "finished":
+        return None
+    return development.load(cfg, llc)
 
 
 def _finished_ckpt(cfg: TrainConfig, name: str) -> Path:

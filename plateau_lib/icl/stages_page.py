@@ -88,15 +88,24 @@ def expected_time_note(preset: str, cfg, llc: dict, use_cache: bool) -> str:
 
 def other_runs(live_preset: str) -> dict:
     """``{preset: Development}`` of the stored long runs ("cpu_long", "paper") other than the live one; a
-    preset with no stored result is left out (``missing_note`` says so)."""
-    from plateau_lib.icl.presets import icl_stages
+    preset with no stored result is left out (``missing_note`` says so). Without a run at the paper's SGLD
+    budget, "paper" is the paper's training run made on a CPU with λ̂ at a reduced budget, once it is finished."""
+    from plateau_lib.icl import long_run
+    from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER, icl_stages
     found = {}
     for preset in ("cpu_long", "paper"):
         if preset != live_preset:
             dev = development.load(*icl_stages(preset))
+            if dev is None and preset == "paper":
+                dev = long_run.finished_run(ICL_PAPER, ICL_LLC_REDUCED)
             if dev is not None:
                 found[preset] = dev
     return found
+
+
+def made_on_cpu(dev) -> bool:
+    """Whether ``dev`` is the paper's run made on a CPU across work sessions (``icl.long_run``)."""
+    return dev is not None and dev.meta.get("made_by") == "plateau_lib.icl.long_run"
 
 
 def missing_note(preset: str) -> str:
@@ -393,7 +402,9 @@ def show_stored_run(shown: dict, found: dict, which: str, live: str) -> None:
     it is shown and not this build's live run, else a line saying where it is or why it is missing."""
     from IPython.display import Markdown, display
     if which in shown and live != which:
-        stages_figure(shown[which], found[which], title=f"{LABELS[which]}: {run_steps(shown[which]):,} steps (committed)")
+        cpu = ", computed on a CPU, λ̂ at a reduced budget" if made_on_cpu(shown[which]) else ""
+        stages_figure(shown[which], found[which],
+                      title=f"{LABELS[which]}: {run_steps(shown[which]):,} steps (committed{cpu})")
     elif live == which:
         display(Markdown(f"This build's live run is the {LABELS[which]}: see the figure above."))
     else:
@@ -636,29 +647,12 @@ def in_progress_points(llc: pd.DataFrame) -> pd.DataFrame:
 CHECK_SHOWN = ["reduced", "longer", "relative difference", "draws", "longer draws", "passes"]
 
 
-def show_paper_run(shown: dict, found: dict, live: str) -> None:
-    """The `paper` section: the finished run's stages figure where one is stored; else, while the paper's run is
-    being made on a CPU, its curves so far, λ̂ at the paper's points reached and the budget check, and the
-    status "in progress" recorded for the Reproducibility page; else where the run will come from."""
+def show_budget_check() -> None:
+    """The reduced SGLD budget's check against chains ``long_run.CHECK_FACTOR``× longer, and the budgets tried
+    before it with the same check."""
     from IPython.display import Markdown, display
-    from plateau_lib.book import summaries as report
     from plateau_lib.icl import long_run
     from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
-    note = paper_in_progress_note(ICL_PAPER, ICL_LLC_REDUCED)
-    if "paper" in shown or live == "paper" or not note:
-        show_stored_run(shown, found, "paper", live)
-        return
-    state = long_run.progress(ICL_PAPER)
-    llc = long_run.llc_table(ICL_PAPER, ICL_LLC_REDUCED)
-    metrics = long_run.evaluations(ICL_PAPER)
-    display(Markdown(note))
-    fig = in_progress_figure(metrics, llc, ICL_PAPER.steps,
-                             title="paper config, computed on a CPU: " + (
-                                 f"{ICL_PAPER.steps:,} steps (λ̂ in progress)" if state.get("training") == "finished"
-                                 else f"through step {state['step']:,} of {ICL_PAPER.steps:,}"))
-    display(fig)
-    plt.close(fig)
-    display(Markdown("λ̂ at the paper's points this run has reached and estimated so far:"), in_progress_points(llc))
     check = long_run.budget_table(ICL_PAPER, ICL_LLC_REDUCED)
     earlier = long_run.earlier_budget_table(ICL_PAPER, ICL_LLC_REDUCED)
     if not earlier.empty:
@@ -673,6 +667,58 @@ def show_paper_run(shown: dict, found: dict, live: str) -> None:
                          "budget is too small there and the λ̂ rows wait for a larger one:"),
                 check.assign(passes=check["relative difference"] < long_run.CHECK_TOLERANCE)
                 .set_index("step")[CHECK_SHOWN].round(3))
+
+
+def paper_cpu_note(dev) -> str:
+    """What the paper's run made on a CPU is, and each of its deviations from the paper's configuration."""
+    from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_PAPER
+    llc, hours = dev.meta["llc"], (float(dev.meta["train_wall_s"]) + float(dev.meta["llc_wall_s"])) / 3600
+    burn = llc.get("num_burnin_steps", 0)
+    return (f"**Made on a CPU.** The paper's own training run, exactly (seed 1, one-cycle to 3e-3, batch 256, "
+            f"{run_steps(dev):,} steps, evaluated at the paper's {len(ICL_PAPER.checkpoint_steps)} checkpoints), "
+            "computed on one CPU core across work sessions and committed after each "
+            f"(`python -m plateau_lib.icl.long_run`): {hours:.1f} CPU-hours, "
+            f"{float(dev.meta['train_wall_s']) / 3600:.1f} of training and {float(dev.meta['llc_wall_s']) / 3600:.1f} "
+            "of λ̂. Its deviations from the paper, all in the λ̂ estimates:\n\n"
+            f"- λ̂ at {len(dev.llc)} of the {len(ICL_PAPER.checkpoint_steps)} checkpoints (log-spaced, evenly spaced, and "
+            "the nearest to the paper's 1k, 40k, 126k, 320k and the end), so the GP fit of the stages has fewer points;\n"
+            f"- {llc['num_chains']} chains × {llc['num_draws']} draws{f' after {burn} burn-in steps' if burn else ''} "
+            f"instead of {ICL_LLC_PAPER['num_chains']} × {ICL_LLC_PAPER['num_draws']:,}, checked against chains "
+            "4× longer at three checkpoints (the table below);\n"
+            f"- {llc['n_data']:,} fixed sequences for SGLD instead of {ICL_LLC_PAPER['n_data']:,}.\n\n"
+            "The paper's ε, γ, nβ and SGLD batch are kept. Its verdicts are given in the paper column below.")
+
+
+def show_paper_run(shown: dict, found: dict, live: str) -> None:
+    """The `paper` section: the finished run's stages figure where one is stored (with its deviations and budget
+    check when it was made on a CPU); else, while the paper's run is being made on a CPU, its curves so far, λ̂ at
+    the paper's points reached and the budget check, and the status "in progress" recorded for the
+    Reproducibility page; else where the run will come from."""
+    from IPython.display import Markdown, display
+    from plateau_lib.book import summaries as report
+    from plateau_lib.icl import long_run
+    from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
+    note = paper_in_progress_note(ICL_PAPER, ICL_LLC_REDUCED)
+    if "paper" in shown or live == "paper" or not note:
+        cpu = made_on_cpu(shown.get("paper"))
+        if cpu:
+            display(Markdown(paper_cpu_note(shown["paper"])))
+        show_stored_run(shown, found, "paper", live)
+        if cpu:
+            show_budget_check()
+        return
+    state = long_run.progress(ICL_PAPER)
+    llc = long_run.llc_table(ICL_PAPER, ICL_LLC_REDUCED)
+    metrics = long_run.evaluations(ICL_PAPER)
+    display(Markdown(note))
+    fig = in_progress_figure(metrics, llc, ICL_PAPER.steps,
+                             title="paper config, computed on a CPU: " + (
+                                 f"{ICL_PAPER.steps:,} steps (λ̂ in progress)" if state.get("training") == "finished"
+                                 else f"through step {state['step']:,} of {ICL_PAPER.steps:,}"))
+    display(fig)
+    plt.close(fig)
+    display(Markdown("λ̂ at the paper's points this run has reached and estimated so far:"), in_progress_points(llc))
+    show_budget_check()
     if state.get("training") != "finished":
         report.record_status(FIGURE, "paper", "icl_stages",
                              f"in progress: step {state['step'] // 1000}k of {ICL_PAPER.steps // 1000}k (CPU)")
