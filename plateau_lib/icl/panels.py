@@ -95,7 +95,7 @@ LOW_M_NOTE = "Closed form on 2,048 sampled sequences: each change redraws in wel
 def low_m_run(M: int, K: int, noise_var: float, D: int = 2, n: int = 2048, seed: int = 0):
     """The low-M page live: the two Bayes predictors on q_M, token by token. The loss of dMMSE_M (the posterior
     mean over the M tasks) and of ridge (the Gaussian prior's), and the noise floor σ²: with few tasks dMMSE_M
-    reaches the floor after a few tokens, while ridge needs about D."""
+    reaches the floor after a few tokens, while ridge needs about D. Returns the figure and the values drawn."""
     task = make_task("icl_regression", D=D, K=K, noise_var=noise_var, M=M)
     xs, ys, _ = task.sample(n, torch.Generator().manual_seed(seed))
     dmmse = baselines.dmmse_predict(xs, ys, task.tasks(), noise_var)
@@ -107,7 +107,7 @@ def low_m_run(M: int, K: int, noise_var: float, D: int = 2, n: int = 2048, seed:
     ax.axhline(noise_var, ls=":", c="grey", label="noise σ²")
     ax.set(xlabel="token k", ylabel="loss on q_M", title=f"M = {M}, K = {K}, σ² = {noise_var:g} (D = {D})")
     ax.legend(fontsize="small")
-    return fig
+    return fig, {"M": M, "K": K, "noise_var": noise_var, "D": D}
 
 
 def low_m_panel(static: widgets.Widget | None = None, live: bool | None = None) -> widgets.Widget:
