@@ -178,3 +178,17 @@ def test_two_shards_side_by_side_fill_the_table_of_one_process(home):
     assert long_run.progress(TINY)["llc_rows"] == len(long_run.llc_steps(TINY))
     with pytest.raises(ValueError, match=r"parameter 'shard' must be \(k, n\)"):
         long_run.estimate(TINY, TINY_LLC, budget_s=1, shard=(2, 2))
+
+
+def test_a_step_is_claimed_by_one_process_and_a_dead_processs_claim_is_taken_over(home):
+    """Two processes share the work by claims: a step claimed by a running process is left to it; the claim of
+    a process that has ended is taken over, so a killed job's step is not lost."""
+    assert long_run.claim(TINY, TINY_LLC, 5) and long_run.claim(TINY, TINY_LLC, 5)   # ours, again
+    folder = cache.LOCAL / f"{long_run.LLC_KIND}-{long_run.llc_key(TINY, TINY_LLC)}.partial"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    (folder / "claim_20").write_text(str(other.pid))
+    assert not long_run.claim(TINY, TINY_LLC, 20)                   # a running process holds it
+    other.kill()
+    other.wait()
+    assert long_run.claim(TINY, TINY_LLC, 20)                       # it ended: taken over
+    assert (folder / "claim_20").read_text() == str(os.getpid())

@@ -27,8 +27,8 @@ and ``llc`` reads the checkpoints; ``save`` copies the state back. Training stop
 
     OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run train --budget-s 9000  # core 1
     OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run llc --budget-s 9000    # core 2, as checkpoints appear
-    OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run llc --shard 0/2 &      # once trained: both cores
-    OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run llc --shard 1/2
+    OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run llc --shard 0/2 &      # once trained: both cores (each
+    OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run llc --shard 1/2        # then takes the other's still unclaimed)
     python -m plateau_lib.icl.long_run save      # before the session ends: then commit results/in_progress/
     python -m plateau_lib.icl.long_run status
 """
@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -290,17 +291,46 @@ def _checkpoint(cfg: TrainConfig, step: int) -> Path | None:
                  if p.exists()), None)
 
 
+def claim(cfg: TrainConfig, llc: dict, step: int) -> bool:
+    """Claim ``step``'s λ̂ row for this process: a file beside the rows naming its pid, made only if none exists.
+    A claim of a process no longer running is taken over (a killed job's step is not lost)."""
+    folder = cache.LOCAL / f"{LLC_KIND}-{llc_key(cfg, llc)}.partial"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"claim_{step}"
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        try:
+            pid = int(path.read_text())
+        except (OSError, ValueError):  # being written by its maker: taken
+            return False
+        if pid == os.getpid():
+            return True
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+            return claim(cfg, llc, step)
+        except PermissionError:  # running, as another user
+            pass
+        return False
+    with os.fdopen(fd, "w") as out:
+        out.write(str(os.getpid()))
+    return True
+
+
 def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False, shard: tuple[int, int] = (0, 1)
              ) -> pd.DataFrame:
     """λ̂ at every selected checkpoint that exists and has no row yet, each row kept at once; stops at the
     budget (and with ``wait`` waits for the training's next checkpoint until then). Saves the state. Refused
     (ValueError) while the budget check has failed somewhere: rows at a budget too small would be wasted.
-    ``shard`` (k, n): this process takes every n-th selected checkpoint from the k-th, so n processes (one a core)
-    fill the same table side by side."""
+    ``shard`` (k, n): this process takes every n-th selected checkpoint from the k-th first, then any other step no
+    process has claimed (``claim``), so n processes (one a core) fill the same table side by side and end together."""
     if not (len(shard) == 2 and all(isinstance(v, int) for v in shard) and 0 <= shard[0] < shard[1]):
         raise ValueError(f"parameter 'shard' must be (k, n) with integers 0 <= k < n, got {shard!r}")
     k, n = shard
-    mine = llc_steps(cfg)[k::n]
+    chosen = llc_steps(cfg)
+    order = [*chosen[k::n], *(s for s in chosen if s not in chosen[k::n])]
     restore(cfg, llc)
     check = budget_table(cfg, llc)
     failed = [] if check.empty else check.loc[check["relative difference"] >= CHECK_TOLERANCE, "step"].tolist()
@@ -321,12 +351,13 @@ def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False, s
             while time.time() < deadline:
                 done = llc_table(cfg, llc)
                 have = set() if done.empty else set(done["step"].astype(int))
-                ready = [s for s in mine if s not in have and _checkpoint(cfg, s) is not None]
-                if ready:
-                    cache.resume_rows(LLC_KIND, llc_key(cfg, llc), [*have, ready[0]], rows, progress=False,
-                                      shared=n > 1)
-                    print(f"λ̂ at step {ready[0]} kept", flush=True)
-                elif wait and not set(mine) <= have:
+                ready = (s for s in order if s not in have and _checkpoint(cfg, s) is not None
+                         and (n == 1 or claim(cfg, llc, s)))
+                step = next(ready, None)
+                if step is not None:
+                    cache.resume_rows(LLC_KIND, llc_key(cfg, llc), [*have, step], rows, progress=False, shared=n > 1)
+                    print(f"λ̂ at step {step} kept", flush=True)
+                elif wait and not set(chosen) <= have:
                     time.sleep(60)
                 else:
                     break
