@@ -255,3 +255,20 @@ def test_paper_cost_reads_the_benchmark_record(tmp_path):
     assert "on one CPU core, the training takes about 17 h and λ̂ about 6 h per checkpoint (44 days" in note
     assert note.endswith("No GPU has been timed yet.")
     assert stages_page._duration(90) == "90 s" and stages_page._duration(600) == "10 min"
+
+
+def test_the_paper_runs_findings_and_deviations_are_read_from_its_tables():
+    """The paper's published seed-1 λ̂ as a hand-built run: its peak, its fall and the boundaries given are
+    what the summary says; a run made on a CPU lists each deviation from the paper's SGLD settings."""
+    run = fake_run()
+    stages = SimpleNamespace(boundaries=[984, 40_000, 300_000], candidates=[984, 40_000, 300_000])
+    text = stages_page.paper_findings(run, stages)
+    assert "169.3 at step 40,000" in text and "116.3 at the end, 0.69 of its peak" in text
+    assert "4 stages" in text and "3 of the paper's four (1k, 40k, 320k)" in text
+    run.meta.update(made_by="plateau_lib.icl.long_run", train_wall_s=18_000, llc_wall_s=36_000,
+                    llc={**presets.ICL_LLC_REDUCED})
+    assert stages_page.made_on_cpu(run) and not stages_page.made_on_cpu(fake_run())
+    note = stages_page.paper_cpu_note(run)
+    assert "15.0 CPU-hours" in note and "8 of the 190 checkpoints" in note
+    assert "4 chains × 800 draws after 200 burn-in steps instead of 10 × 5,000" in note
+    assert "262,144 fixed sequences for SGLD instead of 1,048,576" in note

@@ -689,6 +689,21 @@ def paper_cpu_note(dev) -> str:
             "The paper's ε, γ, nβ and SGLD batch are kept. Its verdicts are given in the paper column below.")
 
 
+def paper_findings(dev, stages) -> str:
+    """What the paper's own run shows that the miniature cannot, read from its λ̂ rows and stages: the peak of λ̂,
+    its fall to the end, and the stages and boundaries found against the paper's."""
+    llc = dev.llc.dropna(subset=["llc_mean"]).sort_values("step")
+    peak, end = llc.loc[llc["llc_mean"].idxmax()], llc.iloc[-1]
+    table = boundary_table(stages.boundaries, run_steps(dev))
+    matched = table.loc[table["match"] == "yes", "paper step"].tolist()
+    return (f"**What this run shows that the miniature cannot.** λ̂ rises to {peak['llc_mean']:.1f} at step "
+            f"{int(peak['step']):,} (the paper: 169.3 at 40k), then falls to {end['llc_mean']:.1f} at the end, "
+            f"{end['llc_mean'] / peak['llc_mean']:.2f} of its peak (the paper: 0.69). The GP rule finds "
+            f"{len(stages.boundaries) + 1} stages, with boundaries at steps "
+            f"{', '.join(f'{b:,}' for b in stages.boundaries) or 'none'}; {len(matched)} of the paper's four "
+            f"({', '.join(f'{m // 1000}k' for m in matched) or 'none'}) are matched within a factor {MATCH_FACTOR:g}.")
+
+
 def show_paper_run(shown: dict, found: dict, live: str) -> None:
     """The `paper` section: the finished run's stages figure where one is stored (with its deviations and budget
     check when it was made on a CPU); else, while the paper's run is being made on a CPU, its curves so far, λ̂ at
@@ -703,6 +718,8 @@ def show_paper_run(shown: dict, found: dict, live: str) -> None:
         cpu = made_on_cpu(shown.get("paper"))
         if cpu:
             display(Markdown(paper_cpu_note(shown["paper"])))
+        if "paper" in shown and live != "paper":
+            display(Markdown(paper_findings(shown["paper"], found["paper"])))
         show_stored_run(shown, found, "paper", live)
         if cpu:
             show_budget_check()
