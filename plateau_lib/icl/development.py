@@ -170,19 +170,26 @@ def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = Tr
         model, cfg.make_task().loss, data, [(s, ckpts[s]) for s in steps], stack=stack, progress=False,
         device=str(device), **settings), stack, progress=progress, desc="λ̂ at checkpoints")
     structure = pd.DataFrame([structure_row(s, torch.load(p, weights_only=True)) for s, p in sorted(ckpts.items())])
-    meta = {"config": cfg.to_dict(), "llc": llc, "train_key": cache.cache_key(cfg), "key": k, "version": VERSION,
-            "device": str(device), "train_wall_s": train.meta.get("wall_time_s", round(train_s, 1)),
-            "llc_wall_s": round(float(done["elapsed_s"].sum()), 1),
-            "commit": git_commit(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "torch": torch.__version__}
-    with atomic_path(_folder(cache.LOCAL, k)) as tmp:
-        tmp.mkdir()
-        done.sort_values("step").to_csv(tmp / "llc.csv", index=False)
-        structure.to_csv(tmp / "structure.csv", index=False)
-        write_json(tmp / "meta.json", meta)
+    meta = store(cache.LOCAL, cfg, llc, done, structure, device=str(device),
+                 train_wall_s=train.meta.get("wall_time_s", round(train_s, 1)),
+                 llc_wall_s=round(float(done["elapsed_s"].sum()), 1))
     cache.drop_partial(KIND, k)
     meta["cache"] = None
     return Development(train, done.sort_values("step").reset_index(drop=True), structure, meta)
+
+
+def store(base: Path, cfg: TrainConfig, llc: dict, rows: pd.DataFrame, structure: pd.DataFrame, **fields) -> dict:
+    """Write a developmental run atomically under ``base`` (``llc.csv``, ``structure.csv`` and ``meta.json``: the
+    settings, ``fields`` such as the device and wall times, and the provenance); returns the meta."""
+    meta = {"config": cfg.to_dict(), "llc": llc, "train_key": cache.cache_key(cfg), "key": key(cfg, llc),
+            "version": VERSION, **fields, "commit": git_commit(),
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "torch": torch.__version__}
+    with atomic_path(_folder(base, key(cfg, llc))) as tmp:
+        tmp.mkdir()
+        rows.sort_values("step").to_csv(tmp / "llc.csv", index=False)
+        structure.to_csv(tmp / "structure.csv", index=False)
+        write_json(tmp / "meta.json", meta)
+    return meta
 
 
 def commit(cfg: TrainConfig, llc: dict) -> list[Path]:

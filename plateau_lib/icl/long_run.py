@@ -190,20 +190,11 @@ def structure_table(cfg: TrainConfig) -> pd.DataFrame:
 def write_development(cfg: TrainConfig, llc: dict, rows: pd.DataFrame, structure: pd.DataFrame) -> Path:
     """The finished run as a developmental run in ``results/`` (``development.load(cfg, llc)`` reads it): λ̂ at
     the selected checkpoints, their structure, and meta with the CPU-hours of training and of λ̂."""
-    k = llc_key(cfg, llc)
-    meta = {"config": cfg.to_dict(), "llc": llc, "train_key": cache.cache_key(cfg), "key": k,
-            "version": development.VERSION, "device": "cpu", "made_by": "plateau_lib.icl.long_run",
-            "llc_checkpoints": sorted(int(s) for s in rows["step"]),
-            "train_wall_s": round(_train_seconds(cfg, run_folder(cfg) / "resume.pt"), 1),
-            "llc_wall_s": round(float(rows["elapsed_s"].sum()), 1),
-            "commit": git_commit(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "torch": torch.__version__}
-    with atomic_path(cache.COMMITTED / f"{development.KIND}-{k}") as tmp:
-        tmp.mkdir()
-        rows.sort_values("step").to_csv(tmp / "llc.csv", index=False)
-        structure.to_csv(tmp / "structure.csv", index=False)
-        write_json(tmp / "meta.json", meta)
-    return cache.COMMITTED / f"{development.KIND}-{k}"
+    development.store(cache.COMMITTED, cfg, llc, rows, structure, device="cpu", made_by="plateau_lib.icl.long_run",
+                      llc_checkpoints=sorted(int(s) for s in rows["step"]),
+                      train_wall_s=round(_train_seconds(cfg, run_folder(cfg) / "resume.pt"), 1),
+                      llc_wall_s=round(float(rows["elapsed_s"].sum()), 1))
+    return cache.COMMITTED / f"{development.KIND}-{llc_key(cfg, llc)}"
 
 
 def finished_run(cfg: TrainConfig, llc: dict):
