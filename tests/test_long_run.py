@@ -34,13 +34,28 @@ def new_machine():
     shutil.rmtree(cache.LOCAL, ignore_errors=True)
 
 
+def child(cfg, call: str, *args: str) -> subprocess.Popen:
+    """A separate process (one thread) on this test's folders that runs ``long_run.<call>`` on ``cfg`` (a
+    replaced ``ICL_PAPER``), as a second core's job would; ``sys.argv[1:]`` holds ``args``."""
+    fields = {k: getattr(cfg, k) for k in ("d_model", "n_head", "steps", "batch_size", "eval_every", "eval_batch",
+                                           "checkpoint_steps", "eval_steps")}
+    script = (f"import sys; from pathlib import Path; from plateau_lib.engine import cache; from plateau_lib.icl import long_run\n"
+              f"cache.LOCAL = Path({str(cache.LOCAL)!r}); cache.COMMITTED = Path({str(cache.COMMITTED)!r})\n"
+              f"long_run.IN_PROGRESS = Path({str(long_run.IN_PROGRESS)!r})\n"
+              f"from plateau_lib.icl.presets import ICL_PAPER\n"
+              f"cfg = ICL_PAPER.replace(**{fields!r})\n"
+              f"long_run.{call}\n")
+    return subprocess.Popen([sys.executable, "-c", script, *args], env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
 def test_selected_checkpoints_of_the_paper_run():
     steps = long_run.llc_steps(ICL_PAPER)
     assert 35 <= len(steps) <= 45 and set(steps) <= set(ICL_PAPER.checkpoint_steps)
     assert ICL_PAPER.steps - 1 in steps or ICL_PAPER.steps in steps   # the end
     for paper in (1_000, 40_000, 126_000, 320_000):                   # the paper's points, within 5%
         assert min(abs(s - paper) / paper for s in steps) < 0.05
-    assert len(long_run.check_steps(ICL_PAPER)) == 3
+    checked = long_run.check_steps(ICL_PAPER)                       # the budget check: all five paper points
+    assert len(checked) == 5 and set(checked) <= set(steps) and max(checked) == max(steps)
 
 
 def test_budget_stops_resume_to_the_uninterrupted_run(home):
@@ -86,13 +101,7 @@ def test_sigkill_resumes_from_the_last_resume_state(home):
     whole = cache.cached_train(TINY.replace(steps=400), use_cache=False, progress=False).metrics
     new_machine()
     cfg = TINY.replace(steps=400)
-    script = (f"import sys; from pathlib import Path; from plateau_lib.engine import cache; from plateau_lib.icl import long_run\n"
-              f"cache.LOCAL = Path({str(cache.LOCAL)!r}); cache.COMMITTED = Path({str(cache.COMMITTED)!r})\n"
-              f"long_run.IN_PROGRESS = Path({str(long_run.IN_PROGRESS)!r})\n"
-              f"from plateau_lib.icl.presets import ICL_PAPER\n"
-              f"cfg = ICL_PAPER.replace(**{ {k: getattr(cfg, k) for k in ('d_model', 'n_head', 'steps', 'batch_size', 'eval_every', 'eval_batch', 'checkpoint_steps', 'eval_steps')}!r})\n"
-              f"long_run.train(cfg, {TINY_LLC!r}, budget_s=600, progress_bar=False)\n")
-    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = child(cfg, f"train(cfg, {TINY_LLC!r}, budget_s=600, progress_bar=False)")
     resume = long_run.run_folder(cfg) / "resume.pt"
     t0 = time.time()
     while not resume.exists() and time.time() - t0 < 120 and proc.poll() is None:
@@ -162,15 +171,7 @@ def test_two_shards_side_by_side_fill_the_table_of_one_process(home):
     straight = long_run.estimate(TINY, TINY_LLC, budget_s=120)
     shutil.rmtree(cache.LOCAL / f"{long_run.LLC_KIND}-{long_run.llc_key(TINY, TINY_LLC)}.partial")
     shutil.rmtree(long_run.IN_PROGRESS)
-    fields = {k: getattr(TINY, k) for k in ("d_model", "n_head", "steps", "batch_size", "eval_every", "eval_batch",
-                                             "checkpoint_steps", "eval_steps")}
-    script = (f"import sys; from pathlib import Path; from plateau_lib.engine import cache; from plateau_lib.icl import long_run\n"
-              f"cache.LOCAL = Path({str(cache.LOCAL)!r}); cache.COMMITTED = Path({str(cache.COMMITTED)!r})\n"
-              f"long_run.IN_PROGRESS = Path({str(long_run.IN_PROGRESS)!r})\n"
-              f"from plateau_lib.icl.presets import ICL_PAPER\n"
-              f"cfg = ICL_PAPER.replace(**{fields!r})\n"
-              f"long_run.estimate(cfg, {TINY_LLC!r}, budget_s=120, shard=(int(sys.argv[1]), 2))\n")
-    procs = [subprocess.Popen([sys.executable, "-c", script, str(k)], env={**os.environ, "OMP_NUM_THREADS": "1"})
+    procs = [child(TINY, f"estimate(cfg, {TINY_LLC!r}, budget_s=120, shard=(int(sys.argv[1]), 2))", str(k))
              for k in (0, 1)]
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
     rows = long_run.llc_table(TINY, TINY_LLC)
@@ -192,3 +193,22 @@ def test_a_step_is_claimed_by_one_process_and_a_dead_processs_claim_is_taken_ove
     other.wait()
     assert long_run.claim(TINY, TINY_LLC, 20)                       # it ended: taken over
     assert (folder / "claim_20").read_text() == str(os.getpid())
+
+
+def test_the_budget_check_reduced_estimate_is_the_llc_row_and_two_shards_share_it(home):
+    """The check's "reduced" column is the λ̂ row itself (the longer chains are the same chains, run on), a known
+    answer the check must reproduce; two processes (--shard 0/2, 1/2) share the checked steps by claims and give
+    the rows of one process alone."""
+    cache.cached_train(TINY, use_cache=False, progress=False)
+    rows = long_run.estimate(TINY, TINY_LLC, budget_s=120).set_index("step")
+    alone = long_run.budget_check(TINY, TINY_LLC)
+    assert sorted(alone["step"]) == sorted(long_run.check_steps(TINY))
+    for _, row in alone.iterrows():
+        assert abs(row["reduced"] - rows.loc[row["step"], "llc_mean"]) < 1e-6 * max(1.0, abs(row["reduced"]))
+    shutil.rmtree(cache.LOCAL / f"{long_run.CHECK_KIND}-{long_run.llc_key(TINY, TINY_LLC)}.partial")
+    (long_run.state_folder(TINY) / "budget_check.csv").unlink()
+    procs = [child(TINY, f"budget_check(cfg, {TINY_LLC!r}, shard=(int(sys.argv[1]), 2))", str(k))
+             for k in (0, 1)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    shared = long_run.budget_table(TINY, TINY_LLC)
+    pd.testing.assert_frame_equal(shared.drop(columns="elapsed_s"), alone.drop(columns="elapsed_s"))

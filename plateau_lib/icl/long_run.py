@@ -7,7 +7,7 @@ sessions the run lives in the repository, in ``results/in_progress/icl_stages-<t
 
 - ``resume.pt``: weights, Adam moments, the data generator, the step and the evaluations so far (about 1.5 MB);
 - ``llc.csv``: λ̂ at each selected checkpoint reached, one row kept as it is made;
-- ``budget_check.csv``: the reduced budget against chains 4x longer at three checkpoints (``budget_check``);
+- ``budget_check.csv``: the reduced budget against chains 4x longer at the paper's five points (``budget_check``);
 - ``budget_check_earlier.csv``: the same check for budgets tried before the current one, each row naming its budget;
 - ``ckpt_<step>.pt``: the selected checkpoints reached whose λ̂ row is still to do (213 KB each; dropped from the
   state once their row exists);
@@ -81,11 +81,12 @@ def llc_steps(cfg: TrainConfig, n_log: int = 20, n_linear: int = 18) -> list[int
 
 
 def check_steps(cfg: TrainConfig) -> list[int]:
-    """The three checkpoints where the reduced budget is checked against a longer chain: the paper's 1k, 40k
-    and 126k (the end of LR1, the λ̂ peak, the end of LR3), as the nearest selected checkpoints."""
+    """The checkpoints where the reduced budget is checked against a longer chain: the nearest selected ones to
+    the paper's five points (the end of LR1, the λ̂ peak, the ends of LR3 and LR4, the end of training). The late
+    two matter as much as the early: there the weights are large and the learning rate anneals to 0."""
     chosen = llc_steps(cfg)
     return [min(chosen, key=lambda s: abs(np.log1p(s) - np.log1p(p * cfg.steps / max(PAPER_POINTS))))
-            for p in (1_000, 40_000, 126_000)]
+            for p in PAPER_POINTS]
 
 
 def llc_key(cfg: TrainConfig, llc: dict) -> str:
@@ -282,10 +283,11 @@ def _checkpoint(cfg: TrainConfig, step: int) -> Path | None:
                  if p.exists()), None)
 
 
-def claim(cfg: TrainConfig, llc: dict, step: int) -> bool:
-    """Claim ``step``'s λ̂ row for this process: a file beside the rows naming its pid, made only if none exists.
-    A claim of a process no longer running is taken over (a killed job's step is not lost)."""
-    folder = cache.LOCAL / f"{LLC_KIND}-{llc_key(cfg, llc)}.partial"
+def claim(cfg: TrainConfig, llc: dict, step: int, kind: str = LLC_KIND) -> bool:
+    """Claim ``step``'s row of table ``kind`` (λ̂ rows or the budget check's) for this process: a file beside the
+    rows naming its pid, made only if none exists. A claim of a process no longer running is taken over (a killed
+    job's step is not lost)."""
+    folder = cache.LOCAL / f"{kind}-{llc_key(cfg, llc)}.partial"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"claim_{step}"
     try:
@@ -301,13 +303,22 @@ def claim(cfg: TrainConfig, llc: dict, step: int) -> bool:
             os.kill(pid, 0)
         except ProcessLookupError:
             path.unlink(missing_ok=True)
-            return claim(cfg, llc, step)
+            return claim(cfg, llc, step, kind)
         except PermissionError:  # running, as another user
             pass
         return False
     with os.fdopen(fd, "w") as out:
         out.write(str(os.getpid()))
     return True
+
+
+def shard_order(steps: list[int], shard: tuple[int, int]) -> list[int]:
+    """The order in which process k of n takes ``steps``: every n-th from the k-th first, then the others (which
+    ``claim`` shares out), so the n processes end together."""
+    if not (len(shard) == 2 and all(isinstance(v, int) for v in shard) and 0 <= shard[0] < shard[1]):
+        raise ValueError(f"parameter 'shard' must be (k, n) with integers 0 <= k < n, got {shard!r}")
+    k, n = shard
+    return [*steps[k::n], *(s for s in steps if s not in steps[k::n])]
 
 
 def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False, shard: tuple[int, int] = (0, 1)
@@ -317,11 +328,8 @@ def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False, s
     (ValueError) while the budget check has failed somewhere: rows at a budget too small would be wasted.
     ``shard`` (k, n): this process takes every n-th selected checkpoint from the k-th first, then any other step no
     process has claimed (``claim``), so n processes (one a core) fill the same table side by side and end together."""
-    if not (len(shard) == 2 and all(isinstance(v, int) for v in shard) and 0 <= shard[0] < shard[1]):
-        raise ValueError(f"parameter 'shard' must be (k, n) with integers 0 <= k < n, got {shard!r}")
-    k, n = shard
     chosen = llc_steps(cfg)
-    order = [*chosen[k::n], *(s for s in chosen if s not in chosen[k::n])]
+    order, n = shard_order(chosen, shard), shard[1]
     restore(cfg, llc)
     check = budget_table(cfg, llc)
     failed = [] if check.empty else check.loc[check["relative difference"] >= CHECK_TOLERANCE, "step"].tolist()
@@ -358,10 +366,13 @@ def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False, s
     return llc_table(cfg, llc)
 
 
-def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR) -> pd.DataFrame:
+def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR, shard: tuple[int, int] = (0, 1)
+                 ) -> pd.DataFrame:
     """At ``check_steps``: λ̂ from chains ``factor`` times longer than the reduced budget's, and the same chains'
     estimate after the reduced budget's draws (their first ``num_draws``: the reduced run itself, since the
-    chains are the same until then). A row per checkpoint, kept as it is made, with the relative difference."""
+    chains are the same until then). A row per checkpoint, kept as it is made, with the relative difference.
+    ``shard`` as in ``estimate``: n processes share the steps by claims."""
+    order, n = shard_order(check_steps(cfg), shard), shard[1]
     long = {**llc, "num_draws": llc["num_draws"] * factor}
     model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
     settings = {k: v for k, v in long.items() if k != "n_data"}
@@ -381,10 +392,17 @@ def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR) -> pd.
                         "elapsed_s": res.elapsed_s})
         return pd.DataFrame(out)
     restore(cfg, llc)
-    ready = [s for s in check_steps(cfg) if _checkpoint(cfg, s) is not None]
-    table = cache.resume_rows(CHECK_KIND, llc_key(cfg, llc), ready, rows, progress=False)
+    while True:
+        done = budget_table(cfg, llc)
+        have = set() if done.empty else set(done["step"].astype(int))
+        step = next((s for s in order if s not in have and _checkpoint(cfg, s) is not None
+                     and (n == 1 or claim(cfg, llc, s, CHECK_KIND))), None)
+        if step is None:
+            break
+        cache.resume_rows(CHECK_KIND, llc_key(cfg, llc), [*have, step], rows, progress=False, shared=n > 1)
+        print(f"budget check at step {step} kept", flush=True)
     save(cfg, llc)
-    return table
+    return budget_table(cfg, llc)
 
 
 def main(argv=None) -> int:
@@ -394,7 +412,7 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=3600.0, help="stop after this many seconds (default 3600)")
     parser.add_argument("--wait", action="store_true", help="llc: wait for checkpoints still to come until the budget")
     parser.add_argument("--shard", default="0/1", metavar="K/N",
-                        help="llc: take every N-th selected checkpoint from the K-th (one process a core: 0/2 and 1/2)")
+                        help="llc, check: take every N-th step from the K-th (one process a core: 0/2 and 1/2)")
     args = parser.parse_args(argv)
     if args.budget_s <= 0:
         parser.error(f"--budget-s must be positive, got {args.budget_s}")
@@ -403,14 +421,14 @@ def main(argv=None) -> int:
     cfg, llc = ICL_PAPER, ICL_LLC_REDUCED
     if args.action == "train":
         train(cfg, llc, args.budget_s)
-    elif args.action == "llc":
+    elif args.action in ("llc", "check"):
         try:
             shard = tuple(int(part) for part in args.shard.split("/"))
         except ValueError:
             parser.error(f"--shard must be K/N with integers 0 <= K < N, got {args.shard!r}")
-        print(estimate(cfg, llc, args.budget_s, wait=args.wait, shard=shard).to_string(index=False))
-    elif args.action == "check":
-        print(budget_check(cfg, llc).to_string(index=False))
+        table = (estimate(cfg, llc, args.budget_s, wait=args.wait, shard=shard) if args.action == "llc"
+                 else budget_check(cfg, llc, shard=shard))
+        print(table.to_string(index=False))
     elif args.action == "save":
         print(save(cfg, llc))
     print(json.dumps(progress(cfg), indent=1))
