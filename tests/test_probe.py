@@ -157,7 +157,7 @@ def test_measure_runs_resumes_and_stores(tmp_path, monkeypatch):
                                     {"width": 3}])
 def test_bad_probe_settings_are_refused(change):
     with pytest.raises(ValueError, match="hidden|max_iter|train_seqs|data_seed|unknown"):
-        probe.check_settings({**TINY_PROBE, **change})
+        presets.check_settings({**TINY_PROBE, **change})
 
 
 def test_bad_input_is_refused_before_compute():
@@ -180,3 +180,27 @@ def test_presets_follow_the_paper():
     settings = presets.probe_settings("paper")
     assert (settings["hidden"], settings["max_iter"], settings["train_seqs"] + settings["test_seqs"]) == (256, 2000, 2048)
     assert list(itertools.islice(presets.probe_runs("cpu")[0].checkpoint_steps, 3)) == [0, 25, 50]
+
+
+def test_the_paper_column_reads_the_stated_cpu_budget_only_where_it_alone_is_stored(tmp_path, monkeypatch):
+    """The paper's probe budget is shown where its tables are stored; else the stated CPU budget's, where those are;
+    a build asked to recompute, or given a probe field, measures what it was asked for."""
+    for name in ("LOCAL", "COMMITTED", "ROOT"):
+        monkeypatch.setattr(cache, name, tmp_path / name.lower())
+    configs = presets.probe_runs("paper")
+    paper, on_cpu = presets.probe_settings("paper"), presets.PROBE_PAPER_ON_CPU
+    assert on_cpu == {**paper, "max_iter": 100}
+    assert probe.page_settings(configs, "paper") == paper            # nothing stored: the paper's
+    assert probe.paper_column() is None                              # nothing is computed for the column
+    stored = cache.COMMITTED / f"{probe.KIND}-{cache.table_key(probe.spec(configs, on_cpu))}"
+    stored.mkdir(parents=True)
+    (stored / "meta.json").write_text("{}")
+    assert probe.page_settings(configs, "paper") == on_cpu
+    assert probe.page_settings(configs, "paper", use_cache=False) == paper
+    assert probe.page_settings(configs, "paper", max_iter=300) == {**paper, "max_iter": 300}
+    assert probe.page_settings(configs, "cpu") == presets.probe_settings("cpu")
+    assert probe.paper_column() is None                              # tables without the training runs: not shown
+    own = cache.COMMITTED / f"{probe.KIND}-{cache.table_key(probe.spec(configs, paper))}"
+    own.mkdir()
+    (own / "meta.json").write_text("{}")
+    assert probe.page_settings(configs, "paper") == paper            # the paper's own budget comes first

@@ -92,7 +92,8 @@ CLAIMS = [
 
 # Why a figure's `paper` column is empty where no page recorded a value or a status (summaries.record_status).
 PAPER_PENDING = {
-    "Figs. 41–42 (collapse at every location)": "not run yet (the probe at paper width: ~12 CPU-h)",
+    "Figs. 41–42 (collapse at every location)": "not run yet (`python -m plateau_lib.plateau.probe --preset paper "
+                                                "--cpu-budget --commit`: about 1 CPU-hour)",
 }
 
 
