@@ -481,10 +481,7 @@ def made_across_sessions(cfg) -> str | None:
     if state["status"] == "finished":
         return (f"made on a CPU: λ̂ at {state['llc_rows']} checkpoints at a reduced budget ({state['cpu_hours']:.1f} "
                 "CPU-h); the paper's budget is left for a GPU")
-    if state.get("training") == "finished":
-        return (f"in progress on a CPU: training finished ({state['steps']:,} steps), λ̂ at {state['llc_rows']} of "
-                f"{state['llc_checkpoints']} checkpoints ({state['cpu_hours']:.1f} CPU-h)")
-    return f"in progress on a CPU: step {state['step']:,} of {state['steps']:,} ({state['cpu_hours']:.1f} CPU-h)"
+    return f"in progress on a CPU: {long_run.progress_line(state)} ({state['cpu_hours']:.1f} CPU-h)"
 
 
 def print_status(entries: list[Entry], preset: str, costs: dict | None = None, limit_h: float = CPU_LIMIT_H) -> None:

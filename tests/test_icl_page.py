@@ -261,10 +261,16 @@ def test_the_paper_runs_findings_and_deviations_are_read_from_its_tables():
     """The paper's published seed-1 λ̂ as a hand-built run: its peak, its fall and the boundaries given are
     what the summary says; a run made on a CPU lists each deviation from the paper's SGLD settings."""
     run = fake_run()
-    stages = SimpleNamespace(boundaries=[984, 40_000, 300_000], candidates=[984, 40_000, 300_000])
+    stages = SimpleNamespace(boundaries=[984, 40_000, 300_000], candidates=[984, 40_000, 300_000],
+                             steps=np.array([984, 40_000, 126_000, 200_000, 300_000]),
+                             slope=np.array([1.0, 0.5, -10.0, 12.0, 2.0]))   # a sign change the rule stepped over
     text = stages_page.paper_findings(run, stages)
-    assert "169.3 at step 40,000" in text and "116.3 at the end, 0.69 of its peak" in text
+    assert "169.3 at step 40,000 (the paper: 169.3 at 40k)." in text          # one checkpoint near the peak
+    assert "to 112.8 at step 320,000" in text and "ends at 116.3" in text       # falls; no rise after it
     assert "4 stages" in text and "3 of the paper's four (1k, 40k, 320k)" in text
+    assert "changes sign next to step(s) 126,000" in text                       # 40,000 is a boundary already
+    higher = fake_run(llc={**development.PAPER_LLC, 500_000: 160.0})
+    assert "rises again to 160.0 at the end" in stages_page.paper_findings(higher, stages)
     run.meta.update(made_by="plateau_lib.icl.long_run", train_wall_s=18_000, llc_wall_s=36_000,
                     llc={**presets.ICL_LLC_REDUCED})
     assert stages_page.made_on_cpu(run) and not stages_page.made_on_cpu(fake_run())

@@ -86,14 +86,21 @@ def test_budget_stops_resume_to_the_uninterrupted_run(home):
     rows = long_run.estimate(TINY, TINY_LLC, budget_s=120)
     assert list(rows["step"]) == long_run.llc_steps(TINY)
     pd.testing.assert_frame_equal(rows.drop(columns="elapsed_s"), straight.drop(columns="elapsed_s"))
+    # every λ̂ row, but the budget check still to do: in progress, and the checked steps' checkpoints are kept
+    assert long_run.progress(TINY)["status"] == "in progress" and long_run.finished_run(TINY, TINY_LLC) is None
+    to_check = long_run.check_steps(TINY, rows)
+    assert sorted(int(p.stem.split("_")[1]) for p in long_run.state_folder(TINY).glob("ckpt_*.pt")) == sorted(to_check)
+    new_machine()
+    check = long_run.budget_check(TINY, TINY_LLC)          # from the committed checkpoints alone
+    assert sorted(check["step"]) == sorted(to_check)
     assert long_run.progress(TINY)["status"] == "finished"
-    # no checkpoint is kept once its λ̂ row exists
+    # no checkpoint is kept once its λ̂ row and check exist
     assert not list(long_run.state_folder(TINY).glob("ckpt_*.pt"))
-    # the finished run reads as an ordinary developmental run: its λ̂ rows, and the structure of every checkpoint
-    # (kept in the state while the checkpoints were on some machine)
+    # the finished run reads as an ordinary developmental run: its λ̂ rows (the longer chains' where the check
+    # failed), and the structure of every checkpoint (kept in the state while the checkpoints were on some machine)
     dev = long_run.finished_run(TINY, TINY_LLC)
     assert dev.meta["made_by"] == "plateau_lib.icl.long_run" and dev.meta["device"] == "cpu"
-    pd.testing.assert_frame_equal(dev.llc, rows)
+    pd.testing.assert_frame_equal(dev.llc, long_run.checked_rows(rows, check))
     assert list(dev.structure["step"]) == long_run.llc_steps(TINY)
 
 
@@ -212,3 +219,22 @@ def test_the_budget_check_reduced_estimate_is_the_llc_row_and_two_shards_share_i
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
     shared = long_run.budget_table(TINY, TINY_LLC)
     pd.testing.assert_frame_equal(shared.drop(columns="elapsed_s"), alone.drop(columns="elapsed_s"))
+
+
+def test_a_failed_check_shows_the_longer_chains_and_a_row_whose_chains_disagree_is_checked():
+    """Hand-built rows: the check failed at step 20 (the reduced chains had not converged), so the page's λ̂ there is
+    the longer chains' (with their standard error, and the budget named); it passed at 5, which keeps its row. A row
+    whose chains disagree (se above RECHECK_SE) joins the steps to check, the most uncertain first."""
+    rows = pd.DataFrame({"step": [5, 20, 40, 60], "llc_mean": [10.0, 12.0, 13.0, 14.0],
+                         "llc_se": [0.2, 3.0, 2.5, 0.1], "llc_std": [0.4, 6.0, 5.0, 0.2]})
+    check = pd.DataFrame({"step": [5, 20], "reduced": [10.0, 12.0], "longer": [10.1, 15.0],
+                          "relative difference": [0.0099, 0.2], "longer_se": [0.1, 0.5]})
+    shown = long_run.checked_rows(rows, check).set_index("step")
+    assert shown.loc[20, ["llc_mean", "llc_se"]].tolist() == [15.0, 0.5] and pd.isna(shown.loc[20, "llc_std"])
+    assert shown.loc[20, "budget"] == "4x longer chains"
+    assert shown.loc[5, "llc_mean"] == 10.0 and shown.loc[5, "budget"] == "reduced"
+    assert shown.loc[[40, 60], "llc_mean"].tolist() == [13.0, 14.0]
+    spread = pd.DataFrame({"step": [166_666, 308_080, 363_635, 499_999], "llc_se": [0.7, 3.5, 6.2, 9.0]})
+    points = long_run.check_steps(ICL_PAPER)
+    assert 499_999 in points                                             # a paper point: checked once
+    assert long_run.check_steps(ICL_PAPER, spread) == [*points, 363_635, 308_080]

@@ -4,7 +4,8 @@ import warnings
 import numpy as np
 import pytest
 
-from plateau_lib.engine.stages import centred_slope, gp_stage_boundaries, prune_boundaries, slope_minima
+from plateau_lib.engine.stages import (centred_slope, gp_stage_boundaries, prune_boundaries, slope_minima,
+                                      slope_sign_changes)
 
 STEPS = np.unique(np.logspace(0, np.log10(5e5), 80).astype(int))
 
@@ -60,3 +61,14 @@ def test_minima_must_be_strict_and_under_the_tolerance():
 def test_bad_input_raises(steps, values, word):
     with pytest.raises(ValueError, match=word):
         gp_stage_boundaries(steps, values)
+
+
+def test_sign_changes_find_the_critical_points_that_sparse_points_step_over():
+    """A minimum of a parabola between two sampled points: the slope never drops below the tolerance at a point, so
+    slope_minima finds nothing, but the sign change is there, at the neighbour nearer the minimum."""
+    steps = np.array([100, 200, 300, 400, 500])
+    slope = np.array([-30.0, -19.5, 12.3, 40.0, 70.0])
+    assert list(slope_minima(slope, 8.0)) == []
+    assert slope_sign_changes(steps, slope) == [300]
+    assert slope_sign_changes(steps, np.array([5.0, 3.0, -1.0, -4.0, 2.0])) == [300, 500]
+    assert slope_sign_changes(steps, np.array([1.0, 2.0, 3.0, 4.0, 5.0])) == []   # monotone: none

@@ -157,6 +157,15 @@ def slope_minima(slope, tol: float = SLOPE_TOL) -> np.ndarray:
     return i[(a[i] < a[i - 1]) & (a[i] < a[i + 1]) & (a[i] < tol)]
 
 
+def slope_sign_changes(steps, slope) -> list[int]:
+    """The steps where ``slope`` changes sign between neighbouring points, each at the point of the pair with the
+    smaller |slope|: critical points of the curve. ``slope_minima`` steps over one when the points are too far
+    apart for |slope| to fall below its tolerance at either neighbour (the paper's rule assumes 190 checkpoints)."""
+    steps, slope = np.asarray(steps), np.asarray(slope, dtype=float)
+    i = np.flatnonzero(np.sign(slope[:-1]) * np.sign(slope[1:]) < 0)
+    return [int(steps[j] if abs(slope[j]) <= abs(slope[j + 1]) else steps[j + 1]) for j in i]
+
+
 def prune_boundaries(steps, abs_slope, min_step: int = 100, merge_ratio: float = 2.0):
     """Our explicit version of the paper's hand pruning (returns (kept steps, rule text)).
 

@@ -36,6 +36,8 @@ PAPER_BOUNDARIES = (1_000, 40_000, 126_000, 320_000)
 # λ̂ and the evaluation MSE of the published seed-1 run (reference icl_regression.md §4.2).
 PAPER_LLC = {0: -0.7, 1_000: 18.6, 5_000: 124.0, 10_000: 156.0, 40_000: 169.3, 126_000: 156.9,
              320_000: 112.8, 500_000: 116.3}
+# The weight norm of the same run at its boundaries and end (reference §4.2): most of its growth is in LR3-LR4.
+PAPER_WEIGHT_NORM = {0: 24.9, 40_000: 31.9, 126_000: 68.7, 323_232: 213.0, 500_000: 236.0}
 PAPER_POINTS = {1_000: "1k (end of LR1)", 40_000: "40k (end of LR2, the λ̂ peak)", 126_000: "126k (end of LR3)",
                 320_000: "320k (end of LR4)", 500_000: "500k (end)"}
 

@@ -7,18 +7,19 @@ sessions the run lives in the repository, in ``results/in_progress/icl_stages-<t
 
 - ``resume.pt``: weights, Adam moments, the data generator, the step and the evaluations so far (about 1.5 MB);
 - ``llc.csv``: λ̂ at each selected checkpoint reached, one row kept as it is made;
-- ``budget_check.csv``: the reduced budget against chains 4x longer at the paper's five points (``budget_check``);
+- ``budget_check.csv``: the reduced budget against chains 4x longer at the paper's five points and at the rows whose
+  chains disagree (``budget_check``); where it fails, the longer chains' λ̂ is the one shown (``checked_rows``);
 - ``budget_check_earlier.csv``: the same check for budgets tried before the current one, each row naming its budget;
-- ``ckpt_<step>.pt``: the selected checkpoints reached whose λ̂ row is still to do (213 KB each; dropped from the
-  state once their row exists);
+- ``ckpt_<step>.pt``: the selected checkpoints reached whose λ̂ row or budget check is still to do (213 KB each;
+  dropped from the state once made);
 - ``structure.csv``: the structural markers (``development.structure_row``) of every selected checkpoint reached,
   kept so that the checkpoints themselves need not be;
-- ``progress.json``: ``status`` ("in progress" until the 500k-th step and the last λ̂ row), ``training``
+- ``progress.json``: ``status`` ("in progress" until the 500k-th step, the last λ̂ row and the last check), ``training``
   ("in progress" or "finished"), the step reached, the CPU-hours so far, the date and the commit.
 
 Once the training is finished its result (tables, no weights) is committed as ``results/train-<key>/`` and the
-state keeps only the λ̂ rows and the checkpoints still waiting for theirs. Once the last λ̂ row is made, the run is
-also written as an ordinary developmental run (``results/icl_stages-<key of the reduced budget>/``, which
+state keeps only the λ̂ rows and the checkpoints still waiting for theirs. Once the last λ̂ row and the last budget
+check are made, the run is also written as an ordinary developmental run (``results/icl_stages-<key of the reduced budget>/``, which
 ``development.load(ICL_PAPER, ICL_LLC_REDUCED)`` reads), and the state stays as the record of its budget checks.
 
 ``restore`` copies that state into the queue's working folder (``cache.QUEUE``), where ``train`` resumes it
@@ -59,6 +60,7 @@ LLC_KIND = "icl_long_llc"      # the λ̂ rows being made (cache.keep_rows), res
 CHECK_KIND = "icl_llc_budget"  # the reduced budget against a 4x longer chain
 CHECK_FACTOR = 4
 CHECK_TOLERANCE = 0.05
+RECHECK_SE = 2.0  # a λ̂ row whose chains disagree this much (standard error over chains) is checked as well
 
 
 def state_folder(cfg: TrainConfig) -> Path:
@@ -80,13 +82,19 @@ def llc_steps(cfg: TrainConfig, n_log: int = 20, n_linear: int = 18) -> list[int
     return sorted({int(ckpts[np.abs(np.log1p(ckpts) - np.log1p(t)).argmin()]) for t in targets})
 
 
-def check_steps(cfg: TrainConfig) -> list[int]:
+def check_steps(cfg: TrainConfig, rows: pd.DataFrame | None = None) -> list[int]:
     """The checkpoints where the reduced budget is checked against a longer chain: the nearest selected ones to
-    the paper's five points (the end of LR1, the λ̂ peak, the ends of LR3 and LR4, the end of training). The late
-    two matter as much as the early: there the weights are large and the learning rate anneals to 0."""
+    the paper's five points (the end of LR1, the λ̂ peak, the ends of LR3 and LR4, the end of training), then
+    every λ̂ row of ``rows`` whose standard error over chains exceeds ``RECHECK_SE`` (its chains disagree: where
+    the check failed at 320k they did), the most uncertain first. Where the check fails, the page's λ̂ is the
+    longer chains'."""
     chosen = llc_steps(cfg)
-    return [min(chosen, key=lambda s: abs(np.log1p(s) - np.log1p(p * cfg.steps / max(PAPER_POINTS))))
-            for p in PAPER_POINTS]
+    points = [min(chosen, key=lambda s: abs(np.log1p(s) - np.log1p(p * cfg.steps / max(PAPER_POINTS))))
+              for p in PAPER_POINTS]
+    if rows is None or rows.empty:
+        return points
+    spread = rows[rows["llc_se"] > RECHECK_SE].sort_values("llc_se", ascending=False)
+    return [*points, *(int(s) for s in spread["step"] if int(s) not in points)]
 
 
 def llc_key(cfg: TrainConfig, llc: dict) -> str:
@@ -144,17 +152,19 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
     finished = cache.find("train", cache.cache_key(cfg)) is not None
     if finished:
         cache.commit_result(cfg)  # the evaluations, for the page and the next session (no weights)
+    check = budget_table(cfg, llc)
+    to_check = set(check_steps(cfg, rows))
+    checked = to_check & (set() if check.empty else set(check["step"].astype(int)))
     with atomic_path(dst) as tmp:
         tmp.mkdir()
         if resume.exists() and not finished:
             shutil.copy2(resume, tmp / "resume.pt")
         for s in llc_steps(cfg):
             found = _checkpoint(cfg, s)
-            if s not in have and found is not None:
+            if (s not in have or s in to_check - checked) and found is not None:
                 shutil.copy2(found, tmp / found.name)
         if not rows.empty:
             rows.sort_values("step").to_csv(tmp / "llc.csv", index=False)
-        check = budget_table(cfg, llc)
         if not check.empty:
             check.to_csv(tmp / "budget_check.csv", index=False)
         earlier = earlier_budget_table(cfg, llc)
@@ -164,16 +174,45 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
         if not structure.empty:
             structure.to_csv(tmp / "structure.csv", index=False)
         cpu_s = _train_seconds(cfg, resume) + sum(float(t["elapsed_s"].sum()) for t in (rows, check) if not t.empty)
-        done = finished and have >= set(llc_steps(cfg))
+        done = finished and have >= set(llc_steps(cfg)) and checked == to_check
         write_json(tmp / "progress.json", {
             "status": "finished" if done else "in progress", "training": "finished" if finished else "in progress",
             "step": cfg.steps if finished else step,
             "steps": cfg.steps, "cpu_hours": round(cpu_s / 3600, 3),
-            "llc_rows": len(have), "llc_checkpoints": len(llc_steps(cfg)), "llc": llc,
+            "llc_rows": len(have), "llc_checkpoints": len(llc_steps(cfg)),
+            "checks": len(checked), "check_steps": len(to_check), "llc": llc,
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "commit": git_commit()})
     if done:
-        write_development(cfg, llc, rows, structure)
+        write_development(cfg, llc, checked_rows(rows, check), structure)
+    else:  # one written before a check was added (or failed) is not the finished run
+        shutil.rmtree(cache.COMMITTED / f"{development.KIND}-{llc_key(cfg, llc)}", ignore_errors=True)
     return dst
+
+
+def progress_line(state: dict) -> str:
+    """What a partial state holds, in words: the step reached, or the λ̂ rows and budget checks made."""
+    if state.get("training") != "finished":
+        return f"step {state['step']:,} of {state['steps']:,}"
+    line = f"training finished ({state['steps']:,} steps), λ̂ at {state['llc_rows']} of {state['llc_checkpoints']} checkpoints"
+    if state["llc_rows"] >= state["llc_checkpoints"] and "check_steps" in state:
+        line += f", budget checks at {state['checks']} of {state['check_steps']}"
+    return line
+
+
+def checked_rows(rows: pd.DataFrame, check: pd.DataFrame) -> pd.DataFrame:
+    """The λ̂ rows as the page shows them: where the budget check failed, the longer chains' λ̂ and standard error
+    replace the reduced budget's (the reduced one had not converged there); column ``budget`` says which."""
+    out = rows.assign(budget="reduced")
+    if check.empty or out.empty:
+        return out
+    failed = check[check["relative difference"] >= CHECK_TOLERANCE].set_index("step")
+    replaced = out["step"].isin(failed.index)
+    steps = out.loc[replaced, "step"]
+    out.loc[replaced, "llc_mean"] = steps.map(failed["longer"]).to_numpy()
+    out.loc[replaced, "llc_se"] = steps.map(failed["longer_se"]).to_numpy() if "longer_se" in failed else np.nan
+    out.loc[replaced, "llc_std"] = np.nan
+    out.loc[replaced, "budget"] = f"{CHECK_FACTOR}x longer chains"
+    return out
 
 
 def structure_table(cfg: TrainConfig) -> pd.DataFrame:
@@ -237,6 +276,11 @@ def _newer_rows(cfg: TrainConfig, llc: dict, kind: str, name: str) -> pd.DataFra
 def llc_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
     """λ̂ rows made so far."""
     return _newer_rows(cfg, llc, LLC_KIND, "llc.csv")
+
+
+def shown_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
+    """λ̂ rows made so far as the page shows them (``checked_rows``: the longer chains' where the check failed)."""
+    return checked_rows(llc_table(cfg, llc), budget_table(cfg, llc))
 
 
 def budget_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
@@ -372,7 +416,8 @@ def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR, shard:
     estimate after the reduced budget's draws (their first ``num_draws``: the reduced run itself, since the
     chains are the same until then). A row per checkpoint, kept as it is made, with the relative difference.
     ``shard`` as in ``estimate``: n processes share the steps by claims."""
-    order, n = shard_order(check_steps(cfg), shard), shard[1]
+    restore(cfg, llc)
+    order, n = shard_order(check_steps(cfg, llc_table(cfg, llc)), shard), shard[1]
     long = {**llc, "num_draws": llc["num_draws"] * factor}
     model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
     settings = {k: v for k, v in long.items() if k != "n_data"}
@@ -386,12 +431,12 @@ def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR, shard:
             res = results[s]
             ok = ~res.diverged
             short = float(np.mean(res.llc_running[ok, llc["num_draws"] - 1]))
+            half = float(np.mean(res.llc_running[ok, long["num_draws"] // 2 - 1]))
             out.append({"step": s, "reduced": short, "longer": res.llc_mean,
                         "relative difference": abs(short - res.llc_mean) / abs(res.llc_mean),
                         "draws": llc["num_draws"], "longer draws": long["num_draws"], "chains": llc["num_chains"],
-                        "elapsed_s": res.elapsed_s})
+                        "elapsed_s": res.elapsed_s, "longer_se": res.llc_se, "longer at half its draws": half})
         return pd.DataFrame(out)
-    restore(cfg, llc)
     while True:
         done = budget_table(cfg, llc)
         have = set() if done.empty else set(done["step"].astype(int))

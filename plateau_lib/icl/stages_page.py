@@ -18,7 +18,7 @@ import seaborn as sns
 
 from plateau_lib.book.plots import PAGE_WIDTH
 from plateau_lib.icl import development
-from plateau_lib.icl.development import PAPER_BOUNDARIES, PAPER_LLC, PAPER_POINTS, PAPER_STEPS
+from plateau_lib.icl.development import PAPER_BOUNDARIES, PAPER_LLC, PAPER_POINTS, PAPER_STEPS, PAPER_WEIGHT_NORM
 
 FIGURE = "Hoogland Fig. 1(b) (LR stages)"
 MATCH_FACTOR = 2.0  # a found boundary "matches" a paper boundary when their (step + 1) differ by < this factor
@@ -580,8 +580,11 @@ def paper_in_progress_note(cfg, llc: dict) -> str:
     if state is None or state["status"] != "in progress":
         return ""
     trained = state.get("training") == "finished"
+    rows_done = state["llc_rows"] >= state["llc_checkpoints"]
     headline = (f"**In progress: training finished ({state['steps']:,} steps); λ̂ at {state['llc_rows']} of "
-                f"{state['llc_checkpoints']} checkpoints.**" if trained
+                f"{state['llc_checkpoints']} checkpoints" + (
+                    f"; budget checks at {state.get('checks', 0)} of {state.get('check_steps', 0)} checkpoints.**"
+                    if rows_done else ".**") if trained
                 else f"**In progress: through step {state['step']:,} of {state['steps']:,}.**")
     burn = llc.get("num_burnin_steps", 0)
     return (f"{headline} The paper's own training run "
@@ -592,6 +595,10 @@ def paper_in_progress_note(cfg, llc: dict) -> str:
             f"{llc['num_draws']} draws{f' after {burn} burn-in steps' if burn else ''} from {llc['n_data']:,} fixed "
             "sequences instead of 10 × 5,000 from 2²⁰): "
             f"{state['llc_rows']} rows so far. "
+            + (f"The budget is checked against chains {long_run.CHECK_FACTOR}× longer at the paper's five points and at "
+               f"every row whose chains disagree (standard error over chains above {long_run.RECHECK_SE:g}); where the "
+               "check fails, the longer chains' λ̂ is the one shown, so those rows are being re-estimated. "
+               if rows_done else "")
             + ("The claims the training decides alone are judged below; those that need λ̂ read *in progress*, here and "
                "on the Reproducibility page, until its last row. " if trained else
                "Nothing of it is judged until the run is finished: its verdicts, here and on the Reproducibility page, "
@@ -603,9 +610,13 @@ def in_progress_figure(metrics: pd.DataFrame, llc: pd.DataFrame, steps: int, tit
     """The paper run so far: λ̂ at the checkpoints estimated (± se) beside the paper's seed-1 values, and the
     evaluation loss against ridge's, over log(step + 1) up to the run's end, the paper's boundaries dotted."""
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(PAGE_WIDTH, 5.2), sharex=True, constrained_layout=True)
-    if not llc.empty:
-        top.errorbar(llc["step"] + 1, llc["llc_mean"], yerr=llc["llc_se"], fmt="o", ms=3.5, color="C0", lw=1,
-                     label="λ̂ ± se (this run, reduced budget)")
+    for budget, own in (llc.groupby(llc.get("budget", pd.Series("reduced", index=llc.index)), sort=False)
+                        if not llc.empty else ()):
+        longer = budget != "reduced"
+        top.errorbar(own["step"] + 1, own["llc_mean"], yerr=own["llc_se"].fillna(0), fmt="D" if longer else "o",
+                     ms=4.5 if longer else 3.5, color="C2" if longer else "C0", lw=1,
+                     label=f"λ̂ ± se (this run, {budget} budget: the reduced one failed its check)" if longer
+                     else "λ̂ ± se (this run, reduced budget)")
     paper = pd.Series(PAPER_LLC)
     top.plot(paper.index + 1, paper.values, "s", color="#c0392b", ms=4, mfc="none", label="paper's λ̂ (seed 1)")
     top.set(ylabel="λ̂", title="local learning coefficient")
@@ -690,18 +701,40 @@ def paper_cpu_note(dev) -> str:
 
 
 def paper_findings(dev, stages) -> str:
-    """What the paper's own run shows that the miniature cannot, read from its λ̂ rows and stages: the peak of λ̂,
-    its fall to the end, and the stages and boundaries found against the paper's."""
-    llc = dev.llc.dropna(subset=["llc_mean"]).sort_values("step")
-    peak, end = llc.loc[llc["llc_mean"].idxmax()], llc.iloc[-1]
+    """What the paper's own run shows that the miniature cannot, read from its λ̂ rows, stages and structure: where
+    λ̂ peaks and how long it stays near the peak, its fall and what follows, the stages and boundaries found against
+    the paper's (and the critical points the rule steps over between checkpoints), and the weight norm's growth."""
+    from plateau_lib.engine.stages import slope_sign_changes
+    llc = dev.llc.dropna(subset=["llc_mean"]).sort_values("step").reset_index(drop=True)
+    at = llc.set_index("step")["llc_mean"]
+    peak_step = int(at.idxmax())
+    near = llc.loc[llc["llc_mean"] >= 0.98 * at.max(), "step"].astype(int)
+    after = at[at.index >= peak_step]
+    low_step, end_step = int(after.idxmin()), int(at.index[-1])
+    fall = (f"It then falls, as in the paper's LR3–LR4, to {at[low_step]:.1f} at step {low_step:,} (the paper: 112.8 at "
+            f"320k)" + (f", and rises again to {at[end_step]:.1f} at the end, where the paper's stays roughly flat "
+                        f"(116.3 at 500k; seeds 0–4: 116–141)." if at[end_step] > 1.05 * at[low_step] else
+                        f", and ends at {at[end_step]:.1f} (the paper: 116.3)."))
     table = boundary_table(stages.boundaries, run_steps(dev))
     matched = table.loc[table["match"] == "yes", "paper step"].tolist()
-    return (f"**What this run shows that the miniature cannot.** λ̂ rises to {peak['llc_mean']:.1f} at step "
-            f"{int(peak['step']):,} (the paper: 169.3 at 40k), then falls to {end['llc_mean']:.1f} at the end, "
-            f"{end['llc_mean'] / peak['llc_mean']:.2f} of its peak (the paper: 0.69). The GP rule finds "
-            f"{len(stages.boundaries) + 1} stages, with boundaries at steps "
-            f"{', '.join(f'{b:,}' for b in stages.boundaries) or 'none'}; {len(matched)} of the paper's four "
-            f"({', '.join(f'{m // 1000}k' for m in matched) or 'none'}) are matched within a factor {MATCH_FACTOR:g}.")
+    first = min_step(run_steps(dev))
+    stepped_over = [s for s in slope_sign_changes(stages.steps, stages.slope) if s >= first and s not in stages.boundaries]
+    norms = dev.structure.set_index("step")["weight_norm"] if "weight_norm" in dev.structure else pd.Series(dtype=float)
+    grown = [(p, norms.index[np.abs(np.log1p(norms.index) - np.log1p(p)).argmin()]) for p in PAPER_WEIGHT_NORM if p]
+    return (f"**What this run shows that the miniature cannot.** λ̂ rises through LR1 and LR2 to its peak, "
+            f"{at.max():.1f} at step {peak_step:,} (the paper: 169.3 at 40k)" + (
+                f", and stays within 2% of it from step {near.min():,} to {near.max():,}" if near.min() < near.max()
+                else "") + f". {fall} The GP rule finds {len(stages.boundaries) + 1} stages, with "
+            f"boundaries at steps {', '.join(f'{b:,}' for b in stages.boundaries) or 'none'}; {len(matched)} of the "
+            f"paper's four ({', '.join(f'{m // 1000}k' for m in matched) or 'none'}) are matched within a factor "
+            f"{MATCH_FACTOR:g}." + (
+                f" The GP's slope also changes sign next to step(s) {', '.join(f'{s:,}' for s in stepped_over)}: "
+                "critical points of λ̂ that the rule steps over: with λ̂ at "
+                f"{len(llc)} of the {len(dev.train.config.get('checkpoint_steps', ())) or len(llc)} checkpoints, no "
+                "checkpoint there has |slope| below its tolerance." if stepped_over else "") + (
+                " The weight norm grows as the paper's: " + ", ".join(
+                    f"{norms[s]:.0f} at step {int(s):,} (paper {PAPER_WEIGHT_NORM[p]:.0f})" for p, s in grown) + "."
+                if grown and not norms.empty else ""))
 
 
 def show_paper_run(shown: dict, found: dict, live: str) -> None:
@@ -725,7 +758,7 @@ def show_paper_run(shown: dict, found: dict, live: str) -> None:
             show_budget_check()
         return
     state = long_run.progress(ICL_PAPER)
-    llc = long_run.llc_table(ICL_PAPER, ICL_LLC_REDUCED)
+    llc = long_run.shown_table(ICL_PAPER, ICL_LLC_REDUCED)
     metrics = long_run.evaluations(ICL_PAPER)
     display(Markdown(note))
     fig = in_progress_figure(metrics, llc, ICL_PAPER.steps,
@@ -742,9 +775,8 @@ def show_paper_run(shown: dict, found: dict, live: str) -> None:
         return
     display(Markdown("**What the finished training already decides.** The claims that need no λ̂, judged on the "
                      "whole 500k-step run; the λ̂ claims (stages, boundaries, peak, fall) read *in progress* until "
-                     "every λ̂ row is made:"),
+                     "every λ̂ row and budget check is made:"),
             verdict_table({"paper": training_values(metrics)}, "icl_stages",
                           {"paper": {"device": "cpu", "runs": 1, "seeds": [ICL_PAPER.seed],
                                      "wall_time_s": round(state["cpu_hours"] * 3600, 1), "source": "committed"}},
-                          status={"paper": f"in progress: λ̂ at {state['llc_rows']} of {state['llc_checkpoints']} "
-                                           "checkpoints (CPU)"}).loc[list(TRAINING_CLAIMS)])
+                          status={"paper": f"in progress: {long_run.progress_line(state)} (CPU)"}).loc[list(TRAINING_CLAIMS)])
