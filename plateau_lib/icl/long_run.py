@@ -229,11 +229,14 @@ def structure_table(cfg: TrainConfig) -> pd.DataFrame:
 
 def write_development(cfg: TrainConfig, llc: dict, rows: pd.DataFrame, structure: pd.DataFrame) -> Path:
     """The finished run as a developmental run in ``results/`` (``development.load(cfg, llc)`` reads it): λ̂ at
-    the selected checkpoints, their structure, and meta with the CPU-hours of training and of λ̂."""
+    the selected checkpoints, their structure, and meta with the CPU-hours of training and of λ̂ (its budget
+    checks included)."""
+    check = budget_table(cfg, llc)
     development.store(cache.COMMITTED, cfg, llc, rows, structure, device="cpu", made_by="plateau_lib.icl.long_run",
                       llc_checkpoints=sorted(int(s) for s in rows["step"]),
                       train_wall_s=round(_train_seconds(cfg, run_folder(cfg) / "resume.pt"), 1),
-                      llc_wall_s=round(float(rows["elapsed_s"].sum()), 1))
+                      llc_wall_s=round(float(rows["elapsed_s"].sum())
+                                       + (float(check["elapsed_s"].sum()) if not check.empty else 0.0), 1))
     return cache.COMMITTED / f"{development.KIND}-{llc_key(cfg, llc)}"
 
 

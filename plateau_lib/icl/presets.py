@@ -40,7 +40,8 @@ ICL_LLC = {"paper": ICL_LLC_PAPER,
            "cpu": {**ICL_LLC_PAPER, "batch_size": 128, "num_chains": 3, "num_draws": 60, "n_data": 2**12}}
 # λ̂ along the paper run made on a CPU (plateau_lib.icl.long_run): the paper's epsilon, gamma, nbeta and m, a reduced
 # budget (4 chains x 800 draws after 200 burn-in steps, instead of 10 x 5,000) from 2^18 fixed sequences, at about
-# 40 of the 190 checkpoints; checked against chains 4x longer at three checkpoints (the page's table). Burn-in keeps
+# 40 of the 190 checkpoints; checked against chains 4x longer at the paper's five points and at the rows whose chains
+# disagree, the longer chains' λ̂ shown where the check fails (long_run.checked_rows; the page's table). Burn-in keeps
 # the paper text's ratio (it discards 1,000 of 5,000). Smaller budgets failed the check at step 984, where the chains
 # still rise slowly from w* (budget_check_earlier.csv): 400 draws, no burn-in: 14.5%; 400 draws after 100: 7.6%;
 # a 1/n fit of those two predicts about 4% at 800. About 9 min a checkpoint on one core.

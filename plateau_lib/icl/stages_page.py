@@ -600,7 +600,7 @@ def paper_in_progress_note(cfg, llc: dict) -> str:
                "check fails, the longer chains' λ̂ is the one shown, so those rows are being re-estimated. "
                if rows_done else "")
             + ("The claims the training decides alone are judged below; those that need λ̂ read *in progress*, here and "
-               "on the Reproducibility page, until its last row. " if trained else
+               "on the Reproducibility page, until its last row and budget check. " if trained else
                "Nothing of it is judged until the run is finished: its verdicts, here and on the Reproducibility page, "
                "read *in progress*. ")
             + "The paper's boundaries are at the paper's own steps here (dotted), as this run has the paper's schedule.")
@@ -650,12 +650,13 @@ def in_progress_points(llc: pd.DataFrame) -> pd.DataFrame:
         row = near.iloc[(near["step"] - paper).abs().argmin()] if len(near) else None
         rows.append({"paper point": label, "checkpoint": "—" if row is None else int(row["step"]),
                      "λ̂": "—" if row is None else round(float(row["llc_mean"]), 1),
-                     "± se": "—" if row is None else round(float(row["llc_se"]), 1),
+                     "± se": "—" if row is None or pd.isna(row["llc_se"]) else round(float(row["llc_se"]), 1),
+                     "budget": "—" if row is None else row.get("budget", "reduced"),
                      "paper λ̂ (seed 1)": PAPER_LLC[paper]})
     return pd.DataFrame(rows).set_index("paper point")
 
 
-CHECK_SHOWN = ["reduced", "longer", "relative difference", "draws", "longer draws", "passes"]
+CHECK_SHOWN = ["reduced", "longer at half its draws", "longer", "relative difference", "draws", "longer draws", "passes"]
 
 
 def show_budget_check() -> None:
@@ -669,15 +670,18 @@ def show_budget_check() -> None:
     if not earlier.empty:
         display(Markdown("Budgets tried before this one, with the same check (a failure sends the budget back):"),
                 earlier.assign(passes=earlier["relative difference"] < long_run.CHECK_TOLERANCE)
-                .set_index(["budget", "step"])[CHECK_SHOWN].round(3))
+                .reindex(columns=["budget", "step", *CHECK_SHOWN]).set_index(["budget", "step"]).round(3))
     if not check.empty:
         display(Markdown(f"The reduced budget against chains {long_run.CHECK_FACTOR}× longer (same seed; the "
                          f"reduced estimate is the same chains after their first {ICL_LLC_REDUCED['num_draws']} draws). "
                          f"Budget: {long_run.budget_label(ICL_LLC_REDUCED)}. "
-                         f"It passes where they differ by less than {long_run.CHECK_TOLERANCE:.0%}; where it fails, the "
-                         "budget is too small there and the λ̂ rows wait for a larger one:"),
+                         f"It is made at the paper's five points and at every row whose chains disagree (standard "
+                         f"error over chains above {long_run.RECHECK_SE:g}). It passes where the two differ by less than "
+                         f"{long_run.CHECK_TOLERANCE:.0%}; where it fails, the reduced budget had not converged there and "
+                         "the λ̂ shown at that checkpoint is the longer chains'. The longer chains' estimate at half "
+                         "their draws shows whether they were still drifting (recorded from the late checks on):"),
                 check.assign(passes=check["relative difference"] < long_run.CHECK_TOLERANCE)
-                .set_index("step")[CHECK_SHOWN].round(3))
+                .reindex(columns=["step", *CHECK_SHOWN]).set_index("step").round(3))
 
 
 def paper_cpu_note(dev) -> str:
@@ -685,6 +689,7 @@ def paper_cpu_note(dev) -> str:
     from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_PAPER
     llc, hours = dev.meta["llc"], (float(dev.meta["train_wall_s"]) + float(dev.meta["llc_wall_s"])) / 3600
     burn = llc.get("num_burnin_steps", 0)
+    longer = int((dev.llc["budget"] != "reduced").sum()) if "budget" in dev.llc else 0
     return (f"**Made on a CPU.** The paper's own training run, exactly (seed 1, one-cycle to 3e-3, batch 256, "
             f"{run_steps(dev):,} steps, evaluated at the paper's {len(ICL_PAPER.checkpoint_steps)} checkpoints), "
             "computed on one CPU core across work sessions and committed after each "
@@ -695,7 +700,9 @@ def paper_cpu_note(dev) -> str:
             "the nearest to the paper's 1k, 40k, 126k, 320k and the end), so the GP fit of the stages has fewer points;\n"
             f"- {llc['num_chains']} chains × {llc['num_draws']} draws{f' after {burn} burn-in steps' if burn else ''} "
             f"instead of {ICL_LLC_PAPER['num_chains']} × {ICL_LLC_PAPER['num_draws']:,}, checked against chains "
-            "4× longer at three checkpoints (the table below);\n"
+            "4× longer at the paper's five points and at every row whose chains disagree (the table below)"
+            + (f"; where that check failed ({longer} checkpoints), the λ̂ shown is the longer chains'" if longer else "")
+            + ";\n"
             f"- {llc['n_data']:,} fixed sequences for SGLD instead of {ICL_LLC_PAPER['n_data']:,}.\n\n"
             "The paper's ε, γ, nβ and SGLD batch are kept. Its verdicts are given in the paper column below.")
 
