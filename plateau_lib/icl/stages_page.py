@@ -425,8 +425,12 @@ def stages_figure(dev, stages, title: str = ""):
     loss_ax = fig.add_subplot(grid[1, :], sharex=top)
     marker_axes = [fig.add_subplot(grid[2 + i // 2, i % 2], sharex=top) for i in range(len(MARKERS))]
     llc = dev.llc.sort_values("step")
-    top.errorbar(llc["step"] + 1, llc["llc_mean"], yerr=llc["llc_se"], fmt="o", ms=3.5, color="C0", lw=1,
+    top.errorbar(llc["step"] + 1, llc["llc_mean"], yerr=llc["llc_se"].fillna(0), fmt="o", ms=3.5, color="C0", lw=1,
                  label="λ̂ ± se (chains)")
+    longer = llc[llc["budget"] != "reduced"] if "budget" in llc else llc.iloc[:0]
+    if len(longer):
+        top.plot(longer["step"] + 1, longer["llc_mean"], "D", ms=5, color="C2",
+                 label=f"{longer['budget'].iloc[0]} (the reduced budget failed its check)")
     top.plot(stages.steps + 1, stages.smooth, color="C1", lw=1.5, label="GP mean")
     top.plot([], [], color="#c0392b", ls=":", label="paper's boundaries (same fraction)")
     top.set(ylabel="λ̂", title="local learning coefficient")
@@ -615,12 +619,12 @@ def in_progress_figure(metrics: pd.DataFrame, llc: pd.DataFrame, steps: int, tit
         longer = budget != "reduced"
         top.errorbar(own["step"] + 1, own["llc_mean"], yerr=own["llc_se"].fillna(0), fmt="D" if longer else "o",
                      ms=4.5 if longer else 3.5, color="C2" if longer else "C0", lw=1,
-                     label=f"λ̂ ± se (this run, {budget} budget: the reduced one failed its check)" if longer
-                     else "λ̂ ± se (this run, reduced budget)")
+                     label=f"λ̂ ± se, {budget} (the reduced\nbudget failed its check here)" if longer
+                     else "λ̂ ± se, reduced budget")
     paper = pd.Series(PAPER_LLC)
     top.plot(paper.index + 1, paper.values, "s", color="#c0392b", ms=4, mfc="none", label="paper's λ̂ (seed 1)")
     top.set(ylabel="λ̂", title="local learning coefficient")
-    top.legend(loc="upper left")
+    top.legend(loc="center left", fontsize=8)
     m = metrics.sort_values("step")
     bottom.plot(m["step"] + 1, m["loss"], color="C0", label="transformer")
     bottom.plot(m["step"] + 1, m["loss_ridge"], color="grey", ls="--", lw=1, label="ridge (Bayes)")
