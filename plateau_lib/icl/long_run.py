@@ -368,6 +368,13 @@ def shard_order(steps: list[int], shard: tuple[int, int]) -> list[int]:
     return [*steps[k::n], *(s for s in steps if s not in steps[k::n])]
 
 
+def next_step(cfg: TrainConfig, llc: dict, order: list[int], have: set, n: int, kind: str) -> int | None:
+    """The first step of ``order`` with no row of table ``kind`` yet whose checkpoint is here and which this process
+    may take (``claim``ed, when ``n`` > 1 processes share the table); None when there is none."""
+    return next((s for s in order if s not in have and _checkpoint(cfg, s) is not None
+                 and (n == 1 or claim(cfg, llc, s, kind))), None)
+
+
 def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False, shard: tuple[int, int] = (0, 1)
              ) -> pd.DataFrame:
     """λ̂ at every selected checkpoint that exists and has no row yet, each row kept at once; stops at the
@@ -397,9 +404,7 @@ def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False, s
             while time.time() < deadline:
                 done = llc_table(cfg, llc)
                 have = set() if done.empty else set(done["step"].astype(int))
-                ready = (s for s in order if s not in have and _checkpoint(cfg, s) is not None
-                         and (n == 1 or claim(cfg, llc, s)))
-                step = next(ready, None)
+                step = next_step(cfg, llc, order, have, n, LLC_KIND)
                 if step is not None:
                     cache.resume_rows(LLC_KIND, llc_key(cfg, llc), [*have, step], rows, progress=False, shared=n > 1)
                     print(f"λ̂ at step {step} kept", flush=True)
@@ -443,8 +448,7 @@ def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR, shard:
     while True:
         done = budget_table(cfg, llc)
         have = set() if done.empty else set(done["step"].astype(int))
-        step = next((s for s in order if s not in have and _checkpoint(cfg, s) is not None
-                     and (n == 1 or claim(cfg, llc, s, CHECK_KIND))), None)
+        step = next_step(cfg, llc, order, have, n, CHECK_KIND)
         if step is None:
             break
         cache.resume_rows(CHECK_KIND, llc_key(cfg, llc), [*have, step], rows, progress=False, shared=n > 1)
