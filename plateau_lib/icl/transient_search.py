@@ -9,8 +9,9 @@ model of width 64 or 128 at 20k-50k steps is the open question; each trial answe
 - ``diversity.transient(curve)``: the rule a trial is judged by (the OOD loss dips to t_crit and rises by more than
   5% after it, and Δ to ridge on Gaussian tasks falls, then grows by more than 5%), on curves smoothed by a running
   median;
-- ``run_trial(label, M)``: train (cached, resumable, stops at a deadline), judge, and keep one row in the
-  committed table ``results/icl_transient_search.csv`` (replacing an older row of the same trial and M).
+- ``run_trials(label, Ms)``: train its M values together (cached, resumable, stopped at a deadline; stacked into
+  one computation on a GPU, one after another on a CPU), judge each, and keep one row per M in the committed
+  table ``results/icl_transient_search.csv`` (replacing an older row of the same trial and M).
 
     OMP_NUM_THREADS=1 python -m plateau_lib.icl.transient_search w64 --Ms 32 64 --budget-s 5400
     python -m plateau_lib.icl.transient_search --table
@@ -46,6 +47,8 @@ TRIALS = {
     "w128": ("width 128, MLP 512 (against w64)",
              {"d_model": 128, "task_kwargs": {**BASE.task_kwargs, "d_mlp": 512}}),
     "w64-50k": ("50k steps (against w64)", _steps(50_000)),
+    "w128-50k": ("width 128, MLP 512, 50k steps (against w64-50k)",
+                 {"d_model": 128, "task_kwargs": {**BASE.task_kwargs, "d_mlp": 512}, **_steps(50_000)}),
     "w64-lr3e-3": ("Adam at 3e-3 (against w64)", {"lr": 3e-3}),
     "w64-b256": ("batch 256 (against w64)", {"batch_size": 256}),
     "w64-D4": ("D = 4, K = 8 (against w64): a smaller problem",
@@ -85,25 +88,31 @@ def keep_row(row: dict) -> pd.DataFrame:
     return new
 
 
-def run_trial(label: str, M, deadline: float | None = None, progress: bool = True) -> dict | None:
-    """Train trial ``label`` at ``M`` (resuming a stopped run), judge it, commit the run and keep its row;
-    None if stopped at ``deadline`` (the resume state stays in the local cache)."""
-    cfg = trial_config(label, M)
+def run_trials(label: str, Ms, deadline: float | None = None, progress: bool = True) -> list[dict] | None:
+    """Train trial ``label`` at every M of ``Ms`` together (resuming stopped runs), judge each, commit the runs and
+    keep their rows; None if stopped at ``deadline`` (finished runs stay cached, the others keep their resume
+    state in the local cache)."""
+    Ms = check_Ms(Ms)
+    cfgs = [trial_config(label, M) for M in Ms]
     try:
-        (result,) = cache.cached_train_many([cfg], progress=progress, deadline=deadline)
+        results = cache.cached_train_many(cfgs, progress=progress, deadline=deadline)
     except Stopped as stop:
         print(stop, flush=True)
         return None
-    cache.commit_result(cfg)
-    model = cfg.make_task().build_model(cfg)
-    kw = cfg.task_kwargs
-    row = {"trial": label, "change": TRIALS[label][0], "M": M, "D": kw["D"], "K": kw["K"], "d_model": cfg.d_model,
-           "d_mlp": kw["d_mlp"], "n_layer": cfg.n_layer, "n_head": cfg.n_head, "params": sum(p.numel() for p in model.parameters()),
-           "batch_size": cfg.batch_size, "lr": cfg.lr, "schedule": cfg.schedule, "warmup_steps": cfg.warmup_steps,
-           "steps": cfg.steps, "cpu_s": round(float(result.meta.get("wall_time_s", 0.0)), 1),
-           "device": result.meta.get("device", cfg.device), "key": cache.cache_key(cfg), **judge(result, M)}
-    keep_row(row)
-    return row
+    rows = []
+    for M, cfg, result in zip(Ms, cfgs, results):
+        cache.commit_result(cfg)
+        model = cfg.make_task().build_model(cfg)
+        kw = cfg.task_kwargs
+        rows.append({"trial": label, "change": TRIALS[label][0], "M": M, "D": kw["D"], "K": kw["K"],
+                     "d_model": cfg.d_model, "d_mlp": kw["d_mlp"], "n_layer": cfg.n_layer, "n_head": cfg.n_head,
+                     "params": sum(p.numel() for p in model.parameters()), "batch_size": cfg.batch_size,
+                     "lr": cfg.lr, "schedule": cfg.schedule, "warmup_steps": cfg.warmup_steps, "steps": cfg.steps,
+                     "cpu_s": round(float(result.meta.get("wall_time_s", 0.0)), 1),
+                     "device": result.meta.get("device", cfg.device), "key": cache.cache_key(cfg),
+                     **judge(result, M)})
+        keep_row(rows[-1])
+    return rows
 
 
 # ---- the page's section: "Finding a CPU-sized transient" ---------------------------------------------------------
@@ -205,10 +214,7 @@ def main(argv=None) -> int:
     cpu_threads()
     deadline = None if args.budget_s is None else time.time() + args.budget_s
     if args.trial:
-        for M in check_Ms(args.Ms):
-            row = run_trial(args.trial, M, deadline)
-            if row is None:
-                break
+        for row in run_trials(args.trial, args.Ms, deadline) or []:
             print({k: row[k] for k in ("trial", "M", "t_crit", "ood_rise", "ridge_regrowth", "transient", "cpu_s")},
                   flush=True)
     if args.table:
