@@ -291,3 +291,12 @@ def test_real_checkpoints_run_through_the_page_as_the_papers_models(local_cache,
     assert panels[0].summary["cosine"].nunique() == 1  # the same weights at every step
     table = llm_page.verdict_tables(panels, "cpu")[llm_page.FIGURE]
     assert "paper preset" in table.columns
+
+
+def test_larger_miniature_is_loaded_only_when_committed_and_never_trained(local_cache, monkeypatch):
+    lp = llm_page
+    monkeypatch.setattr(lp, "load", lambda *a, **k: pytest.fail("nothing may be trained or analysed here"))
+    assert lp.larger_miniature_panels("cpu") == []  # the committed folder is empty
+    assert lp.larger_miniature_panels("paper") == []  # at the paper preset they are the page's own panels
+    with pytest.raises(ValueError, match="preset"):
+        lp.larger_miniature_panels("gpu")

@@ -90,6 +90,19 @@ def load(preset: str = "cpu", source: str = "miniature", models=None, weights_di
     return panels, note
 
 
+def larger_miniature_panels(preset: str, n_prompts: int = 100, prompt_seed: int | None = 0) -> list[Panel]:
+    """The ``paper``-preset miniatures (16 x 1,024 tokens per step; made by ``make paper`` on a GPU), loaded from
+    their committed analyses for a page built at another preset; [] at ``preset="paper"`` (they are the page's own
+    panels then) or while any of them is not committed (nothing is trained here)."""
+    if engine_presets.check_preset(preset) == "paper":
+        return []
+    configs = presets.llm_miniatures("paper")
+    if any(llm.stored(cfg, n_prompts, cfg.prompt_seed(prompt_seed), committed_only=True) is None
+           for cfg in configs.values()):
+        return []
+    return load("paper", n_prompts=n_prompts, prompt_seed=prompt_seed, progress=False)[0]
+
+
 def _real_panels(found: dict, n_prompts: int, prompt_seed, use_cache: bool, device: str, progress: bool) -> list:
     panels = []
     for model, checkpoints in found.items():
