@@ -238,3 +238,10 @@ def test_a_failed_check_shows_the_longer_chains_and_a_row_whose_chains_disagree_
     points = long_run.check_steps(ICL_PAPER)
     assert 499_999 in points                                             # a paper point: checked once
     assert long_run.check_steps(ICL_PAPER, spread) == [*points, 363_635, 308_080]
+    # a failed check brings its unchecked neighbours among the λ̂ rows, until passing checks bound the stretch
+    rows_here = pd.DataFrame({"step": [126_262, 166_666, 222_221, 252_524, 308_080, 318_181, 363_635, 499_999],
+                              "llc_se": [0.5, 0.7, 1.1, 2.1, 3.5, 3.6, 6.2, 0.1]})
+    failing = pd.DataFrame({"step": [252_524, 308_080], "relative difference": [0.07, 0.09]})
+    assert long_run.check_steps(ICL_PAPER, rows_here, failing)[-1:] == [222_221]
+    passing = failing.assign(**{"relative difference": [0.01, 0.02]})
+    assert 222_221 not in long_run.check_steps(ICL_PAPER, rows_here, passing)

@@ -7,8 +7,9 @@ sessions the run lives in the repository, in ``results/in_progress/icl_stages-<t
 
 - ``resume.pt``: weights, Adam moments, the data generator, the step and the evaluations so far (about 1.5 MB);
 - ``llc.csv``: λ̂ at each selected checkpoint reached, one row kept as it is made;
-- ``budget_check.csv``: the reduced budget against chains 4x longer at the paper's five points and at the rows whose
-  chains disagree (``budget_check``); where it fails, the longer chains' λ̂ is the one shown (``checked_rows``);
+- ``budget_check.csv``: the reduced budget against chains 4x longer at the paper's five points, at the rows whose
+  chains disagree and next to every failed check (``check_steps``, ``budget_check``); where it fails, the longer
+  chains' λ̂ is the one shown (``checked_rows``);
 - ``budget_check_earlier.csv``: the same check for budgets tried before the current one, each row naming its budget;
 - ``ckpt_<step>.pt``: the selected checkpoints reached whose λ̂ row or budget check is still to do (213 KB each;
   dropped from the state once made);
@@ -82,19 +83,28 @@ def llc_steps(cfg: TrainConfig, n_log: int = 20, n_linear: int = 18) -> list[int
     return sorted({int(ckpts[np.abs(np.log1p(ckpts) - np.log1p(t)).argmin()]) for t in targets})
 
 
-def check_steps(cfg: TrainConfig, rows: pd.DataFrame | None = None) -> list[int]:
+def check_steps(cfg: TrainConfig, rows: pd.DataFrame | None = None, check: pd.DataFrame | None = None) -> list[int]:
     """The checkpoints where the reduced budget is checked against a longer chain: the nearest selected ones to
     the paper's five points (the end of LR1, the λ̂ peak, the ends of LR3 and LR4, the end of training), then
     every λ̂ row of ``rows`` whose standard error over chains exceeds ``RECHECK_SE`` (its chains disagree: where
-    the check failed at 320k they did), the most uncertain first. Where the check fails, the page's λ̂ is the
-    longer chains'."""
+    the check failed at 320k they did), the most uncertain first, then the λ̂ rows next to a failed check in
+    ``check`` (so a stretch where the reduced budget fails is checked until a passing check bounds it on each
+    side). Where the check fails, the page's λ̂ is the longer chains'."""
     chosen = llc_steps(cfg)
     points = [min(chosen, key=lambda s: abs(np.log1p(s) - np.log1p(p * cfg.steps / max(PAPER_POINTS))))
               for p in PAPER_POINTS]
     if rows is None or rows.empty:
         return points
     spread = rows[rows["llc_se"] > RECHECK_SE].sort_values("llc_se", ascending=False)
-    return [*points, *(int(s) for s in spread["step"] if int(s) not in points)]
+    steps = [*points, *(int(s) for s in spread["step"] if int(s) not in points)]
+    if check is not None and not check.empty:
+        order = sorted(int(s) for s in rows["step"])
+        for s in sorted(check.loc[check["relative difference"] >= CHECK_TOLERANCE, "step"].astype(int)):
+            i = order.index(s) if s in order else None
+            for j in ([] if i is None else [i - 1, i + 1]):
+                if 0 <= j < len(order) and order[j] not in steps:
+                    steps.append(order[j])
+    return steps
 
 
 def llc_key(cfg: TrainConfig, llc: dict) -> str:
@@ -153,7 +163,7 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
     if finished:
         cache.commit_result(cfg)  # the evaluations, for the page and the next session (no weights)
     check = budget_table(cfg, llc)
-    to_check = set(check_steps(cfg, rows))
+    to_check = set(check_steps(cfg, rows, check))
     checked = to_check & (set() if check.empty else set(check["step"].astype(int)))
     with atomic_path(dst) as tmp:
         tmp.mkdir()
@@ -425,7 +435,7 @@ def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR, shard:
     chains are the same until then). A row per checkpoint, kept as it is made, with the relative difference.
     ``shard`` as in ``estimate``: n processes share the steps by claims."""
     restore(cfg, llc)
-    order, n = shard_order(check_steps(cfg, llc_table(cfg, llc)), shard), shard[1]
+    n = shard[1]
     long = {**llc, "num_draws": llc["num_draws"] * factor}
     model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
     settings = {k: v for k, v in long.items() if k != "n_data"}
@@ -448,6 +458,7 @@ def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR, shard:
     while True:
         done = budget_table(cfg, llc)
         have = set() if done.empty else set(done["step"].astype(int))
+        order = shard_order(check_steps(cfg, llc_table(cfg, llc), done), shard)  # a failed check adds its neighbours
         step = next_step(cfg, llc, order, have, n, CHECK_KIND)
         if step is None:
             break
