@@ -46,6 +46,23 @@ def test_resume_gives_the_uninterrupted_table(tmp_path):
     assert not (tmp_path / "resume.pt").exists()
 
 
+def test_another_devices_resume_state_continues_with_a_reseeded_stream(tmp_path):
+    """A GPU run's resume state (its generator state is a CUDA one, 16 bytes) continues on a CPU: the weights and
+    evaluations so far are kept, the data stream is seeded anew at the step reached, and the result says so."""
+    cfg = TrainConfig(**TINY)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, run_dir=tmp_path, save_every=1, progress=False, stop_after=6)
+    state = torch.load(tmp_path / "resume.pt", weights_only=True)
+    state["gen"], state["device"] = torch.zeros(16, dtype=torch.uint8), "cuda"
+    torch.save(state, tmp_path / "resume.pt")
+    full = train(cfg, progress=False)
+    resumed = train(cfg, run_dir=tmp_path, save_every=1, progress=False)
+    steps = full.metrics["step"]
+    pd.testing.assert_frame_equal(full.metrics[steps <= state["step"]], resumed.metrics[steps <= state["step"]])
+    assert not full.metrics[steps > state["step"]].equals(resumed.metrics[steps > state["step"]])
+    assert resumed.meta["data_stream_reseeded_at"] == state["step"] and "data_stream_reseeded_at" not in full.meta
+
+
 def test_copied_groups_stay_frozen():
     ref = train(TrainConfig(**TINY), progress=False)
     cfg = TrainConfig(**TINY, seed=5, copy_groups=("kq", "mlp"))

@@ -88,7 +88,34 @@ def test_the_page_note_and_table_are_drawn_from_the_rows():
                           "t_crit": 9000, "ood_rise": 0.004, "ridge_regrowth": 0.01, "final_delta_dmmse": 1.0,
                           "final_delta_ridge": 2.0, "transient": False, "min_ood_loss": 1.0}])
     note = ts.search_note(rows)
-    assert "**2 runs**" in note and "0.0 core-hours" in note and "a transient at 1 M" in note and "16: 2,068" in note
+    assert "**2 runs**" in note and "0.0 core-hours (wall) on a CPU" in note and "a transient at 1 M" in note and "16: 2,068" in note
     shown = ts.readable(rows)
     assert list(shown.index) == [("w64", "16"), ("w64", "64")] and list(shown["transient"]) == ["yes", "no"]
     assert "what changed" not in shown.columns and ts.search_note(pd.DataFrame()).startswith("No configuration")
+
+
+def test_a_stopped_trial_keeps_rows_so_far_and_its_finished_run_replaces_them(tmp_path, monkeypatch):
+    """A run stopped before its last step is kept as a row marked steps_done < steps, with its curves committed
+    apart; the same command resumes it, and its finished row replaces the stopped one and drops those curves."""
+    from plateau_lib.engine import cache
+    from plateau_lib.engine.train import train
+    monkeypatch.setattr(cache, "ROOT", tmp_path)
+    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    monkeypatch.setattr(ts, "TABLE", tmp_path / "committed" / "search.csv")
+    monkeypatch.setattr(ts, "STOPPED_CURVES", tmp_path / "committed" / "stopped.csv")
+    tiny = {"d_model": 8, "steps": 40, "eval_every": 40, "eval_steps": list(range(0, 41, 2)), "batch_size": 8,
+            "eval_batch": 32, "task_kwargs": {**ts.BASE.task_kwargs, "d_mlp": 16}}
+    monkeypatch.setitem(ts.TRIALS, "tiny", ("a tiny setting", tiny))
+    cfg = ts.trial_config("tiny", 16)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, run_dir=cache.LOCAL / f"train-{cache.cache_key(cfg)}.partial", save_every=1, progress=False,
+              stop_after=24)
+    (row,) = ts.record_stopped("tiny", [16])
+    assert row["steps_done"] == 24 < row["steps"] == 40
+    assert ts.readable(ts.table())["steps"].item() == "24 of 40"
+    assert ts.readable(ts.table())["transient"].item().endswith("(so far)") and "stopped at step 24 of 40" in ts.search_note(ts.table())
+    assert set(ts.search_curves(ts.table())["step"]) == set(range(0, 25, 2))
+    (done,) = ts.run_trials("tiny", [16], progress=False)
+    assert done["steps_done"] == done["steps"] == 40 and len(ts.table()) == 1
+    assert ts.stopped_curves().empty and ts.search_curves(ts.table())["step"].max() == 40

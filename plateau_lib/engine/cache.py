@@ -149,6 +149,21 @@ def load_committed(cfg, extra=None) -> TrainResult | None:
     return result
 
 
+def stopped_result(cfg, extra=None) -> TrainResult | None:
+    """The evaluations so far of a run of ``cfg`` stopped at a deadline (its local resume state), as a TrainResult
+    whose ``meta["stopped_at"]`` is the step reached; None when there is none. For showing how far a run got,
+    never as a finished one (it has no final weights)."""
+    path = LOCAL / f"train-{cache_key(cfg, extra)}.partial" / "resume.pt"
+    if not path.exists():
+        return None
+    import torch
+    state = torch.load(path, weights_only=True, map_location="cpu")
+    metrics, positions, arrays = cfg.make_task().tables(state["evals"], cfg.seed)
+    return TrainResult(cfg.to_dict(), metrics, positions, arrays,
+                       {"stopped_at": int(state["step"]), "wall_time_s": round(float(state["elapsed"]), 2),
+                        "device": state.get("device", "unknown")})
+
+
 def _commit(folder: str, missing: str, ignore=None) -> Path:
     """Copy ``LOCAL/folder`` into ``results/`` atomically (``ignore``: shutil's, for files left out); already
     committed and not local: nothing to copy. No local result and none committed: ``missing`` is raised."""

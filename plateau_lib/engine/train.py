@@ -110,7 +110,7 @@ def _resume_state(run_dir, cfg):
     path = Path(run_dir) / "resume.pt" if run_dir else None
     if path is None or not path.exists():
         return None
-    state = torch.load(path, weights_only=True)
+    state = torch.load(path, weights_only=True, map_location="cpu")  # a GPU run's state resumes on a CPU too
     saved, wanted = dict(state["config"]), cfg.to_dict()
     saved.pop("device", None), wanted.pop("device", None)  # provenance, not part of the run: "cpu" resumes "auto"
     return state if saved == wanted else None
@@ -131,7 +131,7 @@ class _Run:
         self.gen = torch.Generator(device=device).manual_seed(cfg.seed)
         self.eval_batch = self.task.sample(cfg.eval_batch, torch.Generator(device=device).manual_seed(cfg.seed + 1_000_003))
         self.bias = self.task.attention_bias(cfg.attn_bias_c, device)
-        self.evals, self.start, self.elapsed = [], 0, 0.0
+        self.evals, self.start, self.elapsed, self.reseeded_at = [], 0, 0.0, None
 
     def bias_at(self, step: int):
         """The attention bias in force at ``step`` (None before ``attn_bias_from`` or without one)."""
@@ -330,8 +330,13 @@ def _loop(runs, engine, save_every, callbacks, progress, stop_after, on_result, 
         resume = _resume_state(r.run_dir, r.cfg)
         if resume is not None:
             engine.load(i, resume["model"], resume["opts"])
-            r.gen.set_state(resume["gen"])
             r.evals, r.start, r.elapsed = resume["evals"], resume["step"], resume["elapsed"]
+            r.reseeded_at = resume.get("reseeded_at")
+            if len(resume["gen"]) == len(r.gen.get_state()):
+                r.gen.set_state(resume["gen"])
+            else:  # another device type's generator (a GPU run continued on a CPU): a new stream, seeded by the step
+                r.gen.manual_seed(r.cfg.seed + 7_919 * r.start)
+                r.reseeded_at = r.start
 
     def record(i, step):
         r = runs[i]
@@ -347,7 +352,9 @@ def _loop(runs, engine, save_every, callbacks, progress, stop_after, on_result, 
         if r.run_dir:
             model_state, opt_states = engine.state(i)
             torch_save({"config": r.cfg.to_dict(), "model": model_state, "opts": opt_states, "gen": r.gen.get_state(),
-                        "evals": r.evals, "step": step, "elapsed": r.elapsed}, r.run_dir / "resume.pt")
+                        "evals": r.evals, "step": step, "elapsed": r.elapsed, "device": str(device),
+                        "reseeded_at": r.reseeded_at},
+                       r.run_dir / "resume.pt")
 
     results = [None] * len(runs)
 
@@ -357,6 +364,8 @@ def _loop(runs, engine, save_every, callbacks, progress, stop_after, on_result, 
         meta = {"device": str(device), "wall_time_s": round(r.elapsed, 2), "torch": torch.__version__}
         if len(runs) > 1:
             meta["stacked_runs"] = len(runs)
+        if r.reseeded_at is not None:
+            meta["data_stream_reseeded_at"] = r.reseeded_at
         state = {k: v.detach().cpu().clone() for k, v in engine.module(i).state_dict().items()}
         results[i] = TrainResult(r.cfg.to_dict(), metrics, positions, arrays, meta, state)
         if r.run_dir and (r.run_dir / "resume.pt").exists():

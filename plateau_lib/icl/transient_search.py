@@ -11,9 +11,14 @@ model of width 64 or 128 at 20k-50k steps is the open question; each trial answe
   median;
 - ``run_trials(label, Ms)``: train its M values together (cached, resumable, stopped at a deadline; stacked into
   one computation on a GPU, one after another on a CPU), judge each, and keep one row per M in the committed
-  table ``results/icl_transient_search.csv`` (replacing an older row of the same trial and M).
+  table ``results/icl_transient_search.csv`` (replacing an older row of the same trial and M);
+- ``record_stopped(label, Ms)``: a trial stopped at its deadline keeps rows too, judged by the same rule on its
+  evaluations so far and marked by ``steps_done`` < ``steps``, with its curves in
+  ``results/icl_transient_search_stopped.csv``: how far it got, never a finished result. Its resume state stays in
+  the local cache (about 3 MB a run, too large to commit), and the same command continues it.
 
     OMP_NUM_THREADS=1 python -m plateau_lib.icl.transient_search w64 --Ms 32 64 --budget-s 5400
+    python -m plateau_lib.icl.transient_search w64-50k --Ms 4 8 16 32 64 128 256 inf --record-stopped
     python -m plateau_lib.icl.transient_search --table
 """
 from __future__ import annotations
@@ -33,6 +38,8 @@ from plateau_lib.icl import diversity
 from plateau_lib.icl.presets import DIVERSITY_CPU_D8, check_Ms, configs
 
 TABLE = cache.COMMITTED / "icl_transient_search.csv"
+STOPPED_CURVES = cache.COMMITTED / "icl_transient_search_stopped.csv"
+CURVE_COLUMNS = ["trial", "M", "step", "ood_loss", "ood_ridge", "ood_dmmse", "delta_ridge_ood"]
 def _steps(total: int) -> dict:
     return {"steps": total, "eval_every": total, "eval_steps": log_linear_steps(total, 30, 30)}
 
@@ -73,8 +80,29 @@ def judge(result, M) -> dict:
 
 
 def table() -> pd.DataFrame:
-    """The committed search table (empty before the first trial)."""
-    return pd.read_csv(TABLE) if TABLE.exists() else pd.DataFrame()
+    """The committed search table (empty before the first trial); ``steps_done`` is ``steps`` for a finished run."""
+    if not TABLE.exists():
+        return pd.DataFrame()
+    t = pd.read_csv(TABLE)
+    if "steps" in t:
+        t["steps_done"] = t["steps_done"].fillna(t["steps"]).astype(int) if "steps_done" in t else t["steps"]
+    return t
+
+
+def stopped_curves() -> pd.DataFrame:
+    """The committed curves of stopped trials (tidy: ``CURVE_COLUMNS``)."""
+    return pd.read_csv(STOPPED_CURVES) if STOPPED_CURVES.exists() else pd.DataFrame(columns=CURVE_COLUMNS)
+
+
+def _keep_stopped_curves(label: str, M, curves: pd.DataFrame | None) -> None:
+    """Replace the stopped curves of (``label``, ``M``) by ``curves`` (None: drop them, the run has finished)."""
+    old = stopped_curves()
+    old = old[~((old["trial"] == label) & (old["M"].astype(float) == float(M)))]
+    new = old if curves is None else pd.concat([old, curves[CURVE_COLUMNS]], ignore_index=True)
+    if new.empty and not STOPPED_CURVES.exists():
+        return
+    with atomic_path(STOPPED_CURVES) as tmp:
+        new.to_csv(tmp, index=False, float_format="%.5g")
 
 
 def keep_row(row: dict) -> pd.DataFrame:
@@ -88,50 +116,85 @@ def keep_row(row: dict) -> pd.DataFrame:
     return new
 
 
+def _row(label: str, M, cfg: TrainConfig, result) -> dict:
+    model = cfg.make_task().build_model(cfg)
+    kw = cfg.task_kwargs
+    return {"trial": label, "change": TRIALS[label][0], "M": M, "D": kw["D"], "K": kw["K"], "d_model": cfg.d_model,
+            "d_mlp": kw["d_mlp"], "n_layer": cfg.n_layer, "n_head": cfg.n_head,
+            "params": sum(p.numel() for p in model.parameters()), "batch_size": cfg.batch_size, "lr": cfg.lr,
+            "schedule": cfg.schedule, "warmup_steps": cfg.warmup_steps, "steps": cfg.steps,
+            "steps_done": int(result.meta.get("stopped_at", cfg.steps)),
+            "cpu_s": round(float(result.meta.get("wall_time_s", 0.0)), 1),
+            "device": result.meta.get("device", cfg.device), "key": cache.cache_key(cfg), **judge(result, M)}
+
+
 def run_trials(label: str, Ms, deadline: float | None = None, progress: bool = True) -> list[dict] | None:
     """Train trial ``label`` at every M of ``Ms`` together (resuming stopped runs), judge each, commit the runs and
-    keep their rows; None if stopped at ``deadline`` (finished runs stay cached, the others keep their resume
-    state in the local cache)."""
+    keep their rows; None if stopped at ``deadline`` (finished runs stay cached; the others keep their resume
+    state in the local cache, and ``record_stopped`` their rows so far)."""
     Ms = check_Ms(Ms)
     cfgs = [trial_config(label, M) for M in Ms]
     try:
         results = cache.cached_train_many(cfgs, progress=progress, deadline=deadline)
     except Stopped as stop:
         print(stop, flush=True)
+        record_stopped(label, Ms)
         return None
     rows = []
     for M, cfg, result in zip(Ms, cfgs, results):
         cache.commit_result(cfg)
-        model = cfg.make_task().build_model(cfg)
-        kw = cfg.task_kwargs
-        rows.append({"trial": label, "change": TRIALS[label][0], "M": M, "D": kw["D"], "K": kw["K"],
-                     "d_model": cfg.d_model, "d_mlp": kw["d_mlp"], "n_layer": cfg.n_layer, "n_head": cfg.n_head,
-                     "params": sum(p.numel() for p in model.parameters()), "batch_size": cfg.batch_size,
-                     "lr": cfg.lr, "schedule": cfg.schedule, "warmup_steps": cfg.warmup_steps, "steps": cfg.steps,
-                     "cpu_s": round(float(result.meta.get("wall_time_s", 0.0)), 1),
-                     "device": result.meta.get("device", cfg.device), "key": cache.cache_key(cfg),
-                     **judge(result, M)})
+        rows.append(_row(label, M, cfg, result))
         keep_row(rows[-1])
+        _keep_stopped_curves(label, M, None)
+    return rows
+
+
+def record_stopped(label: str, Ms) -> list[dict]:
+    """Rows and curves, judged so far, of the runs of trial ``label`` at ``Ms`` that have a local resume state
+    (stopped at a deadline) and no committed result; kept in the committed table, marked ``steps_done``."""
+    rows = []
+    for M in check_Ms(Ms):
+        cfg = trial_config(label, M)
+        result = cache.stopped_result(cfg)
+        if result is None or cache.load_committed(cfg) is not None:
+            continue
+        curves = diversity.curves({(M, 0): result}).assign(trial=label)
+        if len(curves) < 2 * diversity.WINDOW:
+            continue
+        rows.append(_row(label, M, cfg, result))
+        keep_row(rows[-1])
+        _keep_stopped_curves(label, M, curves)
     return rows
 
 
 # ---- the page's section: "Finding a CPU-sized transient" ---------------------------------------------------------
 
-SHOWN = {"trial": "trial", "M": "M", "params": "parameters", "steps": "steps",
-         "cpu_min": "minutes (wall, one core)", "t_crit": "t_crit", "ood_rise": "OOD rise after t_crit", "ridge_regrowth":
-         "Δ-to-ridge regrowth", "final_delta_dmmse": "final Δ to dMMSE_M", "final_delta_ridge": "final Δ to ridge",
-         "transient": "transient"}
+SHOWN = {"trial": "trial", "M": "M", "params": "parameters", "steps_shown": "steps", "device": "device",
+         "wall_min": "minutes (wall)", "t_crit": "t_crit", "ood_rise": "OOD rise after t_crit",
+         "ridge_regrowth": "Δ-to-ridge regrowth", "final_delta_dmmse": "final Δ to dMMSE_M",
+         "final_delta_ridge": "final Δ to ridge", "transient": "transient"}
+
+
+def _stopped(search: pd.DataFrame) -> pd.Series:
+    return search["steps_done"] < search["steps"] if "steps_done" in search else search["steps"] < 0
 
 
 def readable(search: pd.DataFrame) -> pd.DataFrame:
-    """The search table as the page shows it: one row per (trial, M) in the order tried, rises in percent (what
-    each trial changed is in ``search_note``)."""
+    """The search table as the page shows it: one row per (trial, M) in the order tried, rises in percent, a
+    stopped run's steps as "done of planned" and its verdict "so far" (what each trial changed is in
+    ``search_note``)."""
     if search.empty:
         return pd.DataFrame(columns=list(SHOWN.values()))
-    t = search.assign(cpu_min=(search["cpu_s"] / 60).round(1), M=search["M"].map(diversity.label_M),
+    stopped = _stopped(search)
+    steps_done = search["steps_done"] if "steps_done" in search else search["steps"]
+    t = search.assign(wall_min=(search["cpu_s"] / 60).round(1), M=search["M"].map(diversity.label_M),
+                      device=search["device"] if "device" in search else "cpu",
+                      steps_shown=[f"{d:,} of {n:,}" if d < n else f"{n:,}"
+                                   for d, n in zip(steps_done, search["steps"])],
                       ood_rise=(100 * search["ood_rise"]).round(1).astype(str) + "%",
                       ridge_regrowth=(100 * search["ridge_regrowth"]).round(1).astype(str) + "%",
-                      transient=search["transient"].map({True: "yes", False: "no"}))
+                      transient=search["transient"].map({True: "yes", False: "no"}) + stopped.map(
+                          {True: " (so far)", False: ""}))
     for c in ("final_delta_dmmse", "final_delta_ridge"):
         t[c] = t[c].map("{:.3g}".format)
     return t[list(SHOWN)].rename(columns=SHOWN).set_index(["trial", "M"])
@@ -141,29 +204,43 @@ def search_note(search: pd.DataFrame) -> str:
     """What the search has found so far, in a few sentences drawn from the table (markdown)."""
     if search.empty:
         return "No configuration has been tried yet: `python -m plateau_lib.icl.transient_search w64` starts the search."
-    hours = search["cpu_s"].sum() / 3600
-    lines = [f"**{len(search)} runs** in {search['trial'].nunique()} setting(s), {hours:.1f} core-hours (wall) so far."]
+    on_cpu = search.get("device", pd.Series("cpu", index=search.index)).astype(str).str.startswith("cpu")
+    cost = f"{search.loc[on_cpu, 'cpu_s'].sum() / 3600:.1f} core-hours (wall) on a CPU"
+    if (~on_cpu).any():
+        cost += f" and {search.loc[~on_cpu, 'cpu_s'].max() / 60:.0f} minutes on a GPU (runs stacked, so counted once)"
+    lines = [f"**{len(search)} runs** in {search['trial'].nunique()} setting(s), {cost} so far."]
     for trial, g in search.groupby("trial", sort=False):
         found = g[g["transient"]].sort_values("M")
         Ms = ", ".join(diversity.label_M(M) for M in g.sort_values("M")["M"])
         change = TRIALS[trial][0] if trial in TRIALS else g["change"].iloc[0]
+        stopped = _stopped(g).any()
+        head = f"`{trial}` ({change}; M = {Ms})"
+        if stopped:
+            head += (f", **stopped at step {int(g['steps_done'].min()):,} of {int(g['steps'].max()):,}** on "
+                     f"{'a GPU' if not str(g['device'].iloc[0]).startswith('cpu') else 'a CPU'} (judged on its "
+                     f"evaluations so far)")
         if found.empty:
-            lines.append(f"`{trial}` ({change}; M = {Ms}): no transient by the rule.")
+            lines.append(f"{head}: no transient by the rule{' so far' if stopped else ''}.")
             continue
         crit = ", ".join(f"{diversity.label_M(r.M)}: {r.t_crit:,}" for r in found.itertuples())
         lo, hi = found["ood_rise"].min(), found["ood_rise"].max()
         rise = f"{lo:.0%}" if round(lo, 2) == round(hi, 2) else f"{lo:.0%}–{hi:.0%}"
-        lines.append(f"`{trial}` ({change}; M = {Ms}): a transient at {len(found)} M (t_crit by M: {crit}; the "
-                     f"OOD loss stays {rise} above its minimum after it).")
+        lines.append(f"{head}: a transient at {len(found)} M{' so far' if stopped else ''} (t_crit by M: {crit}; "
+                     f"the OOD loss stays {rise} above its minimum after it).")
     return " ".join(lines)
 
 
 def search_curves(search: pd.DataFrame) -> pd.DataFrame:
-    """The committed runs of the table's rows as tidy curves (``diversity.curves`` plus a ``trial`` column);
-    rows whose run is not committed are left out."""
-    frames = []
+    """The runs of the table's rows as tidy curves (``diversity.curves`` plus a ``trial`` column): a finished
+    row's from its committed run, a stopped row's from the committed stopped curves; others are left out."""
+    frames, stopped = [], stopped_curves()
     for _, row in search.iterrows():
         M = check_Ms([row["M"]])[0]
+        if row.get("steps_done", row["steps"]) < row["steps"]:
+            g = stopped[(stopped["trial"] == row["trial"]) & (stopped["M"].astype(float) == float(M))]
+            if len(g):
+                frames.append(g.assign(M=M))
+            continue
         result = cache.load_committed(trial_config(row["trial"], M))
         if result is not None:
             frames.append(diversity.curves({(M, 0): result}).assign(trial=row["trial"]))
@@ -189,7 +266,8 @@ def search_figure(search: pd.DataFrame, curves: pd.DataFrame):
             if row["transient"]:
                 top.plot(row["t_crit"], row["min_ood_loss"], "o", mfc="none", mec=colours[M], ms=9, mew=1.8)
         top.axhline(curves["ood_ridge"].iloc[-1], color="crimson", ls=":", lw=1.4, label="ridge")
-        top.set_title(trial)
+        g = search[search["trial"] == trial]
+        top.set_title(trial if not _stopped(g).any() else f"{trial} (to step {int(g['steps_done'].min()):,})")
         for ax in (top, bottom):
             ax.set_xscale("log")
         bottom.set_yscale("log")
@@ -206,6 +284,8 @@ def main(argv=None) -> int:
     parser.add_argument("--Ms", type=float, nargs="+", default=[32, 64], help="task counts M (inf for Gaussian tasks)")
     parser.add_argument("--budget-s", type=float, default=None, help="stop cleanly after this many seconds")
     parser.add_argument("--table", action="store_true", help="print the committed search table")
+    parser.add_argument("--record-stopped", action="store_true",
+                        help="train nothing: keep the rows so far of the trial's runs stopped here (resume states)")
     args = parser.parse_args(argv)
     if args.trial is None and not args.table:
         parser.error("give a trial to run or --table")
@@ -213,7 +293,10 @@ def main(argv=None) -> int:
         parser.error(f"--budget-s must be positive, got {args.budget_s}")
     cpu_threads()
     deadline = None if args.budget_s is None else time.time() + args.budget_s
-    if args.trial:
+    if args.trial and args.record_stopped:
+        for row in record_stopped(args.trial, args.Ms):
+            print({k: row[k] for k in ("trial", "M", "steps_done", "t_crit", "ood_rise", "transient")}, flush=True)
+    elif args.trial:
         for row in run_trials(args.trial, args.Ms, deadline) or []:
             print({k: row[k] for k in ("trial", "M", "t_crit", "ood_rise", "ridge_regrowth", "transient", "cpu_s")},
                   flush=True)
