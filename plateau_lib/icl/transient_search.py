@@ -138,15 +138,21 @@ def run_trials(label: str, Ms, deadline: float | None = None, progress: bool = T
         results = cache.cached_train_many(cfgs, progress=progress, deadline=deadline)
     except Stopped as stop:
         print(stop, flush=True)
+        finished = [(M, cfg) for M, cfg in zip(Ms, cfgs) if cache.find("train", cache.cache_key(cfg)) is not None]
+        for M, cfg in finished:  # runs that finished before the deadline: loaded, not trained
+            _keep_finished(label, M, cfg, cache.cached_train_many([cfg], progress=False)[0])
         record_stopped(label, Ms)
         return None
-    rows = []
-    for M, cfg, result in zip(Ms, cfgs, results):
-        cache.commit_result(cfg)
-        rows.append(_row(label, M, cfg, result))
-        keep_row(rows[-1])
-        _keep_stopped_curves(label, M, None)
-    return rows
+    return [_keep_finished(label, M, cfg, result) for M, cfg, result in zip(Ms, cfgs, results)]
+
+
+def _keep_finished(label: str, M, cfg: TrainConfig, result) -> dict:
+    """Commit a finished run of the trial, keep its row and drop its stopped curves."""
+    cache.commit_result(cfg)
+    row = _row(label, M, cfg, result)
+    keep_row(row)
+    _keep_stopped_curves(label, M, None)
+    return row
 
 
 def record_stopped(label: str, Ms) -> list[dict]:
