@@ -600,8 +600,9 @@ def paper_in_progress_note(cfg, llc: dict) -> str:
             "sequences instead of 10 × 5,000 from 2²⁰): "
             f"{state['llc_rows']} rows so far. "
             + (f"The budget is checked against chains {long_run.CHECK_FACTOR}× longer at the paper's five points and at "
-               f"every row whose chains disagree (standard error over chains above {long_run.RECHECK_SE:g}); where the "
-               "check fails, the longer chains' λ̂ is the one shown, so those rows are being re-estimated. "
+               f"every row whose chains disagree (standard error over chains above {long_run.RECHECK_SE:g}), and next to "
+               "every failed check until passing checks bound it; where the check fails, the longer chains' λ̂ is the "
+               "one shown, so those rows are being re-estimated. "
                if rows_done else "")
             + ("The claims the training decides alone are judged below; those that need λ̂ read *in progress*, here and "
                "on the Reproducibility page, until its last row and budget check. " if trained else
@@ -679,8 +680,9 @@ def show_budget_check() -> None:
         display(Markdown(f"The reduced budget against chains {long_run.CHECK_FACTOR}× longer (same seed; the "
                          f"reduced estimate is the same chains after their first {ICL_LLC_REDUCED['num_draws']} draws). "
                          f"Budget: {long_run.budget_label(ICL_LLC_REDUCED)}. "
-                         f"It is made at the paper's five points and at every row whose chains disagree (standard "
-                         f"error over chains above {long_run.RECHECK_SE:g}). It passes where the two differ by less than "
+                         f"It is made at the paper's five points, at every row whose chains disagree (standard "
+                         f"error over chains above {long_run.RECHECK_SE:g}) and next to every failed check, until "
+                         "passing checks bound the stretch where it fails. It passes where the two differ by less than "
                          f"{long_run.CHECK_TOLERANCE:.0%}; where it fails, the reduced budget had not converged there and "
                          "the λ̂ shown at that checkpoint is the longer chains'. The longer chains' estimate at half "
                          "their draws shows whether they were still drifting (recorded from the late checks on):"),
@@ -704,7 +706,8 @@ def paper_cpu_note(dev) -> str:
             "the nearest to the paper's 1k, 40k, 126k, 320k and the end), so the GP fit of the stages has fewer points;\n"
             f"- {llc['num_chains']} chains × {llc['num_draws']} draws{f' after {burn} burn-in steps' if burn else ''} "
             f"instead of {ICL_LLC_PAPER['num_chains']} × {ICL_LLC_PAPER['num_draws']:,}, checked against chains "
-            "4× longer at the paper's five points and at every row whose chains disagree (the table below)"
+            "4× longer at the paper's five points, at every row whose chains disagree and next to every failed "
+            "check (the table below)"
             + (f"; where that check failed ({longer} checkpoints), the λ̂ shown is the longer chains'" if longer else "")
             + ";\n"
             f"- {llc['n_data']:,} fixed sequences for SGLD instead of {ICL_LLC_PAPER['n_data']:,}.\n\n"
