@@ -664,6 +664,15 @@ def in_progress_points(llc: pd.DataFrame) -> pd.DataFrame:
 CHECK_SHOWN = ["reduced", "longer at half its draws", "longer", "relative difference", "draws", "longer draws", "passes"]
 
 
+def _check_view(table: pd.DataFrame, index) -> pd.DataFrame:
+    """A check table as shown: ``CHECK_SHOWN`` with its verdict, a column no row recorded left out, and "–" where
+    an older row did not record it (the estimate at half the draws is recorded from the late checks on)."""
+    from plateau_lib.icl import long_run
+    shown = (table.assign(passes=table["relative difference"] < long_run.CHECK_TOLERANCE)
+             .reindex(columns=[*index, *CHECK_SHOWN]).set_index(index).round(3).dropna(axis=1, how="all"))
+    return shown.astype(object).where(shown.notna(), "–")
+
+
 def show_budget_check() -> None:
     """The reduced SGLD budget's check against chains ``long_run.CHECK_FACTOR``× longer, and the budgets tried
     before it with the same check."""
@@ -674,8 +683,7 @@ def show_budget_check() -> None:
     earlier = long_run.earlier_budget_table(ICL_PAPER, ICL_LLC_REDUCED)
     if not earlier.empty:
         display(Markdown("Budgets tried before this one, with the same check (a failure sends the budget back):"),
-                earlier.assign(passes=earlier["relative difference"] < long_run.CHECK_TOLERANCE)
-                .reindex(columns=["budget", "step", *CHECK_SHOWN]).set_index(["budget", "step"]).round(3))
+                _check_view(earlier, ["budget", "step"]))
     if not check.empty:
         display(Markdown(f"The reduced budget against chains {long_run.CHECK_FACTOR}× longer (same seed; the "
                          f"reduced estimate is the same chains after their first {ICL_LLC_REDUCED['num_draws']} draws). "
@@ -686,8 +694,7 @@ def show_budget_check() -> None:
                          f"{long_run.CHECK_TOLERANCE:.0%}; where it fails, the reduced budget had not converged there and "
                          "the λ̂ shown at that checkpoint is the longer chains'. The longer chains' estimate at half "
                          "their draws shows whether they were still drifting (recorded from the late checks on):"),
-                check.assign(passes=check["relative difference"] < long_run.CHECK_TOLERANCE)
-                .reindex(columns=["step", *CHECK_SHOWN]).set_index("step").round(3))
+                _check_view(check, ["step"]))
 
 
 def paper_cpu_note(dev) -> str:

@@ -28,7 +28,7 @@ COS_COLOUR, REP_COLOUR, DISTINCT_COLOUR = "#440154", "tab:red", "0.55"
 class Panel:
     """One model's analysed checkpoints: ``rows`` per (step, prompt) (``llm.analyse_checkpoints``)."""
     label: str
-    kind: str                      # "trained here" (a miniature) or "real checkpoints"
+    kind: str                      # "trained here" or "trained on a GPU" (a miniature), or "real checkpoints"
     arch: str                      # "pythia" or "olmo2"
     rows: pd.DataFrame
     meta: dict
@@ -85,7 +85,8 @@ def load(preset: str = "cpu", source: str = "miniature", models=None, weights_di
     panels = []
     for (arch, seed), cfg in configs.items():
         tables, meta = llm.miniature_collapse(cfg, n_prompts, cfg.prompt_seed(prompt_seed), use_cache, progress)
-        panels.append(Panel(f"{ARCH_NAMES[arch]} miniature, seed {seed}", "trained here", arch, tables["prompts"],
+        kind = "trained on a GPU" if str(meta.get("device", "cpu")).startswith("cuda") else "trained here"
+        panels.append(Panel(f"{ARCH_NAMES[arch]} miniature, seed {seed}", kind, arch, tables["prompts"],
                             meta, tables["losses"]))
     return panels, note
 
