@@ -24,6 +24,8 @@ import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+import torch
+
 from plateau_lib.engine.runs import TrainConfig, TrainResult
 
 from plateau_lib.engine.train import Stopped, train_many
@@ -156,7 +158,6 @@ def stopped_result(cfg, extra=None) -> TrainResult | None:
     path = LOCAL / f"train-{cache_key(cfg, extra)}.partial" / "resume.pt"
     if not path.exists():
         return None
-    import torch
     state = torch.load(path, weights_only=True, map_location="cpu")
     metrics, positions, arrays = cfg.make_task().tables(state["evals"], cfg.seed)
     return TrainResult(cfg.to_dict(), metrics, positions, arrays,

@@ -31,7 +31,7 @@ import pandas as pd
 
 from plateau_lib.engine import cache
 from plateau_lib.engine.presets import log_linear_steps
-from plateau_lib.engine.runs import TrainConfig
+from plateau_lib.engine.runs import TrainConfig, TrainResult
 from plateau_lib.engine.train import Stopped
 from plateau_lib.engine.utils import atomic_path, cpu_threads
 from plateau_lib.icl import diversity
@@ -81,12 +81,17 @@ def judge(result, M) -> dict:
 
 def table() -> pd.DataFrame:
     """The committed search table (empty before the first trial); ``steps_done`` is ``steps`` for a finished run."""
-    if not TABLE.exists():
-        return pd.DataFrame()
-    t = pd.read_csv(TABLE)
-    if "steps" in t:
-        t["steps_done"] = t["steps_done"].fillna(t["steps"]).astype(int) if "steps_done" in t else t["steps"]
-    return t
+    return _completed(pd.read_csv(TABLE)) if TABLE.exists() else pd.DataFrame()
+
+
+def _completed(search: pd.DataFrame) -> pd.DataFrame:
+    """``search`` with the columns rows made before them lack: ``steps_done`` (= ``steps``: finished) and
+    ``device`` ("cpu")."""
+    if search.empty or "steps" not in search:
+        return search
+    done = search["steps_done"].fillna(search["steps"]) if "steps_done" in search else search["steps"]
+    device = search["device"].fillna("cpu") if "device" in search else "cpu"
+    return search.assign(steps_done=done.astype(int), device=device)
 
 
 def stopped_curves() -> pd.DataFrame:
@@ -138,9 +143,10 @@ def run_trials(label: str, Ms, deadline: float | None = None, progress: bool = T
         results = cache.cached_train_many(cfgs, progress=progress, deadline=deadline)
     except Stopped as stop:
         print(stop, flush=True)
-        finished = [(M, cfg) for M, cfg in zip(Ms, cfgs) if cache.find("train", cache.cache_key(cfg)) is not None]
-        for M, cfg in finished:  # runs that finished before the deadline: loaded, not trained
-            _keep_finished(label, M, cfg, cache.cached_train_many([cfg], progress=False)[0])
+        for M, cfg in zip(Ms, cfgs):  # runs that finished before the deadline
+            found = cache.find("train", cache.cache_key(cfg))
+            if found is not None:
+                _keep_finished(label, M, cfg, TrainResult.load(found))
         record_stopped(label, Ms)
         return None
     return [_keep_finished(label, M, cfg, result) for M, cfg, result in zip(Ms, cfgs, results)]
@@ -182,7 +188,7 @@ SHOWN = {"trial": "trial", "M": "M", "params": "parameters", "steps_shown": "ste
 
 
 def _stopped(search: pd.DataFrame) -> pd.Series:
-    return search["steps_done"] < search["steps"] if "steps_done" in search else search["steps"] < 0
+    return search["steps_done"] < search["steps"]
 
 
 def readable(search: pd.DataFrame) -> pd.DataFrame:
@@ -191,12 +197,11 @@ def readable(search: pd.DataFrame) -> pd.DataFrame:
     ``search_note``)."""
     if search.empty:
         return pd.DataFrame(columns=list(SHOWN.values()))
+    search = _completed(search)
     stopped = _stopped(search)
-    steps_done = search["steps_done"] if "steps_done" in search else search["steps"]
     t = search.assign(wall_min=(search["cpu_s"] / 60).round(1), M=search["M"].map(diversity.label_M),
-                      device=search["device"] if "device" in search else "cpu",
                       steps_shown=[f"{d:,} of {n:,}" if d < n else f"{n:,}"
-                                   for d, n in zip(steps_done, search["steps"])],
+                                   for d, n in zip(search["steps_done"], search["steps"])],
                       ood_rise=(100 * search["ood_rise"]).round(1).astype(str) + "%",
                       ridge_regrowth=(100 * search["ridge_regrowth"]).round(1).astype(str) + "%",
                       transient=search["transient"].map({True: "yes", False: "no"}) + stopped.map(
@@ -210,7 +215,8 @@ def search_note(search: pd.DataFrame) -> str:
     """What the search has found so far, in a few sentences drawn from the table (markdown)."""
     if search.empty:
         return "No configuration has been tried yet: `python -m plateau_lib.icl.transient_search w64` starts the search."
-    on_cpu = search.get("device", pd.Series("cpu", index=search.index)).astype(str).str.startswith("cpu")
+    search = _completed(search)
+    on_cpu = search["device"].astype(str).str.startswith("cpu")
     cost = f"{search.loc[on_cpu, 'cpu_s'].sum() / 3600:.1f} core-hours (wall) on a CPU"
     if (~on_cpu).any():
         cost += f" and {search.loc[~on_cpu, 'cpu_s'].max() / 60:.0f} minutes on a GPU (runs stacked, so counted once)"
@@ -240,9 +246,9 @@ def search_curves(search: pd.DataFrame) -> pd.DataFrame:
     """The runs of the table's rows as tidy curves (``diversity.curves`` plus a ``trial`` column): a finished
     row's from its committed run, a stopped row's from the committed stopped curves; others are left out."""
     frames, stopped = [], stopped_curves()
-    for _, row in search.iterrows():
+    for _, row in _completed(search).iterrows():
         M = check_Ms([row["M"]])[0]
-        if row.get("steps_done", row["steps"]) < row["steps"]:
+        if row["steps_done"] < row["steps"]:
             g = stopped[(stopped["trial"] == row["trial"]) & (stopped["M"].astype(float) == float(M))]
             if len(g):
                 frames.append(g.assign(M=M))
@@ -272,7 +278,7 @@ def search_figure(search: pd.DataFrame, curves: pd.DataFrame):
             if row["transient"]:
                 top.plot(row["t_crit"], row["min_ood_loss"], "o", mfc="none", mec=colours[M], ms=9, mew=1.8)
         top.axhline(curves["ood_ridge"].iloc[-1], color="crimson", ls=":", lw=1.4, label="ridge")
-        g = search[search["trial"] == trial]
+        g = _completed(search[search["trial"] == trial])
         top.set_title(trial if not _stopped(g).any() else f"{trial} (to step {int(g['steps_done'].min()):,})")
         for ax in (top, bottom):
             ax.set_xscale("log")
