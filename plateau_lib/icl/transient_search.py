@@ -39,7 +39,7 @@ from plateau_lib.icl.presets import DIVERSITY_CPU_D8, check_Ms, configs
 
 TABLE = cache.COMMITTED / "icl_transient_search.csv"
 STOPPED_CURVES = cache.COMMITTED / "icl_transient_search_stopped.csv"
-CURVE_COLUMNS = ["trial", "M", "step", "ood_loss", "ood_ridge", "ood_dmmse", "delta_ridge_ood"]
+CURVE_COLUMNS = ["trial", "M", "seed", "step", "ood_loss", "ood_ridge", "ood_dmmse", "delta_ridge_ood"]
 def _steps(total: int) -> dict:
     return {"steps": total, "eval_every": total, "eval_steps": log_linear_steps(total, 30, 30)}
 
@@ -60,15 +60,20 @@ TRIALS = {
     "w64-b256": ("batch 256 (against w64)", {"batch_size": 256}),
     "w64-D4": ("D = 4, K = 8 (against w64): a smaller problem",
                {"task_kwargs": {**BASE.task_kwargs, "D": 4, "K": 8}}),
+    # More model seeds of w64-50k (t_crit on the seed mean); their checkpoints, which do not change training,
+    # are kept for λ̂ over training.
+    "w64-50k-seeds": ("w64-50k at more model seeds, with checkpoints for λ̂ over training",
+                      {**_steps(50_000), "checkpoint_steps": (500, 1_000, 2_000, 3_500, 6_000, 12_000, 25_000)}),
 }
 
 
-def trial_config(label: str, M) -> TrainConfig:
-    """The TrainConfig of trial ``label`` at task count ``M`` (an int; ``math.inf`` for Gaussian tasks)."""
+def trial_config(label: str, M, seed: int = 0) -> TrainConfig:
+    """The TrainConfig of trial ``label`` at task count ``M`` (an int; ``math.inf`` for Gaussian tasks) and model
+    seed ``seed``."""
     if label not in TRIALS:
         raise ValueError(f"unknown trial {label!r}; allowed: {sorted(TRIALS)}")
     (M,) = check_Ms([M])
-    return next(iter(configs(BASE.replace(**TRIALS[label][1]), [M]).values()))
+    return next(iter(configs(BASE.replace(**TRIALS[label][1]), [M], [seed]).values()))
 
 
 def judge(result, M) -> dict:
@@ -85,13 +90,20 @@ def table() -> pd.DataFrame:
 
 
 def _completed(search: pd.DataFrame) -> pd.DataFrame:
-    """``search`` with the columns rows made before them lack: ``steps_done`` (= ``steps``: finished) and
-    ``device`` ("cpu")."""
+    """``search`` with the columns rows made before them lack: ``steps_done`` (= ``steps``: finished),
+    ``device`` ("cpu") and ``seed`` (0)."""
     if search.empty or "steps" not in search:
         return search
     done = search["steps_done"].fillna(search["steps"]) if "steps_done" in search else search["steps"]
     device = search["device"].fillna("cpu") if "device" in search else "cpu"
-    return search.assign(steps_done=done.astype(int), device=device)
+    seed = search["seed"].fillna(0) if "seed" in search else 0
+    return search.assign(steps_done=done.astype(int), device=device, seed=pd.Series(seed, index=search.index).astype(int))
+
+
+def _same_run(frame: pd.DataFrame, label: str, M, seed: int) -> pd.Series:
+    """Rows of ``frame`` (table or curves; no ``seed`` column means seed 0) of trial ``label`` at ``M`` and ``seed``."""
+    seeds = frame["seed"].fillna(0).astype(int) if "seed" in frame else 0
+    return (frame["trial"] == label) & (frame["M"].astype(float) == float(M)) & (seeds == int(seed))
 
 
 def stopped_curves() -> pd.DataFrame:
@@ -99,10 +111,11 @@ def stopped_curves() -> pd.DataFrame:
     return pd.read_csv(STOPPED_CURVES) if STOPPED_CURVES.exists() else pd.DataFrame(columns=CURVE_COLUMNS)
 
 
-def _keep_stopped_curves(label: str, M, curves: pd.DataFrame | None) -> None:
-    """Replace the stopped curves of (``label``, ``M``) by ``curves`` (None: drop them, the run has finished)."""
+def _keep_stopped_curves(label: str, M, seed: int, curves: pd.DataFrame | None) -> None:
+    """Replace the stopped curves of (``label``, ``M``, ``seed``) by ``curves`` (None: drop them, the run has
+    finished)."""
     old = stopped_curves()
-    old = old[~((old["trial"] == label) & (old["M"].astype(float) == float(M)))]
+    old = old[~_same_run(old, label, M, seed)]
     new = old if curves is None else pd.concat([old, curves[CURVE_COLUMNS]], ignore_index=True)
     if new.empty and not STOPPED_CURVES.exists():
         return
@@ -111,10 +124,11 @@ def _keep_stopped_curves(label: str, M, curves: pd.DataFrame | None) -> None:
 
 
 def keep_row(row: dict) -> pd.DataFrame:
-    """Add ``row`` to the committed table, replacing an older row of the same trial and M; written atomically."""
+    """Add ``row`` to the committed table, replacing an older row of the same trial, M and seed; written
+    atomically."""
     old = table()
     if not old.empty:
-        old = old[~((old["trial"] == row["trial"]) & (old["M"].astype(float) == float(row["M"])))]
+        old = old[~_same_run(old, row["trial"], row["M"], row.get("seed", 0))]
     new = pd.concat([old, pd.DataFrame([row])], ignore_index=True)
     with atomic_path(TABLE) as tmp:
         new.to_csv(tmp, index=False)
@@ -124,7 +138,7 @@ def keep_row(row: dict) -> pd.DataFrame:
 def _row(label: str, M, cfg: TrainConfig, result) -> dict:
     model = cfg.make_task().build_model(cfg)
     kw = cfg.task_kwargs
-    return {"trial": label, "change": TRIALS[label][0], "M": M, "D": kw["D"], "K": kw["K"], "d_model": cfg.d_model,
+    return {"trial": label, "change": TRIALS[label][0], "M": M, "seed": cfg.seed, "D": kw["D"], "K": kw["K"], "d_model": cfg.d_model,
             "d_mlp": kw["d_mlp"], "n_layer": cfg.n_layer, "n_head": cfg.n_head,
             "params": sum(p.numel() for p in model.parameters()), "batch_size": cfg.batch_size, "lr": cfg.lr,
             "schedule": cfg.schedule, "warmup_steps": cfg.warmup_steps, "steps": cfg.steps,
@@ -133,23 +147,32 @@ def _row(label: str, M, cfg: TrainConfig, result) -> dict:
             "device": result.meta.get("device", cfg.device), "key": cache.cache_key(cfg), **judge(result, M)}
 
 
-def run_trials(label: str, Ms, deadline: float | None = None, progress: bool = True) -> list[dict] | None:
-    """Train trial ``label`` at every M of ``Ms`` together (resuming stopped runs), judge each, commit the runs and
-    keep their rows; None if stopped at ``deadline`` (finished runs stay cached; the others keep their resume
-    state in the local cache, and ``record_stopped`` their rows so far)."""
-    Ms = check_Ms(Ms)
-    cfgs = [trial_config(label, M) for M in Ms]
+def run_trials(label: str, Ms, deadline: float | None = None, progress: bool = True, seeds=(0,)) -> list[dict] | None:
+    """Train trial ``label`` at every M of ``Ms`` and seed of ``seeds`` together (resuming stopped runs), judge
+    each, commit the runs and keep their rows; None if stopped at ``deadline`` (finished runs stay cached; the
+    others keep their resume state in the local cache, and ``record_stopped`` their rows so far)."""
+    runs = [(M, s) for M in check_Ms(Ms) for s in _check_seeds(seeds)]
+    cfgs = [trial_config(label, M, s) for M, s in runs]
     try:
         results = cache.cached_train_many(cfgs, progress=progress, deadline=deadline)
     except Stopped as stop:
         print(stop, flush=True)
-        for M, cfg in zip(Ms, cfgs):  # runs that finished before the deadline
+        for (M, _), cfg in zip(runs, cfgs):  # runs that finished before the deadline
             found = cache.find("train", cache.cache_key(cfg))
             if found is not None:
                 _keep_finished(label, M, cfg, TrainResult.load(found))
-        record_stopped(label, Ms)
+        record_stopped(label, Ms, seeds)
         return None
-    return [_keep_finished(label, M, cfg, result) for M, cfg, result in zip(Ms, cfgs, results)]
+    return [_keep_finished(label, M, cfg, result) for (M, _), cfg, result in zip(runs, cfgs, results)]
+
+
+def _check_seeds(seeds) -> list[int]:
+    seeds = list(seeds)
+    if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise ValueError(f"parameter 'seeds' must be a non-empty list of integers >= 0, got {seeds!r}")
+    if len(set(seeds)) < len(seeds):
+        raise ValueError(f"parameter 'seeds' lists a seed twice: {seeds!r}")
+    return seeds
 
 
 def _keep_finished(label: str, M, cfg: TrainConfig, result) -> dict:
@@ -157,25 +180,27 @@ def _keep_finished(label: str, M, cfg: TrainConfig, result) -> dict:
     cache.commit_result(cfg)
     row = _row(label, M, cfg, result)
     keep_row(row)
-    _keep_stopped_curves(label, M, None)
+    _keep_stopped_curves(label, M, cfg.seed, None)
     return row
 
 
-def record_stopped(label: str, Ms) -> list[dict]:
-    """Rows and curves, judged so far, of the runs of trial ``label`` at ``Ms`` that have a local resume state
-    (stopped at a deadline) and no committed result; kept in the committed table, marked ``steps_done``."""
+def record_stopped(label: str, Ms, seeds=(0,)) -> list[dict]:
+    """Rows and curves, judged so far, of the runs of trial ``label`` at ``Ms`` and ``seeds`` that have a local
+    resume state (stopped at a deadline) and no committed result; kept in the committed table, marked
+    ``steps_done``."""
     rows = []
     for M in check_Ms(Ms):
-        cfg = trial_config(label, M)
-        result = cache.stopped_result(cfg)
-        if result is None or cache.load_committed(cfg) is not None:
-            continue
-        curves = diversity.curves({(M, 0): result}).assign(trial=label)
-        if len(curves) < 2 * diversity.WINDOW:
-            continue
-        rows.append(_row(label, M, cfg, result))
-        keep_row(rows[-1])
-        _keep_stopped_curves(label, M, curves)
+        for seed in _check_seeds(seeds):
+            cfg = trial_config(label, M, seed)
+            result = cache.stopped_result(cfg)
+            if result is None or cache.load_committed(cfg) is not None:
+                continue
+            curves = diversity.curves({(M, seed): result}).assign(trial=label)
+            if len(curves) < 2 * diversity.WINDOW:
+                continue
+            rows.append(_row(label, M, cfg, result))
+            keep_row(rows[-1])
+            _keep_stopped_curves(label, M, seed, curves)
     return rows
 
 
@@ -294,6 +319,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trial", nargs="?", choices=sorted(TRIALS), help="the setting to try")
     parser.add_argument("--Ms", type=float, nargs="+", default=[32, 64], help="task counts M (inf for Gaussian tasks)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="model seeds (each M at each seed)")
     parser.add_argument("--budget-s", type=float, default=None, help="stop cleanly after this many seconds")
     parser.add_argument("--table", action="store_true", help="print the committed search table")
     parser.add_argument("--record-stopped", action="store_true",
@@ -306,10 +332,10 @@ def main(argv=None) -> int:
     cpu_threads()
     deadline = None if args.budget_s is None else time.time() + args.budget_s
     if args.trial and args.record_stopped:
-        for row in record_stopped(args.trial, args.Ms):
+        for row in record_stopped(args.trial, args.Ms, args.seeds):
             print({k: row[k] for k in ("trial", "M", "steps_done", "t_crit", "ood_rise", "transient")}, flush=True)
     elif args.trial:
-        for row in run_trials(args.trial, args.Ms, deadline) or []:
+        for row in run_trials(args.trial, args.Ms, deadline, seeds=args.seeds) or []:
             print({k: row[k] for k in ("trial", "M", "t_crit", "ood_rise", "ridge_regrowth", "transient", "cpu_s")},
                   flush=True)
     if args.table:
