@@ -54,6 +54,7 @@ def test_another_devices_resume_state_continues_with_a_reseeded_stream(tmp_path)
         train(cfg, run_dir=tmp_path, save_every=1, progress=False, stop_after=6)
     state = torch.load(tmp_path / "resume.pt", weights_only=True)
     state["gen"], state["device"] = torch.zeros(16, dtype=torch.uint8), "cuda"
+    state["by_device"] = {"cuda": 100.0}  # 100 s on the GPU before it stopped
     torch.save(state, tmp_path / "resume.pt")
     full = train(cfg, progress=False)
     resumed = train(cfg, run_dir=tmp_path, save_every=1, progress=False)
@@ -61,6 +62,9 @@ def test_another_devices_resume_state_continues_with_a_reseeded_stream(tmp_path)
     pd.testing.assert_frame_equal(full.metrics[steps <= state["step"]], resumed.metrics[steps <= state["step"]])
     assert not full.metrics[steps > state["step"]].equals(resumed.metrics[steps > state["step"]])
     assert resumed.meta["data_stream_reseeded_at"] == state["step"] and "data_stream_reseeded_at" not in full.meta
+    times = resumed.meta["wall_time_s_by_device"]  # each device's time, for the search table's CPU- and GPU-hours
+    assert times["cuda"] == 100.0 and 0 < times["cpu"] <= resumed.meta["wall_time_s"]
+    assert "wall_time_s_by_device" not in full.meta
 
 
 def test_copied_groups_stay_frozen():

@@ -88,9 +88,17 @@ def test_the_page_note_and_table_are_drawn_from_the_rows():
                           "t_crit": 9000, "ood_rise": 0.004, "ridge_regrowth": 0.01, "final_delta_dmmse": 1.0,
                           "final_delta_ridge": 2.0, "transient": False, "min_ood_loss": 1.0}])
     note = ts.search_note(rows)
-    assert "**2 runs**" in note and "0.0 core-hours (wall) on a CPU" in note and "a transient at 1 M" in note and "16: 2,068" in note
+    assert "**2 runs**" in note and "0.0 core-hours (wall) on a CPU" in note and "a transient in 1 of 2 runs" in note
+    assert "16: 2,068" in note and "GPU" not in note
     shown = ts.readable(rows)
-    assert list(shown.index) == [("w64", "16"), ("w64", "64")] and list(shown["transient"]) == ["yes", "no"]
+    assert list(shown.index) == [("w64", "16", 0), ("w64", "64", 0)] and list(shown["transient"]) == ["yes", "no"]
+    # a run begun on a GPU and finished on a CPU counts each part once; an older GPU row's time is GPU time
+    rows = pd.concat([rows.assign(device="cpu"), rows.assign(trial="w128", M=[16, 32], seed=[0, 0], cpu_s=[3000.0, 3600.0],
+                                                            gpu_s=[600.0, 600.0], device="cpu")], ignore_index=True)
+    rows.loc[len(rows)] = {**rows.iloc[0].to_dict(), "trial": "w64-50k", "device": "cuda", "cpu_s": 300.0, "gpu_s": None}
+    note = ts.search_note(rows)
+    assert "**5 runs**" in note and "1.9 core-hours (wall) on a CPU and 15 minutes on a GPU" in note
+    assert ts.readable(rows).loc[("w128", "32", 0), "GPU minutes"] == 10.0
     assert "what changed" not in shown.columns and ts.search_note(pd.DataFrame()).startswith("No configuration")
 
 

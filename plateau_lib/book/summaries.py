@@ -24,7 +24,7 @@ from plateau_lib.engine.utils import REPO_ROOT, git_commit, write_json
 PRESET_COLUMNS = {"cpu": "cpu miniature", "cpu_long": "long CPU run", "paper": "paper preset"}
 # A long CPU run is still a miniature: it is judged by the cpu rule (scale-bound claims are not comparable).
 # The CPU transient sweep (Carroll's data, a width-64 model) is judged as the paper's data with a smaller model.
-JUDGED_AS = {"cpu": "cpu", "cpu_long": "cpu", "cpu_d8": "paper_data", "paper": "paper"}
+JUDGED_AS = {"cpu": "cpu", "cpu_long": "cpu", "cpu_d8": "paper_data", "cpu_d8_50k": "paper_data", "paper": "paper"}
 OPTIONAL_PRESETS = ("cpu_long",)  # only some pages have one; elsewhere its column reads "–", not "no run yet"
 
 

@@ -132,6 +132,7 @@ class _Run:
         self.eval_batch = self.task.sample(cfg.eval_batch, torch.Generator(device=device).manual_seed(cfg.seed + 1_000_003))
         self.bias = self.task.attention_bias(cfg.attn_bias_c, device)
         self.evals, self.start, self.elapsed, self.reseeded_at = [], 0, 0.0, None
+        self.earlier_devices = {}  # seconds spent on each device before this process resumed the run
 
     def bias_at(self, step: int):
         """The attention bias in force at ``step`` (None before ``attn_bias_from`` or without one)."""
@@ -332,6 +333,7 @@ def _loop(runs, engine, save_every, callbacks, progress, stop_after, on_result, 
             engine.load(i, resume["model"], resume["opts"])
             r.evals, r.start, r.elapsed = resume["evals"], resume["step"], resume["elapsed"]
             r.reseeded_at = resume.get("reseeded_at")
+            r.earlier_devices = resume.get("by_device") or {resume.get("device", "unknown"): resume["elapsed"]}
             if len(resume["gen"]) == len(r.gen.get_state()):
                 r.gen.set_state(resume["gen"])
             else:  # another device type's generator (a GPU run continued on a CPU): a new stream, seeded by the step
@@ -347,13 +349,19 @@ def _loop(runs, engine, save_every, callbacks, progress, stop_after, on_result, 
         if step in r.cfg.checkpoint_steps and r.run_dir:
             torch_save(engine.module(i).state_dict(), r.run_dir / f"ckpt_{step:06d}.pt")
 
+    def by_device(i) -> dict:
+        """Seconds of run i on each device (more than one key when a run was resumed on another device)."""
+        r, times = runs[i], dict(runs[i].earlier_devices)
+        times[str(device)] = round(times.get(str(device), 0.0) + r.elapsed - elapsed0[i], 2)
+        return times
+
     def save_resume(i, step):
         r = runs[i]
         if r.run_dir:
             model_state, opt_states = engine.state(i)
             torch_save({"config": r.cfg.to_dict(), "model": model_state, "opts": opt_states, "gen": r.gen.get_state(),
                         "evals": r.evals, "step": step, "elapsed": r.elapsed, "device": str(device),
-                        "reseeded_at": r.reseeded_at},
+                        "reseeded_at": r.reseeded_at, "by_device": by_device(i)},
                        r.run_dir / "resume.pt")
 
     results = [None] * len(runs)
@@ -366,6 +374,8 @@ def _loop(runs, engine, save_every, callbacks, progress, stop_after, on_result, 
             meta["stacked_runs"] = len(runs)
         if r.reseeded_at is not None:
             meta["data_stream_reseeded_at"] = r.reseeded_at
+        if len(by_device(i)) > 1:
+            meta["wall_time_s_by_device"] = by_device(i)
         state = {k: v.detach().cpu().clone() for k, v in engine.module(i).state_dict().items()}
         results[i] = TrainResult(r.cfg.to_dict(), metrics, positions, arrays, meta, state)
         if r.run_dir and (r.run_dir / "resume.pt").exists():

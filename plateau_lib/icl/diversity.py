@@ -234,6 +234,55 @@ def load_calibration(configs: dict, llc: dict, grid: dict):
     return None if found is None else (found[0]["table"], found[0]["traces"], found[1])
 
 
+LLC_TRAINING_KIND = "icl_llc_over_training"
+
+
+def load_llc_over_training(runs: dict, llc: dict):
+    """The stored λ̂-over-training table of ``runs`` and its meta (committed first, then local), or None."""
+    found = cache.load_tables(LLC_TRAINING_KIND, table_spec(runs, llc=llc))
+    return None if found is None else (found[0]["llc"], found[1])
+
+
+def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: bool = True):
+    """λ̂ over training: for each run ``{(M, seed): cfg}`` (with ``checkpoint_steps``), λ̂ at every checkpoint
+    and at the final weights, on data from its own q_M, one SGLD setting ``llc`` for all (the sweep's, so the
+    points compare with λ̂ against M). Returns (tidy rows: M, seed, step, llc_mean, llc_se, init_loss, ...;
+    meta), stored; each run's rows are kept as they are estimated, so an interrupted table resumes."""
+    from plateau_lib.icl.development import llc_data
+    from plateau_lib.llc.callbacks import llc_over_checkpoints
+    spec = table_spec(runs, llc=llc)
+    if use_cache and (found := load_llc_over_training(runs, llc)) is not None:
+        return found
+    settings = {name: v for name, v in llc.items() if name != "n_data"}
+    frames, keys = [], []
+    for (M, seed), cfg in runs.items():
+        if not cfg.checkpoint_steps:
+            raise ValueError(f"run M = {label_M(M)}, seed {seed} has no checkpoint_steps: λ̂ over training needs "
+                             "checkpoints")
+        result = cache.cached_train(cfg, progress=False, need_state=True)
+        ckpts = cache.checkpoints(cfg)
+        missing = sorted(set(cfg.checkpoint_steps) - set(ckpts))
+        if missing:
+            raise ValueError(f"the local result of M = {label_M(M)}, seed {seed} lacks checkpoints {missing}; "
+                             "retrain it (use_cache=False in cache.cached_train)")
+        states = {**ckpts, cfg.steps: result.final_state}
+        device = resolve_device(cfg.device)
+        data_ = llc_data(cfg, llc["n_data"], llc["seed"], device)
+        model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
+        keys.append(cache.table_key({**spec, "run": f"{label_M(M)}/{seed}"}))
+        rows = cache.resume_rows(LLC_TRAINING_KIND, keys[-1], sorted(states), lambda steps: llc_over_checkpoints(
+            model, loss, data_, [(s, states[s]) for s in steps], progress=False, device=str(device), **settings),
+            progress=progress, desc=f"λ̂ over training, M = {label_M(M)}, seed {seed}")
+        frames.append(rows.assign(M=M, seed=seed))
+    table = pd.concat(frames, ignore_index=True)
+    meta = {"llc_wall_s": round(float(table["elapsed_s"].sum()), 1), "torch": torch.__version__,
+            "device": str(resolve_device(next(iter(runs.values())).device))}
+    cache.store_tables(LLC_TRAINING_KIND, spec, {"llc": table}, meta)
+    for key in keys:
+        cache.drop_partial(LLC_TRAINING_KIND, key)
+    return load_llc_over_training(runs, llc)
+
+
 def llc_calibration(configs: dict, llc: dict, grid: dict, use_cache: bool = True, progress: bool = True):
     """The SGLD calibration on these models (``llc.calibration.calibration_sweep`` over ``grid``'s epsilons,
     nbetas and gammas, the rest of ``llc`` fixed) for each run of ``configs`` (pick a few M). Returns

@@ -22,7 +22,7 @@ from plateau_lib.engine.sweep import sweep
 from plateau_lib.icl import diversity as div, presets as icl_presets
 
 LABELS = {"cpu": "live cpu sweep", "cpu_long": "long CPU sweep", "cpu_d8": "CPU transient sweep (D = 8, width 64)",
-          "paper": "paper preset"}
+          "cpu_d8_50k": "CPU transient sweep (D = 8, width 64, 50k steps)", "paper": "paper preset"}
 
 
 @dataclass
@@ -81,12 +81,14 @@ def live(preset: str = "cpu", Ms=None, seeds=None, steps=None, overrides=None, u
 
 
 # Sweeps made run by run across work sessions: shown with the runs committed so far (the page names the rest).
-SHOWN_WHEN_PARTIAL = ("cpu_d8",)
+SHOWN_WHEN_PARTIAL = ("cpu_d8", "cpu_d8_50k")
 
 
 def stored(preset: str) -> Sweep | None:
     """The committed (or locally finished) sweep of ``preset`` with its LLC table, or None; never trains. A
-    preset of ``SHOWN_WHEN_PARTIAL`` comes with the runs found so far (at least three M)."""
+    preset of ``SHOWN_WHEN_PARTIAL`` comes with the runs found so far (at least three M). The preset's more
+    seeds (``presets.more_seeds``) join it where found, so its curves and t_crit are seed means there; its LLC
+    table is the preset's own runs'."""
     configs, llc = sweep_settings(preset)
     results = {}
     for label, cfg in configs.items():
@@ -100,7 +102,11 @@ def stored(preset: str) -> Sweep | None:
     if len({M for M, _ in results}) < 3:
         return None
     found = {label: configs[label] for label in results}
-    return _assemble(preset, found, llc, results, div.load_llc(found, llc) if found == configs else None)
+    llc_found = div.load_llc(found, llc) if found == configs else None
+    for label, cfg in icl_presets.more_seeds(preset).items():
+        if (path := cache.find("train", cache.cache_key(cfg))) is not None:
+            results[label], found[label] = TrainResult.load(path), cfg
+    return _assemble(preset, found, llc, results, llc_found)
 
 
 def not_yet_committed(s: Sweep) -> list:
@@ -161,7 +167,9 @@ def missing_note(preset: str) -> str:
     """Markdown for a sweep that is not stored."""
     how = {"cpu_long": "`python -m plateau_lib.icl.diversity --preset cpu_long --workers 2 --commit` (about an hour on 2 cores)",
            "cpu_d8": "`python -m plateau_lib.icl.transient_search w64 --Ms 4 8 16 32 64 128 256 inf` (20-45 min a run "
-                     "on one core)"}.get(preset, "a GPU through `make paper`")
+                     "on one core)",
+           "cpu_d8_50k": "`python -m plateau_lib.icl.transient_search w64-50k --Ms 4 8 16 32 64 128 256 inf` (about "
+                         "an hour a run on one core)"}.get(preset, "a GPU through `make paper`")
     return f"The {LABELS.get(preset, preset)} is not stored in this checkout; produce it with {how}."
 
 
@@ -309,6 +317,36 @@ def llc_figure(s: Sweep, title: str = ""):
     return fig
 
 
+def llc_over_training_figure(s: Sweep, llc: pd.DataFrame, title: str = ""):
+    """Carroll et al.'s question over training: for the runs of ``llc`` (``diversity.llc_over_training``: one
+    row per M, seed and checkpoint), their OOD loss (top, t_crit of the sweep's rule as a dotted line) and λ̂
+    at each checkpoint ± SE (bottom), with λ̂ of the sweep's M = ∞ model at the end of training dashed."""
+    colours = palette(s.curves["M"])
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(PAGE_WIDTH, 5.6), sharex=True)
+    rule = transients(s)
+    for (M, seed), g in llc.sort_values("step").groupby(["M", "seed"]):
+        c = s.curves[(s.curves["M"] == M) & (s.curves["seed"] == seed)]
+        label = f"M = {div.label_M(M)}" + ("" if llc["seed"].nunique() == 1 else f", seed {seed}")
+        top.plot(c["step"], c["ood_loss"], color=colours[M], lw=1.4, label=label)
+        bottom.errorbar(g["step"], g["llc_mean"], yerr=g["llc_se"], fmt="o-", color=colours[M], capsize=3)
+        if M in rule.index and bool(rule.loc[M, "transient"]):
+            for ax in (top, bottom):
+                ax.axvline(float(rule.loc[M, "t_crit"]), color=colours[M], ls=":", lw=1.2)
+    if s.llc_table is not None and icl_presets.INF in set(s.llc_table["M"]):
+        bottom.axhline(s.llc_table.loc[s.llc_table["M"] == icl_presets.INF, "llc_mean"].mean(), color="crimson",
+                       ls="--", label="λ̂ at M = ∞ (end of training)")
+        bottom.legend(loc="lower right")
+    top.set_ylabel("OOD loss")
+    top.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    bottom.set_ylabel("λ̂ at the checkpoint")
+    for ax in (top, bottom):
+        ax.set_xscale("log")
+    bottom.set_xlabel("step (dotted: t_crit of the seed-mean curve)")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
 # ---- tables, verdict values and provenance --------------------------------------------------------------
 
 def per_M_table(s: Sweep) -> pd.DataFrame:
@@ -362,18 +400,22 @@ def transient_Ms(s: Sweep) -> list:
     return [int(M) for M in t.index[(t.index != icl_presets.INF) & t["transient"].astype(bool)]]
 
 
-def provenance_rows(shown: dict) -> list[dict]:
-    """One row per training run and one per LLC table of every sweep shown."""
+def provenance_rows(shown: dict, tables: dict | None = None) -> list[dict]:
+    """One row per training run and one per LLC table of every sweep shown, then one per other stored table of
+    ``tables`` (``{(preset, what): meta}``)."""
     from plateau_lib.book.pages import run_provenance
     rows = []
     for preset, s in shown.items():
         rows += run_provenance({(div.label_M(M), seed): r for (M, seed), r in s.results.items()}, preset)
         if s.llc_meta is not None:
-            rows.append({"preset": preset, "run": "LLC at the final weights, every M", "device": s.llc_meta.get("device"),
-                         "wall time (s)": s.llc_meta.get("llc_wall_s"),
-                         "source": s.llc_meta.get("cache") or "computed in this build",
-                         "commit": s.llc_meta.get("commit"), "date": str(s.llc_meta.get("date", ""))[:10]})
-    return rows
+            rows.append(_table_row(preset, "LLC at the final weights, every M", s.llc_meta))
+    return rows + [_table_row(preset, what, meta) for (preset, what), meta in (tables or {}).items()]
+
+
+def _table_row(preset: str, what: str, meta: dict) -> dict:
+    return {"preset": preset, "run": what, "device": meta.get("device"), "wall time (s)": meta.get("llc_wall_s"),
+            "source": meta.get("cache") or "computed in this build", "commit": meta.get("commit"),
+            "date": str(meta.get("date", ""))[:10]}
 
 
 def provenance_summary(s: Sweep) -> dict:
@@ -464,7 +506,7 @@ TRANSIENT_FIGURE, DIVERSITY_FIGURE = "Carroll Figs. 1, 3 (transient ridge)", "Ra
 
 # The transient page's long-CPU column on the Reproducibility page is the D = 8 transient sweep; the D = 2 long
 # sweep keeps its column on the page only.
-RECORD_AS = {TRANSIENT_FIGURE: {"cpu_d8": "cpu_long", "cpu_long": None}}
+RECORD_AS = {TRANSIENT_FIGURE: {"cpu_d8_50k": "cpu_long", "cpu_long": None}}
 
 
 def verdict_table(figure: str, shown: dict, values_of, page: str) -> pd.DataFrame:
@@ -472,7 +514,7 @@ def verdict_table(figure: str, shown: dict, values_of, page: str) -> pd.DataFram
     recorded for the Reproducibility page as ``RECORD_AS`` says."""
     from plateau_lib.book.pages import verdicts
     from plateau_lib.icl.claims import claims_of
-    record_as = RECORD_AS.get(figure, {}) if "cpu_d8" in shown else {}
+    record_as = RECORD_AS.get(figure, {}) if "cpu_d8_50k" in shown else {}
     return verdicts(claims_of(figure), {p: values_of(s) for p, s in shown.items()}, page,
                     {p: provenance_summary(s) for p, s in shown.items()}, LABELS, record_as=record_as)
 

@@ -62,7 +62,7 @@ def icl_stages(preset: str, overrides: dict | None = None, **llc_fields) -> tupl
 # 1e-3 (Raventós's), batch 256, 100k steps, 4 heads, a standard residual are this book's choices.
 DIVERSITY_MS = {"paper": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, None],
                 "cpu_long": [1, 2, 4, 8, 16, 32, 64, None], "cpu": [1, 2, 8, None],
-                "cpu_d8": [4, 8, 16, 32, 64, 128, 256, None]}
+                "cpu_d8": [4, 8, 16, 32, 64, 128, 256, None], "cpu_d8_50k": [4, 8, 16, 32, 64, 128, 256, None]}
 DIVERSITY_PAPER = TrainConfig(task="icl_regression",
                               task_kwargs={"D": 8, "K": 16, "noise_var": 0.125, "d_mlp": 2048,
                                            "doubled_residual": False, "n_root": 512},
@@ -88,7 +88,17 @@ DIVERSITY_CPU_D8 = DIVERSITY_PAPER.replace(
     task_kwargs={"D": 8, "K": 16, "noise_var": 0.125, "d_mlp": 256, "doubled_residual": False, "n_root": 64},
     d_model=64, lr=1e-3, schedule="warmup_constant", warmup_steps=1_000, batch_size=128, eval_batch=1024,
     steps=20_000, eval_every=20_000, eval_steps=log_linear_steps(20_000, 30, 30))
-DIVERSITY = {"paper": DIVERSITY_PAPER, "cpu_long": DIVERSITY_CPU_LONG, "cpu": DIVERSITY_CPU, "cpu_d8": DIVERSITY_CPU_D8}
+# The same model trained 2.5 times longer (the transient search's trial w64-50k): the transient's return grows
+# with training, so this is the page's CPU transient sweep.
+DIVERSITY_CPU_D8_50K = DIVERSITY_CPU_D8.replace(steps=50_000, eval_every=50_000,
+                                                eval_steps=log_linear_steps(50_000, 30, 30))
+# More model seeds of a sweep at the M around its transients, so that t_crit is read on the seed-mean curves; they
+# keep checkpoints (which do not change training) for λ̂ over training. The transient search trains them (trial
+# w64-50k-seeds); a page shows those committed.
+DIVERSITY_MORE_SEEDS = {"cpu_d8_50k": {"Ms": [8, 16, 32, 64], "seeds": [1, 2],
+                                       "checkpoint_steps": (500, 1_000, 2_000, 3_500, 6_000, 12_000, 25_000)}}
+DIVERSITY = {"paper": DIVERSITY_PAPER, "cpu_long": DIVERSITY_CPU_LONG, "cpu": DIVERSITY_CPU, "cpu_d8": DIVERSITY_CPU_D8,
+             "cpu_d8_50k": DIVERSITY_CPU_D8_50K}
 # SGLD at the final weights of every M (one setting for all M; Carroll's are unpublished): calibrated on these
 # models by ``python -m plateau_lib.icl.diversity`` (the grid below), shown on the transient-ridge page.
 DIVERSITY_LLC = {"paper": dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=1024, num_chains=8, num_draws=2000,
@@ -98,7 +108,9 @@ DIVERSITY_LLC = {"paper": dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size
                  "cpu": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=128, num_chains=2, num_draws=100,
                              num_burnin_steps=0, n_data=2**12, seed=0),
                  "cpu_d8": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=256, num_chains=4, num_draws=400,
-                                num_burnin_steps=0, n_data=2**14, seed=0)}
+                                num_burnin_steps=0, n_data=2**14, seed=0),
+                 "cpu_d8_50k": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=256, num_chains=4,
+                                    num_draws=400, num_burnin_steps=0, n_data=2**14, seed=0)}
 DIVERSITY_CALIBRATION = dict(epsilons=[1e-4, 3e-4, 1e-3, 3e-3], nbetas=[None], gammas=[100.0])
 
 
@@ -135,6 +147,15 @@ def configs(base: TrainConfig, Ms, seeds=(0,)) -> dict:
         raise ValueError(f"parameter 'seeds' must be a non-empty list of integers >= 0, got {seeds!r}")
     return {(M, s): base.replace(seed=int(s), task_kwargs={**base.task_kwargs, "M": None if M == INF else M})
             for M in check_Ms(Ms) for s in seeds}
+
+
+def more_seeds(preset: str) -> dict:
+    """``{(M, seed): config}`` of ``DIVERSITY_MORE_SEEDS[preset]`` (empty for a preset without more seeds)."""
+    extra = DIVERSITY_MORE_SEEDS.get(preset)
+    if extra is None:
+        return {}
+    base = DIVERSITY[preset].replace(checkpoint_steps=extra["checkpoint_steps"])
+    return configs(base, extra["Ms"], extra["seeds"])
 
 
 def diversity(preset: str, Ms=None, seeds=(0,), overrides: dict | None = None, **llc_fields) -> tuple[dict, dict]:

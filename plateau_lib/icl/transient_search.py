@@ -35,7 +35,7 @@ from plateau_lib.engine.runs import TrainConfig, TrainResult
 from plateau_lib.engine.train import Stopped
 from plateau_lib.engine.utils import atomic_path, cpu_threads
 from plateau_lib.icl import diversity
-from plateau_lib.icl.presets import DIVERSITY_CPU_D8, check_Ms, configs
+from plateau_lib.icl.presets import DIVERSITY_CPU_D8, DIVERSITY_MORE_SEEDS, check_Ms, configs, diversity as diversity_sweep
 
 TABLE = cache.COMMITTED / "icl_transient_search.csv"
 STOPPED_CURVES = cache.COMMITTED / "icl_transient_search_stopped.csv"
@@ -63,8 +63,14 @@ TRIALS = {
     # More model seeds of w64-50k (t_crit on the seed mean); their checkpoints, which do not change training,
     # are kept for λ̂ over training.
     "w64-50k-seeds": ("w64-50k at more model seeds, with checkpoints for λ̂ over training",
-                      {**_steps(50_000), "checkpoint_steps": (500, 1_000, 2_000, 3_500, 6_000, 12_000, 25_000)}),
+                      {**_steps(50_000), "checkpoint_steps": DIVERSITY_MORE_SEEDS["cpu_d8_50k"]["checkpoint_steps"]}),
 }
+
+
+# The setting the search chose: w64-50k, the page's CPU transient sweep (presets "cpu_d8_50k", the same runs), and
+# the runs whose checkpoints give λ̂ over training (with that sweep's SGLD setting).
+SWEEP = "cpu_d8_50k"
+LLC_TRAINING = {"trial": "w64-50k-seeds", "Ms": DIVERSITY_MORE_SEEDS[SWEEP]["Ms"], "seeds": [1]}
 
 
 def trial_config(label: str, M, seed: int = 0) -> TrainConfig:
@@ -91,13 +97,18 @@ def table() -> pd.DataFrame:
 
 def _completed(search: pd.DataFrame) -> pd.DataFrame:
     """``search`` with the columns rows made before them lack: ``steps_done`` (= ``steps``: finished),
-    ``device`` ("cpu") and ``seed`` (0)."""
+    ``device`` ("cpu"), ``seed`` (0) and ``gpu_s`` (before it, ``cpu_s`` held a run's whole wall time, on the
+    device of ``device``, where it is moved to ``gpu_s`` for a GPU)."""
     if search.empty or "steps" not in search:
         return search
     done = search["steps_done"].fillna(search["steps"]) if "steps_done" in search else search["steps"]
     device = search["device"].fillna("cpu") if "device" in search else "cpu"
     seed = search["seed"].fillna(0) if "seed" in search else 0
-    return search.assign(steps_done=done.astype(int), device=device, seed=pd.Series(seed, index=search.index).astype(int))
+    search = search.assign(steps_done=done.astype(int), device=device, seed=pd.Series(seed, index=search.index).astype(int))
+    old = search["gpu_s"].isna() if "gpu_s" in search else pd.Series(True, index=search.index)
+    on_gpu = old & ~search["device"].astype(str).str.startswith("cpu")
+    gpu = search["gpu_s"].where(~old, 0.0) if "gpu_s" in search else pd.Series(0.0, index=search.index)
+    return search.assign(gpu_s=gpu.where(~on_gpu, search["cpu_s"]), cpu_s=search["cpu_s"].where(~on_gpu, 0.0))
 
 
 def _same_run(frame: pd.DataFrame, label: str, M, seed: int) -> pd.Series:
@@ -143,8 +154,14 @@ def _row(label: str, M, cfg: TrainConfig, result) -> dict:
             "params": sum(p.numel() for p in model.parameters()), "batch_size": cfg.batch_size, "lr": cfg.lr,
             "schedule": cfg.schedule, "warmup_steps": cfg.warmup_steps, "steps": cfg.steps,
             "steps_done": int(result.meta.get("stopped_at", cfg.steps)),
-            "cpu_s": round(float(result.meta.get("wall_time_s", 0.0)), 1),
-            "device": result.meta.get("device", cfg.device), "key": cache.cache_key(cfg), **judge(result, M)}
+            **_device_seconds(result.meta, cfg), "device": result.meta.get("device", cfg.device), "key": cache.cache_key(cfg), **judge(result, M)}
+
+
+def _device_seconds(meta: dict, cfg: TrainConfig) -> dict:
+    """``cpu_s`` and ``gpu_s``: a run's wall time on a CPU and on a GPU (a run resumed on another device has both)."""
+    times = meta.get("wall_time_s_by_device") or {str(meta.get("device", cfg.device)): meta.get("wall_time_s", 0.0)}
+    on_cpu = sum(float(v) for k, v in times.items() if k.startswith("cpu"))
+    return {"cpu_s": round(on_cpu, 1), "gpu_s": round(sum(float(v) for v in times.values()) - on_cpu, 1)}
 
 
 def run_trials(label: str, Ms, deadline: float | None = None, progress: bool = True, seeds=(0,)) -> list[dict] | None:
@@ -204,10 +221,31 @@ def record_stopped(label: str, Ms, seeds=(0,)) -> list[dict]:
     return rows
 
 
+def llc_training_runs() -> dict:
+    """``{(M, seed): TrainConfig}`` of the runs whose λ̂ over training is estimated (``LLC_TRAINING``)."""
+    return {(M, s): trial_config(LLC_TRAINING["trial"], M, s) for M in check_Ms(LLC_TRAINING["Ms"])
+            for s in LLC_TRAINING["seeds"]}
+
+
+def llc_over_training(commit: bool = False, progress: bool = True):
+    """λ̂ at the checkpoints and final weights of ``llc_training_runs()``, with the chosen sweep's SGLD setting
+    (``diversity.llc_over_training``; loaded when stored); ``commit`` copies the table into ``results/``."""
+    runs, sgld = llc_training_runs(), diversity_sweep(SWEEP)[1]
+    found = diversity.llc_over_training(runs, sgld, progress=progress)
+    if commit:
+        print(f"committed {cache.commit_tables(diversity.LLC_TRAINING_KIND, diversity.table_spec(runs, llc=sgld))}")
+    return found
+
+
+def stored_llc_over_training():
+    """(the committed or local λ̂-over-training table, its meta), or None; never computes."""
+    return diversity.load_llc_over_training(llc_training_runs(), diversity_sweep(SWEEP)[1])
+
+
 # ---- the page's section: "Finding a CPU-sized transient" ---------------------------------------------------------
 
-SHOWN = {"trial": "trial", "M": "M", "params": "parameters", "steps_shown": "steps", "device": "device",
-         "wall_min": "minutes (wall)", "t_crit": "t_crit", "ood_rise": "OOD rise after t_crit",
+SHOWN = {"trial": "trial", "M": "M", "seed": "seed", "params": "parameters", "steps_shown": "steps", "device": "device",
+         "cpu_min": "CPU minutes", "gpu_min": "GPU minutes", "t_crit": "t_crit", "ood_rise": "OOD rise after t_crit",
          "ridge_regrowth": "Δ-to-ridge regrowth", "final_delta_dmmse": "final Δ to dMMSE_M",
          "final_delta_ridge": "final Δ to ridge", "transient": "transient"}
 
@@ -224,7 +262,8 @@ def readable(search: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=list(SHOWN.values()))
     search = _completed(search)
     stopped = _stopped(search)
-    t = search.assign(wall_min=(search["cpu_s"] / 60).round(1), M=search["M"].map(diversity.label_M),
+    t = search.assign(cpu_min=(search["cpu_s"] / 60).round(1), gpu_min=(search["gpu_s"] / 60).round(1),
+                      M=search["M"].map(diversity.label_M),
                       steps_shown=[f"{d:,} of {n:,}" if d < n else f"{n:,}"
                                    for d, n in zip(search["steps_done"], search["steps"])],
                       ood_rise=(100 * search["ood_rise"]).round(1).astype(str) + "%",
@@ -233,7 +272,7 @@ def readable(search: pd.DataFrame) -> pd.DataFrame:
                           {True: " (so far)", False: ""}))
     for c in ("final_delta_dmmse", "final_delta_ridge"):
         t[c] = t[c].map("{:.3g}".format)
-    return t[list(SHOWN)].rename(columns=SHOWN).set_index(["trial", "M"])
+    return t[list(SHOWN)].rename(columns=SHOWN).set_index(["trial", "M", "seed"])
 
 
 def search_note(search: pd.DataFrame) -> str:
@@ -241,14 +280,13 @@ def search_note(search: pd.DataFrame) -> str:
     if search.empty:
         return "No configuration has been tried yet: `python -m plateau_lib.icl.transient_search w64` starts the search."
     search = _completed(search)
-    on_cpu = search["device"].astype(str).str.startswith("cpu")
-    cost = f"{search.loc[on_cpu, 'cpu_s'].sum() / 3600:.1f} core-hours (wall) on a CPU"
-    if (~on_cpu).any():
-        cost += f" and {search.loc[~on_cpu, 'cpu_s'].max() / 60:.0f} minutes on a GPU (runs stacked, so counted once)"
+    cost = f"{search['cpu_s'].sum() / 3600:.1f} core-hours (wall) on a CPU"
+    if search["gpu_s"].sum() > 0:  # a trial's runs were stacked on the GPU: its time counts once
+        cost += f" and {search.groupby('trial')['gpu_s'].max().sum() / 60:.0f} minutes on a GPU"
     lines = [f"**{len(search)} runs** in {search['trial'].nunique()} setting(s), {cost} so far."]
     for trial, g in search.groupby("trial", sort=False):
         found = g[g["transient"]].sort_values("M")
-        Ms = ", ".join(diversity.label_M(M) for M in g.sort_values("M")["M"])
+        Ms = ", ".join(diversity.label_M(M) for M in sorted(g["M"].astype(float).unique()))
         change = TRIALS[trial][0] if trial in TRIALS else g["change"].iloc[0]
         stopped = _stopped(g).any()
         head = f"`{trial}` ({change}; M = {Ms})"
@@ -259,10 +297,12 @@ def search_note(search: pd.DataFrame) -> str:
         if found.empty:
             lines.append(f"{head}: no transient by the rule{' so far' if stopped else ''}.")
             continue
-        crit = ", ".join(f"{diversity.label_M(r.M)}: {r.t_crit:,}" for r in found.itertuples())
+        seeds = g["seed"].nunique() > 1
+        crit = ", ".join(f"{diversity.label_M(r.M)}{f' (seed {r.seed})' if seeds else ''}: {r.t_crit:,}"
+                         for r in found.sort_values(["M", "seed"]).itertuples())
         lo, hi = found["ood_rise"].min(), found["ood_rise"].max()
         rise = f"{lo:.0%}" if round(lo, 2) == round(hi, 2) else f"{lo:.0%}–{hi:.0%}"
-        lines.append(f"{head}: a transient at {len(found)} M{' so far' if stopped else ''} (t_crit by M: {crit}; "
+        lines.append(f"{head}: a transient in {len(found)} of {len(g)} runs{' so far' if stopped else ''} (t_crit by M: {crit}; "
                      f"the OOD loss stays {rise} above its minimum after it).")
     return " ".join(lines)
 
@@ -272,15 +312,15 @@ def search_curves(search: pd.DataFrame) -> pd.DataFrame:
     row's from its committed run, a stopped row's from the committed stopped curves; others are left out."""
     frames, stopped = [], stopped_curves()
     for _, row in _completed(search).iterrows():
-        M = check_Ms([row["M"]])[0]
+        M, seed = check_Ms([row["M"]])[0], int(row["seed"])
         if row["steps_done"] < row["steps"]:
-            g = stopped[(stopped["trial"] == row["trial"]) & (stopped["M"].astype(float) == float(M))]
+            g = stopped[_same_run(stopped, row["trial"], M, seed)]
             if len(g):
-                frames.append(g.assign(M=M))
+                frames.append(g.assign(M=M, seed=seed))
             continue
-        result = cache.load_committed(trial_config(row["trial"], M))
+        result = cache.load_committed(trial_config(row["trial"], M, seed))
         if result is not None:
-            frames.append(diversity.curves({(M, 0): result}).assign(trial=row["trial"]))
+            frames.append(diversity.curves({(M, seed): result}).assign(trial=row["trial"]))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -295,11 +335,12 @@ def search_figure(search: pd.DataFrame, curves: pd.DataFrame):
     fig, axes = plt.subplots(2, len(trials), figsize=(PAGE_WIDTH, 5.2), squeeze=False, sharex="col")
     for k, trial in enumerate(trials):
         top, bottom = axes[0, k], axes[1, k]
-        for M, g in curves[curves["trial"] == trial].groupby("M"):
-            top.plot(g["step"], g["ood_loss"], color=colours[M], lw=1.4, label=diversity.label_M(M))
+        for (M, seed), g in curves[curves["trial"] == trial].groupby(["M", "seed"]):
+            first = seed == curves.loc[(curves["trial"] == trial) & (curves["M"] == M), "seed"].min()
+            top.plot(g["step"], g["ood_loss"], color=colours[M], lw=1.4, label=diversity.label_M(M) if first else None)
             bottom.plot(g["step"], g["delta_ridge_ood"], color=colours[M], lw=1.4)
             top.axhline(g["ood_dmmse"].iloc[-1], color=colours[M], ls="--", lw=0.8)
-            row = search[(search["trial"] == trial) & (search["M"].astype(float) == float(M))].iloc[0]
+            row = search[_same_run(search, trial, M, seed)].iloc[0]
             if row["transient"]:
                 top.plot(row["t_crit"], row["min_ood_loss"], "o", mfc="none", mec=colours[M], ms=9, mew=1.8)
         top.axhline(curves["ood_ridge"].iloc[-1], color="crimson", ls=":", lw=1.4, label="ridge")
@@ -322,11 +363,13 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="model seeds (each M at each seed)")
     parser.add_argument("--budget-s", type=float, default=None, help="stop cleanly after this many seconds")
     parser.add_argument("--table", action="store_true", help="print the committed search table")
+    parser.add_argument("--llc-over-training", action="store_true",
+                        help="estimate λ̂ over training of the chosen setting's checkpointed runs and commit it")
     parser.add_argument("--record-stopped", action="store_true",
                         help="train nothing: keep the rows so far of the trial's runs stopped here (resume states)")
     args = parser.parse_args(argv)
-    if args.trial is None and not args.table:
-        parser.error("give a trial to run or --table")
+    if args.trial is None and not (args.table or args.llc_over_training):
+        parser.error("give a trial to run, --table or --llc-over-training")
     if args.budget_s is not None and args.budget_s <= 0:
         parser.error(f"--budget-s must be positive, got {args.budget_s}")
     cpu_threads()
@@ -338,6 +381,10 @@ def main(argv=None) -> int:
         for row in run_trials(args.trial, args.Ms, deadline, seeds=args.seeds) or []:
             print({k: row[k] for k in ("trial", "M", "t_crit", "ood_rise", "ridge_regrowth", "transient", "cpu_s")},
                   flush=True)
+    if args.llc_over_training:
+        rows, meta = llc_over_training(commit=True)
+        print(rows[["M", "seed", "step", "llc_mean", "llc_se", "init_loss"]].to_string(index=False),
+              f"\nλ̂ over training: {meta['llc_wall_s']} s", flush=True)
     if args.table:
         print(table().to_string(index=False))
     return 0
