@@ -131,8 +131,8 @@ def transient_note(s: Sweep) -> str:
                      f"to ridge {f.loc[M, 'delta_ridge']:.3f}).")
     missing = not_yet_committed(s)
     if missing:
-        lines.append(f"- Not committed yet: M = {', '.join(div.label_M(M) for M in missing)} (the next work session "
-                     f"trains them; `python -m plateau_lib.icl.transient_search w64 --Ms ...`).")
+        lines.append(f"- Not committed yet: M = {', '.join(div.label_M(M) for M in missing)}. "
+                     + f"Produce them with {how_to_make(s.preset)}.")
     return "\n".join(lines)
 
 
@@ -163,14 +163,18 @@ def show_stored(shown: dict, preset: str, figures, n_components: int = 2) -> Swe
     return s
 
 
+def how_to_make(preset: str) -> str:
+    """The command that makes the stored sweep ``preset``, with its cost (markdown)."""
+    return {"cpu_long": "`python -m plateau_lib.icl.diversity --preset cpu_long --workers 2 --commit` (about an hour on 2 cores)",
+            "cpu_d8": "`python -m plateau_lib.icl.transient_search w64 --Ms 4 8 16 32 64 128 256 inf` (20-45 min a run "
+                      "on one core)",
+            "cpu_d8_50k": "`python -m plateau_lib.icl.transient_search w64-50k --Ms 4 8 16 32 64 128 256 inf` (about "
+                          "an hour a run on one core)"}.get(preset, "a GPU through `make paper`")
+
+
 def missing_note(preset: str) -> str:
     """Markdown for a sweep that is not stored."""
-    how = {"cpu_long": "`python -m plateau_lib.icl.diversity --preset cpu_long --workers 2 --commit` (about an hour on 2 cores)",
-           "cpu_d8": "`python -m plateau_lib.icl.transient_search w64 --Ms 4 8 16 32 64 128 256 inf` (20-45 min a run "
-                     "on one core)",
-           "cpu_d8_50k": "`python -m plateau_lib.icl.transient_search w64-50k --Ms 4 8 16 32 64 128 256 inf` (about "
-                         "an hour a run on one core)"}.get(preset, "a GPU through `make paper`")
-    return f"The {LABELS.get(preset, preset)} is not stored in this checkout; produce it with {how}."
+    return f"The {LABELS.get(preset, preset)} is not stored in this checkout; produce it with {how_to_make(preset)}."
 
 
 # ---- figures -----------------------------------------------------------------------------------------
