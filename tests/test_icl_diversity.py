@@ -163,16 +163,17 @@ def test_llc_over_training_estimates_every_checkpoint_and_the_final_weights_and_
     from plateau_lib.engine import cache
     monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
     monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
-    runs = icl_presets.configs(BASE.replace(checkpoint_steps=(5, 10)), [4])
+    runs = icl_presets.configs(BASE.replace(checkpoint_steps=(5, 10)), [4, 8])
     llc = dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=8, num_chains=1, num_draws=5, num_burnin_steps=0,
                n_data=32, seed=0)
-    spec = diversity.table_spec(runs, llc=llc)
     kept = pd.DataFrame([{"step": 5, "llc_mean": 123.0, "llc_se": 0.0, "elapsed_s": 0.0}])
-    cache.keep_rows(diversity.LLC_TRAINING_KIND, cache.table_key({**spec, "run": "4/0"}), kept)
-    table, meta = diversity.llc_over_training(runs, llc, progress=False)
-    assert list(table["step"]) == [5, 10, BASE.steps] and set(table["M"]) == {4}
-    assert table.loc[table["step"] == 5, "llc_mean"].item() == 123.0  # kept, not recomputed
+    cache.keep_rows(diversity.LLC_TRAINING_KIND, diversity.llc_training_key(runs[(4, 0)], llc), kept)
+    assert diversity.llc_over_training(runs, llc, progress=False, only=[(8, 0)]) is None  # M = 4 not done yet
+    table, meta = diversity.llc_over_training(runs, llc, progress=False, only=[(4, 0)])  # M = 8's rows are kept
+    assert list(table["step"]) == [5, 10, BASE.steps] * 2 and list(table["M"]) == [4] * 3 + [8] * 3
+    assert table.loc[table["step"] == 5, "llc_mean"].iloc[0] == 123.0  # kept, not recomputed
     assert np.isfinite(table["llc_mean"]).all()
     assert diversity.load_llc_over_training(runs, llc) is not None  # stored
     with pytest.raises(ValueError, match="checkpoint_steps"):
         diversity.llc_over_training(icl_presets.configs(BASE, [4]), llc, progress=False)
+    assert meta["llc_wall_s"] >= 0

@@ -243,22 +243,37 @@ def load_llc_over_training(runs: dict, llc: dict):
     return None if found is None else (found[0]["llc"], found[1])
 
 
-def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: bool = True):
+def llc_training_key(cfg, llc: dict) -> str:
+    """The key of one run's kept λ̂-over-training rows (the run and the SGLD setting only, so processes that
+    share the runs out fill the same rows)."""
+    return cache.table_key({"run": cache.cache_key(cfg), "llc": llc, "version": LLC_VERSION})
+
+
+def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: bool = True, only=None):
     """λ̂ over training: for each run ``{(M, seed): cfg}`` (with ``checkpoint_steps``), λ̂ at every checkpoint
     and at the final weights, on data from its own q_M, one SGLD setting ``llc`` for all (the sweep's, so the
     points compare with λ̂ against M). Returns (tidy rows: M, seed, step, llc_mean, llc_se, init_loss, ...;
-    meta), stored; each run's rows are kept as they are estimated, so an interrupted table resumes."""
+    meta), stored; each run's rows are kept as they are estimated, so an interrupted table resumes. ``only``:
+    estimate just these (M, seed) (e.g. half the runs in each of two processes) and take the others' kept rows;
+    returns None while any run's rows are incomplete."""
     from plateau_lib.icl.development import llc_data
     from plateau_lib.llc.callbacks import llc_over_checkpoints
     spec = table_spec(runs, llc=llc)
     if use_cache and (found := load_llc_over_training(runs, llc)) is not None:
         return found
-    settings = {name: v for name, v in llc.items() if name != "n_data"}
-    frames, keys = [], []
     for (M, seed), cfg in runs.items():
         if not cfg.checkpoint_steps:
             raise ValueError(f"run M = {label_M(M)}, seed {seed} has no checkpoint_steps: λ̂ over training needs "
                              "checkpoints")
+    settings = {name: v for name, v in llc.items() if name != "n_data"}
+    frames, keys, complete = [], [], True
+    for (M, seed), cfg in runs.items():
+        keys.append(llc_training_key(cfg, llc))
+        if only is not None and (M, seed) not in only:
+            rows = cache.partial_rows(LLC_TRAINING_KIND, keys[-1])
+            complete &= not rows.empty and {*cfg.checkpoint_steps, cfg.steps} <= set(rows["step"].astype(int))
+            frames.append(rows.assign(M=M, seed=seed))
+            continue
         result = cache.cached_train(cfg, progress=False, need_state=True)
         ckpts = cache.checkpoints(cfg)
         missing = sorted(set(cfg.checkpoint_steps) - set(ckpts))
@@ -269,11 +284,12 @@ def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: b
         device = resolve_device(cfg.device)
         data_ = llc_data(cfg, llc["n_data"], llc["seed"], device)
         model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
-        keys.append(cache.table_key({**spec, "run": f"{label_M(M)}/{seed}"}))
         rows = cache.resume_rows(LLC_TRAINING_KIND, keys[-1], sorted(states), lambda steps: llc_over_checkpoints(
             model, loss, data_, [(s, states[s]) for s in steps], progress=False, device=str(device), **settings),
             progress=progress, desc=f"λ̂ over training, M = {label_M(M)}, seed {seed}")
         frames.append(rows.assign(M=M, seed=seed))
+    if not complete:
+        return None
     table = pd.concat(frames, ignore_index=True)
     meta = {"llc_wall_s": round(float(table["elapsed_s"].sum()), 1), "torch": torch.__version__,
             "device": str(resolve_device(next(iter(runs.values())).device))}

@@ -227,12 +227,14 @@ def llc_training_runs() -> dict:
             for s in LLC_TRAINING["seeds"]}
 
 
-def llc_over_training(commit: bool = False, progress: bool = True):
+def llc_over_training(commit: bool = False, progress: bool = True, Ms=None):
     """λ̂ at the checkpoints and final weights of ``llc_training_runs()``, with the chosen sweep's SGLD setting
-    (``diversity.llc_over_training``; loaded when stored); ``commit`` copies the table into ``results/``."""
+    (``diversity.llc_over_training``; loaded when stored); ``Ms``: estimate only these M's runs (another process
+    does the rest; None until all are done); ``commit`` copies the finished table into ``results/``."""
     runs, sgld = llc_training_runs(), diversity_sweep(SWEEP)[1]
-    found = diversity.llc_over_training(runs, sgld, progress=progress)
-    if commit:
+    only = None if Ms is None else [(M, s) for (M, s) in runs if M in check_Ms(Ms)]
+    found = diversity.llc_over_training(runs, sgld, progress=progress, only=only)
+    if commit and found is not None:
         print(f"committed {cache.commit_tables(diversity.LLC_TRAINING_KIND, diversity.table_spec(runs, llc=sgld))}")
     return found
 
@@ -359,7 +361,9 @@ def search_figure(search: pd.DataFrame, curves: pd.DataFrame):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trial", nargs="?", choices=sorted(TRIALS), help="the setting to try")
-    parser.add_argument("--Ms", type=float, nargs="+", default=[32, 64], help="task counts M (inf for Gaussian tasks)")
+    parser.add_argument("--Ms", type=float, nargs="+", default=None,
+                        help="task counts M (inf for Gaussian tasks; a trial's default: 32 64; with --llc-over-training: "
+                             "estimate only these M's runs, another process doing the rest)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="model seeds (each M at each seed)")
     parser.add_argument("--budget-s", type=float, default=None, help="stop cleanly after this many seconds")
     parser.add_argument("--table", action="store_true", help="print the committed search table")
@@ -374,15 +378,20 @@ def main(argv=None) -> int:
         parser.error(f"--budget-s must be positive, got {args.budget_s}")
     cpu_threads()
     deadline = None if args.budget_s is None else time.time() + args.budget_s
+    Ms = args.Ms or [32, 64]
     if args.trial and args.record_stopped:
-        for row in record_stopped(args.trial, args.Ms, args.seeds):
+        for row in record_stopped(args.trial, Ms, args.seeds):
             print({k: row[k] for k in ("trial", "M", "steps_done", "t_crit", "ood_rise", "transient")}, flush=True)
     elif args.trial:
-        for row in run_trials(args.trial, args.Ms, deadline, seeds=args.seeds) or []:
+        for row in run_trials(args.trial, Ms, deadline, seeds=args.seeds) or []:
             print({k: row[k] for k in ("trial", "M", "t_crit", "ood_rise", "ridge_regrowth", "transient", "cpu_s")},
                   flush=True)
     if args.llc_over_training:
-        rows, meta = llc_over_training(commit=True)
+        found = llc_over_training(commit=True, Ms=args.Ms)
+        if found is None:
+            print("λ̂ over training: these M are done; the other runs' rows are still being made", flush=True)
+            return 0
+        rows, meta = found
         print(rows[["M", "seed", "step", "llc_mean", "llc_se", "init_loss"]].to_string(index=False),
               f"\nλ̂ over training: {meta['llc_wall_s']} s", flush=True)
     if args.table:
