@@ -136,11 +136,13 @@ def transient_note(s: Sweep) -> str:
     return "\n".join(lines)
 
 
-def shown_sweeps(live_sweep: Sweep, also: tuple = ()) -> dict:
+def shown_sweeps(live_sweep: Sweep, also: tuple = (), without: tuple = ()) -> dict:
     """``{preset: Sweep}``: the live sweep, then every stored sweep of ``also`` (e.g. the transient page's
-    ``cpu_d8``), the long CPU sweep and the paper preset."""
+    ``cpu_d8_50k``), the long CPU sweep and the paper preset, less those of ``without``."""
     shown = {live_sweep.preset: live_sweep}
     for preset in (*also, "cpu_long", "paper"):
+        if preset in without and preset != live_sweep.preset:
+            continue
         if preset != live_sweep.preset and (found := stored(preset)) is not None:
             shown[preset] = found
     return shown
