@@ -176,4 +176,6 @@ def test_llc_over_training_estimates_every_checkpoint_and_the_final_weights_and_
     assert diversity.load_llc_over_training(runs, llc) is not None  # stored
     with pytest.raises(ValueError, match="checkpoint_steps"):
         diversity.llc_over_training(icl_presets.configs(BASE, [4]), llc, progress=False)
+    with pytest.raises(ValueError, match="'only' names runs not in 'runs'"):
+        diversity.llc_over_training(runs, llc, progress=False, only=[(16, 0)])
     assert meta["llc_wall_s"] >= 0

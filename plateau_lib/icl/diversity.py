@@ -258,13 +258,16 @@ def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: b
     returns None while any run's rows are incomplete."""
     from plateau_lib.icl.development import llc_data
     from plateau_lib.llc.callbacks import llc_over_checkpoints
-    spec = table_spec(runs, llc=llc)
-    if use_cache and (found := load_llc_over_training(runs, llc)) is not None:
-        return found
+    if only is not None and not set(map(tuple, only)) <= set(runs):
+        raise ValueError(f"parameter 'only' names runs not in 'runs': {sorted(set(map(tuple, only)) - set(runs))}; "
+                         f"allowed: {sorted(runs)}")
     for (M, seed), cfg in runs.items():
         if not cfg.checkpoint_steps:
             raise ValueError(f"run M = {label_M(M)}, seed {seed} has no checkpoint_steps: λ̂ over training needs "
                              "checkpoints")
+    spec = table_spec(runs, llc=llc)
+    if use_cache and (found := load_llc_over_training(runs, llc)) is not None:
+        return found
     settings = {name: v for name, v in llc.items() if name != "n_data"}
     frames, keys, complete = [], [], True
     for (M, seed), cfg in runs.items():

@@ -62,7 +62,8 @@ def icl_stages(preset: str, overrides: dict | None = None, **llc_fields) -> tupl
 # 1e-3 (Raventós's), batch 256, 100k steps, 4 heads, a standard residual are this book's choices.
 DIVERSITY_MS = {"paper": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, None],
                 "cpu_long": [1, 2, 4, 8, 16, 32, 64, None], "cpu": [1, 2, 8, None],
-                "cpu_d8": [4, 8, 16, 32, 64, 128, 256, None], "cpu_d8_50k": [4, 8, 16, 32, 64, 128, 256, None]}
+                "cpu_d8": [4, 8, 16, 32, 64, 128, 256, None]}
+DIVERSITY_MS["cpu_d8_50k"] = DIVERSITY_MS["cpu_d8"]
 DIVERSITY_PAPER = TrainConfig(task="icl_regression",
                               task_kwargs={"D": 8, "K": 16, "noise_var": 0.125, "d_mlp": 2048,
                                            "doubled_residual": False, "n_root": 512},
@@ -108,9 +109,8 @@ DIVERSITY_LLC = {"paper": dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size
                  "cpu": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=128, num_chains=2, num_draws=100,
                              num_burnin_steps=0, n_data=2**12, seed=0),
                  "cpu_d8": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=256, num_chains=4, num_draws=400,
-                                num_burnin_steps=0, n_data=2**14, seed=0),
-                 "cpu_d8_50k": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=256, num_chains=4,
-                                    num_draws=400, num_burnin_steps=0, n_data=2**14, seed=0)}
+                                num_burnin_steps=0, n_data=2**14, seed=0)}
+DIVERSITY_LLC["cpu_d8_50k"] = DIVERSITY_LLC["cpu_d8"]
 DIVERSITY_CALIBRATION = dict(epsilons=[1e-4, 3e-4, 1e-3, 3e-3], nbetas=[None], gammas=[100.0])
 
 
@@ -159,7 +159,7 @@ def more_seeds(preset: str) -> dict:
 
 
 def diversity(preset: str, Ms=None, seeds=(0,), overrides: dict | None = None, **llc_fields) -> tuple[dict, dict]:
-    """The task-diversity sweep of ``preset`` ("paper", "cpu_long" or "cpu"): ``{(M, seed): config}`` and the
+    """The task-diversity sweep of ``preset`` (a key of ``DIVERSITY``): ``{(M, seed): config}`` and the
     SGLD settings, with ``overrides`` of TrainConfig fields (task fields go in ``task_kwargs``) and
     ``llc_fields`` of the SGLD settings (None ignored)."""
     base = DIVERSITY[preset_of(preset, DIVERSITY)].replace(**(overrides or {}))
