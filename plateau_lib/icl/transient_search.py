@@ -70,7 +70,7 @@ TRIALS = {
 # The setting the search chose: w64-50k, the page's CPU transient sweep (presets "cpu_d8_50k", the same runs), and
 # the runs whose checkpoints give λ̂ over training (with that sweep's SGLD setting).
 SWEEP = "cpu_d8_50k"
-LLC_TRAINING = {"trial": "w64-50k-seeds", "Ms": DIVERSITY_MORE_SEEDS[SWEEP]["Ms"], "seeds": [1]}
+LLC_TRAINING = {"trial": "w64-50k-seeds", "Ms": [8, 16, 32], "seeds": [1]}  # the M with a transient
 
 
 def trial_config(label: str, M, seed: int = 0) -> TrainConfig:
