@@ -354,7 +354,9 @@ def search_figure(search: pd.DataFrame, curves: pd.DataFrame):
         bottom.set_xlabel("step")
     axes[0, 0].set_ylabel("OOD loss (○ t_crit)")
     axes[1, 0].set_ylabel("Δ to ridge (Gaussian tasks)")
-    axes[0, -1].legend(title="M", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    widest = max(range(len(trials)), key=lambda k: len(axes[0, k].get_lines()))  # the panel with every M
+    axes[0, -1].legend(*axes[0, widest].get_legend_handles_labels(), title="M", loc="center left",
+                       bbox_to_anchor=(1.01, 0.5))
     return fig
 
 
