@@ -341,12 +341,13 @@ def llc_over_training_figure(s: Sweep, llc: pd.DataFrame, title: str = ""):
     if s.llc_table is not None and icl_presets.INF in set(s.llc_table["M"]):
         bottom.axhline(s.llc_table.loc[s.llc_table["M"] == icl_presets.INF, "llc_mean"].mean(), color="crimson",
                        ls="--", label="λ̂ at M = ∞ (end of training)")
-        bottom.legend(loc="lower right")
+        bottom.legend(loc="upper left")
     top.set_ylabel("OOD loss")
     top.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     bottom.set_ylabel("λ̂ at the checkpoint")
     for ax in (top, bottom):
         ax.set_xscale("log")
+    top.set_xlim(left=100)  # nothing moves before step 100
     bottom.set_xlabel("step (dotted: t_crit of the seed-mean curve)")
     if title:
         fig.suptitle(title)
