@@ -277,18 +277,16 @@ def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: b
             complete &= not rows.empty and {*cfg.checkpoint_steps, cfg.steps} <= set(rows["step"].astype(int))
             frames.append(rows.assign(M=M, seed=seed))
             continue
-        result = cache.cached_train(cfg, progress=False, need_state=True)
+        model, task, device = final_model(cfg)
         ckpts = cache.checkpoints(cfg)
         missing = sorted(set(cfg.checkpoint_steps) - set(ckpts))
         if missing:
             raise ValueError(f"the local result of M = {label_M(M)}, seed {seed} lacks checkpoints {missing}; "
                              "retrain it (use_cache=False in cache.cached_train)")
-        states = {**ckpts, cfg.steps: result.final_state}
-        device = resolve_device(cfg.device)
+        states = {**ckpts, cfg.steps: model.state_dict()}
         data_ = llc_data(cfg, llc["n_data"], llc["seed"], device)
-        model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
         rows = cache.resume_rows(LLC_TRAINING_KIND, keys[-1], sorted(states), lambda steps: llc_over_checkpoints(
-            model, loss, data_, [(s, states[s]) for s in steps], progress=False, device=str(device), **settings),
+            model, task.loss, data_, [(s, states[s]) for s in steps], progress=False, device=str(device), **settings),
             progress=progress, desc=f"λ̂ over training, M = {label_M(M)}, seed {seed}")
         frames.append(rows.assign(M=M, seed=seed))
     if not complete:

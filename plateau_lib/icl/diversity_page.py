@@ -141,9 +141,9 @@ def shown_sweeps(live_sweep: Sweep, also: tuple = (), without: tuple = ()) -> di
     ``cpu_d8_50k``), the long CPU sweep and the paper preset, less those of ``without``."""
     shown = {live_sweep.preset: live_sweep}
     for preset in (*also, "cpu_long", "paper"):
-        if preset in without and preset != live_sweep.preset:
+        if preset == live_sweep.preset or preset in without:
             continue
-        if preset != live_sweep.preset and (found := stored(preset)) is not None:
+        if (found := stored(preset)) is not None:
             shown[preset] = found
     return shown
 

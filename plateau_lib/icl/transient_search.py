@@ -103,12 +103,12 @@ def _completed(search: pd.DataFrame) -> pd.DataFrame:
         return search
     done = search["steps_done"].fillna(search["steps"]) if "steps_done" in search else search["steps"]
     device = search["device"].fillna("cpu") if "device" in search else "cpu"
-    seed = search["seed"].fillna(0) if "seed" in search else 0
-    search = search.assign(steps_done=done.astype(int), device=device, seed=pd.Series(seed, index=search.index).astype(int))
-    old = search["gpu_s"].isna() if "gpu_s" in search else pd.Series(True, index=search.index)
-    on_gpu = old & ~search["device"].astype(str).str.startswith("cpu")
-    gpu = search["gpu_s"].where(~old, 0.0) if "gpu_s" in search else pd.Series(0.0, index=search.index)
-    return search.assign(gpu_s=gpu.where(~on_gpu, search["cpu_s"]), cpu_s=search["cpu_s"].where(~on_gpu, 0.0))
+    seed = search["seed"].fillna(0).astype(int) if "seed" in search else 0
+    search = search.assign(steps_done=done.astype(int), device=device, seed=seed)
+    gpu = search["gpu_s"] if "gpu_s" in search else pd.Series(np.nan, index=search.index)
+    older_gpu_row = gpu.isna() & ~search["device"].astype(str).str.startswith("cpu")
+    return search.assign(gpu_s=gpu.fillna(0.0).mask(older_gpu_row, search["cpu_s"]),
+                         cpu_s=search["cpu_s"].mask(older_gpu_row, 0.0))
 
 
 def _same_run(frame: pd.DataFrame, label: str, M, seed: int) -> pd.Series:
