@@ -19,6 +19,7 @@ from plateau_lib.engine.utils import resolve_device
 OPTIMIZERS = ("adam", "sgd", "muon")
 SCHEDULES = ("constant", "warmup_cosine", "warmup_constant", "one_cycle")
 COPY_GROUPS = ("kq", "ov", "mlp", "embed", "ln", "head")
+from plateau_lib.engine.precision import MATMUL_OPERANDS
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class TrainConfig:
     copy_groups: tuple = ()          # parameter groups copied from ``init_state`` and frozen (Fig. 5)
     checkpoint_steps: tuple = ()
     eval_steps: tuple = ()           # extra evaluation steps besides every ``eval_every`` (e.g. log-spaced)
+    matmul_operands: str = "float32"  # "bfloat16": training's matrix products as a TPU's default (engine.precision)
 
     # The cache key hashes only the fields whose value differs from this frozen table (see ``key_dict``).
     # It records the defaults the key scheme started from; it is never edited to follow a changed default,
@@ -58,7 +60,7 @@ class TrainConfig:
         "optimizer": "adam", "lr": 1e-4, "momentum": 0.0, "weight_decay": 0.0, "muon_lr": 0.02,
         "schedule": "constant", "warmup_steps": 0, "grad_clip": 0.0, "steps": 400, "batch_size": 256,
         "eval_every": 10, "eval_batch": 256, "seed": 0, "attn_bias_c": 1.0, "attn_bias_from": 0,
-        "copy_groups": [], "checkpoint_steps": [], "eval_steps": []}
+        "copy_groups": [], "checkpoint_steps": [], "eval_steps": [], "matmul_operands": "float32"}
     PROVENANCE_FIELDS: ClassVar[tuple] = ("device",)
 
     def __post_init__(self):
@@ -75,6 +77,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.matmul_operands not in MATMUL_OPERANDS:
+            raise ValueError(f"matmul_operands must be one of {MATMUL_OPERANDS}, got {self.matmul_operands!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if not self.attn_bias_c > 0:

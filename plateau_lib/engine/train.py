@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from torch.func import functional_call, grad_and_value, vmap
 from torch.utils._pytree import tree_map
 
+from plateau_lib.engine.precision import matmul_operands
 from plateau_lib.engine.runs import TrainConfig, TrainResult
 from plateau_lib.engine.utils import resolve_device, seed_everything, torch_save
 
@@ -67,6 +68,23 @@ def lr_factor(cfg: TrainConfig, step: int) -> float:
         return 1.0
     progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
     return 0.5 * (1 + math.cos(math.pi * progress))
+
+
+SCHEDULES_CODE = {"constant": 0, "warmup_cosine": 1, "warmup_constant": 2, "one_cycle": 3}
+
+
+def lr_factor_tensor(step, schedule, steps, warmup):
+    """``lr_factor`` per run as device arithmetic (float64): ``step`` a scalar tensor, ``schedule`` the runs'
+    ``SCHEDULES_CODE``, ``steps`` and ``warmup`` their step counts. What a captured CUDA graph computes."""
+    half = steps / 2
+    one_cycle = torch.where(step < half, step / half, ((steps - step) / half).clamp(min=0.0))
+    warming = step < warmup
+    ramp = step / warmup.clamp(min=1.0)
+    progress = (step - warmup) / (steps - warmup).clamp(min=1.0)
+    cosine = torch.where(warming, ramp, 0.5 * (1 + torch.cos(math.pi * progress)))
+    constant_after = torch.where(warming, ramp, torch.ones_like(ramp))
+    by_code = torch.stack([torch.ones_like(ramp), cosine, constant_after, one_cycle])
+    return by_code.gather(0, schedule.view(1, -1)).squeeze(0)
 
 
 def param_groups(model: torch.nn.Module) -> dict[str, list[str]]:
@@ -156,7 +174,8 @@ class _ModuleEngine:
         for o, lrs in zip(self.opts, self.base_lrs):
             for g, lr in zip(o.param_groups, lrs):
                 g["lr"] = lr * lr_factor(cfg, step)
-        loss = self.run.task.loss(self.model, batches[0], attn_bias=self.run.bias_at(step))
+        with matmul_operands(cfg.matmul_operands):
+            loss = self.run.task.loss(self.model, batches[0], attn_bias=self.run.bias_at(step))
         for o in self.opts:
             o.zero_grad(set_to_none=True)
         loss.backward()
@@ -193,7 +212,7 @@ class _StackedEngine:
 
     BETAS, EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, which ``_optimizer`` uses
 
-    def __init__(self, runs, init_states, device):
+    def __init__(self, runs, init_states, device, capturable: bool = False):
         self.runs, self.device, S = runs, device, len(runs)
         self.models = [build_model(r.cfg, device, s) for r, s in zip(runs, init_states)]
         named = [dict(m.named_parameters()) for m in self.models]
@@ -218,6 +237,16 @@ class _StackedEngine:
             self.momentum_buffer = {n: torch.zeros_like(p) for n, p in self.params.items()}
         self.loss = runs[0].task.loss
         self.ones = None
+        self.operands = runs[0].cfg.matmul_operands
+        self.capturable = capturable
+        if capturable:
+            as_f64 = lambda name: torch.tensor([float(getattr(r.cfg, name)) for r in runs], device=device,  # noqa: E731
+                                               dtype=torch.float64)
+            self.base_lr, self.total_steps, self.warmup = as_f64("lr"), as_f64("steps"), as_f64("warmup_steps")
+            self.schedule = torch.tensor([SCHEDULES_CODE[r.cfg.schedule] for r in runs], device=device)
+            self.step_now = torch.zeros((), device=device, dtype=torch.float64)  # the loop's step (0-based)
+            self.update_now = torch.zeros((), device=device, dtype=torch.float64)  # Adam's count, after this step
+            self.static_batch, self.graph = None, None
 
     def _run_loss(self, params, batch, bias):
         return self.loss(_Bound(self.skeleton, params), batch, attn_bias=bias)
@@ -230,12 +259,11 @@ class _StackedEngine:
             self.ones = torch.ones_like(next(b for b in biases if b is not None))
         return torch.stack([self.ones if b is None else b for b in biases])
 
-    def step(self, step, batches, active):
-        batch = tree_map(lambda *xs: torch.stack(xs), *batches) if len(batches) > 1 else tree_map(
-            lambda x: x.unsqueeze(0), batches[0])
-        bias = self._biases(step)
-        grads, _ = vmap(grad_and_value(self._run_loss), in_dims=(0, 0, None if bias is None else 0))(
-            self.params, batch, bias)
+    def _gradients(self, batch, bias):
+        """Per-run gradients of the loss, frozen groups masked and clipped per run."""
+        with matmul_operands(self.operands):
+            grads, _ = vmap(grad_and_value(self._run_loss), in_dims=(0, 0, None if bias is None else 0))(
+                self.params, batch, bias)
         with torch.no_grad():
             if self.any_frozen:
                 grads = {n: g * self.trainable[n] for n, g in grads.items()}
@@ -243,21 +271,86 @@ class _StackedEngine:
                 norm = torch.stack([g.reshape(len(self.runs), -1).square().sum(1) for g in grads.values()]).sum(0).sqrt()
                 coef = torch.where(self.clip > 0, (self.clip / (norm + 1e-6)).clamp(max=1.0), 1.0)
                 grads = {n: g * coef.view(self.shape[n]) for n, g in grads.items()}
+        return grads
+
+    def step(self, step, batches, active):
+        batch = tree_map(lambda *xs: torch.stack(xs), *batches) if len(batches) > 1 else tree_map(
+            lambda x: x.unsqueeze(0), batches[0])
+        bias = self._biases(step)
+        if self.capturable and all(active) and bias is None and len(set(self.updates)) == 1:
+            self._captured_step(step, batch)
+            return
+        grads = self._gradients(batch, bias)
+        with torch.no_grad():
             self._update(step, grads, active)
 
+    # --- the step in a form a CUDA graph captures: no host values, the per-step scalars computed on the device ---
+    def _device_step(self):
+        grads = self._gradients(self.static_batch, None)
+        with torch.no_grad():
+            t = self.update_now
+            factor = lr_factor_tensor(self.step_now, self.schedule, self.total_steps, self.warmup)
+            lr = self.base_lr * factor
+            if self.adam:
+                b1, b2 = self.BETAS
+                self._apply(grads, None, (lr / (1 - b1 ** t)).float(), torch.sqrt(1 - b2 ** t).float().expand_as(lr), None)
+            else:
+                self._apply(grads, lr.float(), None, None, None)
+
+    def _captured_step(self, step, batch):
+        """One step of runs that all advance together, from device-side scalars; on CUDA replayed from a graph
+        captured at the first such step (elsewhere run as is: the same arithmetic, testable on a CPU)."""
+        if self.static_batch is None:
+            self.static_batch = tree_map(torch.empty_like, batch)
+        tree_map(lambda dst, src: dst.copy_(src), self.static_batch, batch)
+        self.step_now.fill_(step)
+        self.update_now.fill_(self.updates[0] + 1)
+        if self.device.type != "cuda":
+            self._device_step()
+        else:
+            if self.graph is None:
+                self.graph = self._capture()
+            self.graph.replay()
+        self.updates = [u + 1 for u in self.updates]
+
+    def _capture(self):
+        """Warm up on a side stream (the state restored afterwards), then capture ``_device_step``."""
+        state = [t.clone() for t in self._tensors()]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                self._device_step()
+        torch.cuda.current_stream().wait_stream(side)
+        for t, saved in zip(self._tensors(), state):
+            t.copy_(saved)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._device_step()
+        return graph
+
+    def _tensors(self):
+        """Every tensor a step changes (parameters and optimizer state)."""
+        buffers = (self.exp_avg, self.exp_avg_sq) if self.adam else (self.momentum_buffer,)
+        return [t for d in (self.params, *buffers) for t in d.values()]
+
     def _update(self, step, grads, active):
-        all_active = all(active)
         lrs = [r.cfg.lr * lr_factor(r.cfg, step) if a else 0.0 for r, a in zip(self.runs, active)]
         for i, a in enumerate(active):
             self.updates[i] += int(a)
-        keep = None if all_active else torch.tensor(active, device=self.device)
+        keep = None if all(active) else torch.tensor(active, device=self.device)
         if self.adam:
             b1, b2 = self.BETAS
             t = [max(u, 1) for u in self.updates]
             step_size = torch.tensor([lr / (1 - b1 ** k) for lr, k in zip(lrs, t)], device=self.device)
             bc2_sqrt = torch.tensor([math.sqrt(1 - b2 ** k) for k in t], device=self.device)
+            self._apply(grads, None, step_size, bc2_sqrt, keep)
         else:
-            lr = torch.tensor(lrs, device=self.device)
+            self._apply(grads, torch.tensor(lrs, device=self.device), None, None, keep)
+
+    def _apply(self, grads, lr, step_size, bc2_sqrt, keep):
+        """The elementwise update of every stacked parameter: Adam (``step_size`` = lr / (1 - β₁ᵗ), ``bc2_sqrt``
+        = √(1 - β₂ᵗ), per run) or SGD (``lr`` per run); ``keep`` masks the runs that do not move (None: all move)."""
         for n, p in self.params.items():
             g, shape = grads[n], self.shape[n]
             if self.any_decay:
@@ -265,6 +358,7 @@ class _StackedEngine:
                 if self.any_frozen:
                     g = g * self.trainable[n]
             if self.adam:
+                b1, b2 = self.BETAS
                 m, v = self.exp_avg[n], self.exp_avg_sq[n]
                 m_new, v_new = m.lerp(g, 1 - b1), (v * b2).addcmul_(g, g, value=1 - b2)
                 new_p = p - step_size.view(shape) * m_new / (v_new.sqrt() / bc2_sqrt.view(shape) + self.EPS)
@@ -369,7 +463,8 @@ def _loop(runs, engine, save_every, callbacks, progress, stop_after, on_result, 
     def finish(i):
         r = runs[i]
         metrics, positions, arrays = r.task.tables(r.evals, r.cfg.seed)
-        meta = {"device": str(device), "wall_time_s": round(r.elapsed, 2), "torch": torch.__version__}
+        meta = {"device": str(device), "wall_time_s": round(r.elapsed, 2), "torch": torch.__version__,
+                "matmul_operands": r.cfg.matmul_operands}
         if len(runs) > 1:
             meta["stacked_runs"] = len(runs)
         if r.reseeded_at is not None:
@@ -473,16 +568,20 @@ def check_stackable(configs) -> torch.device:
 
 def train_many(configs, init_states=None, run_dirs=None, save_every: int = 5, progress: bool = True,
                backend: str = "auto", stop_after: int | None = None, on_result=None,
-               deadline: float | None = None) -> list[TrainResult]:
+               deadline: float | None = None, cuda_graphs: bool = False) -> list[TrainResult]:
     """Train S runs of one architecture; returns their results in order, each as ``train`` gives it.
 
-    backend: "stacked" (one vmapped computation; runs grouped by optimizer and batch size), "sequential"
+    backend: "stacked" (one vmapped computation; runs grouped by optimizer, batch size and matmul operands), "sequential"
         (``train`` once per config) or "auto" (stacked on CUDA, sequential elsewhere: on a CPU the batched
         matmuls of vmap cost more than running the runs in turn; ``benchmarks/train_bench.py`` measures it).
         Muon does not stack: such runs go sequentially, with a warning.
     init_states, run_dirs: per config, as ``train``'s ``init_state`` and ``run_dir`` (None for all).
     on_result: ``f(index, result)`` called as each run finishes (e.g. to cache it at once).
     stop_after, deadline: as in ``train`` (every unfinished run saves its resume state).
+    cuda_graphs: stacked runs that advance together take each step from one CUDA graph (captured at the first
+        such step; the per-step learning rates and Adam's corrections computed on the device), which removes the
+        launch cost that bounds small models on a GPU. Off CUDA the same step runs eagerly (the arithmetic the
+        tests check). Steps where runs differ in progress, or with an attention bias, run as without it.
     """
     configs = list(configs)
     device = check_stackable(configs)
@@ -500,7 +599,8 @@ def train_many(configs, init_states=None, run_dirs=None, save_every: int = 5, pr
     groups = {}
     for i, c in enumerate(configs):
         stackable = backend == "stacked" and c.optimizer in STACKABLE_OPTIMIZERS
-        groups.setdefault((c.optimizer, c.batch_size) if stackable else ("sequential", i), []).append(i)
+        groups.setdefault((c.optimizer, c.batch_size, c.matmul_operands) if stackable else ("sequential", i),
+                          []).append(i)
     muon = [i for i, c in enumerate(configs) if c.optimizer not in STACKABLE_OPTIMIZERS]
     if backend == "stacked" and muon:
         warnings.warn(f"train_many: optimizer(s) {sorted({configs[i].optimizer for i in muon})} do not stack "
@@ -516,6 +616,6 @@ def train_many(configs, init_states=None, run_dirs=None, save_every: int = 5, pr
                             stop_after=stop_after, deadline=deadline))
             continue
         runs = [_Run(configs[i], device, run_dirs[i]) for i in members]
-        engine = _StackedEngine(runs, [init_states[i] for i in members], device)
+        engine = _StackedEngine(runs, [init_states[i] for i in members], device, capturable=cuda_graphs)
         _loop(runs, engine, save_every, (), progress, stop_after, report, device, deadline)
     return results

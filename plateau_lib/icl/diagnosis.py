@@ -1,0 +1,139 @@
+"""Runs for the differential diagnosis of the stages run (why λ̂ does not fall in LR3–LR4): Hoogland et al.'s
+configuration retrained with its weights kept at a dozen steps, at other model seeds and with bfloat16 matrix
+operands (``TrainConfig.matmul_operands``), each kept compactly in the repository across work sessions.
+
+A run's state waits in ``results/in_progress/icl_diagnosis-<name>/``: ``resume.pt`` while training (about 1.5 MB),
+the kept checkpoints ``ckpt_<step>.pt`` (``KEPT_STEPS``, 213 KB each), ``metrics.csv`` (its evaluations at the
+paper's 190 checkpoint steps), and ``progress.json`` (status "in progress" with the step reached, or
+"finished"; device, seconds and commit). ``retrain`` resumes from that state and saves it again at its time
+budget, so a run of several CPU-hours spans work sessions; a run trained on a lent GPU arrives in the same form.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from plateau_lib.engine import cache
+from plateau_lib.engine.runs import TrainConfig
+from plateau_lib.engine.train import Stopped, train_many
+from plateau_lib.engine.utils import git_commit, resolve_device, write_json
+from plateau_lib.icl.presets import ICL_PAPER
+
+IN_PROGRESS = cache.COMMITTED / "in_progress"
+KIND = "icl_diagnosis"
+TARGET_STEPS = (1_000, 5_000, 10_000, 20_000, 40_000, 80_000, 126_000, 200_000, 250_000, 320_000, 400_000, 500_000)
+
+
+def kept_steps(cfg: TrainConfig = ICL_PAPER) -> tuple[int, ...]:
+    """The checkpoint steps of ``cfg`` nearest to ``TARGET_STEPS`` (the paper's 1k, 40k, 126k, 320k and the end,
+    and steps between them): the weights the diagnosis keeps."""
+    ckpts = np.array(sorted(cfg.checkpoint_steps))
+    return tuple(sorted({int(ckpts[np.abs(ckpts - t).argmin()]) for t in TARGET_STEPS if t <= cfg.steps}))
+
+
+KEPT_STEPS = kept_steps()
+
+
+def variant(seed: int = 1, matmul_operands: str = "float32", steps: int | None = None) -> TrainConfig:
+    """Hoogland et al.'s run (``ICL_PAPER``) at another model seed or matmul precision. Seed 1 in float32 is the
+    paper config itself (the committed stages run's key); its retrain keeps weights in its own run folder."""
+    cfg = ICL_PAPER.replace(seed=seed, matmul_operands=matmul_operands)
+    return cfg if steps is None else cfg.replace(steps=steps)
+
+
+def data_stream(cfg: TrainConfig) -> str:
+    """The device type whose generator draws the run's data: the same seed gives another stream on a GPU."""
+    return resolve_device(cfg.device).type
+
+
+def name(cfg: TrainConfig, stream: str | None = None) -> str:
+    """The state folder's name: seed, precision and data stream (``data_stream``), then the config's key."""
+    stream = data_stream(cfg) if stream is None else stream
+    return f"{KIND}-seed{cfg.seed}-{cfg.matmul_operands}-{stream}-{cache.cache_key(cfg)}"
+
+
+def state_folder(cfg: TrainConfig, stream: str | None = None) -> Path:
+    return IN_PROGRESS / name(cfg, stream)
+
+
+def run_folder(cfg: TrainConfig) -> Path:
+    """This machine's working folder (resume state and every checkpoint the run writes)."""
+    return cache.LOCAL / f"{name(cfg)}.partial"
+
+
+def progress(cfg: TrainConfig, stream: str | None = None) -> dict | None:
+    path = state_folder(cfg, stream) / "progress.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _step_of(resume: Path) -> int:
+    return int(torch.load(resume, weights_only=True, map_location="cpu")["step"]) if resume.exists() else -1
+
+
+def restore(cfg: TrainConfig, run_dir: Path) -> int:
+    """Copy the committed resume state into ``run_dir`` if it is further along; the step training resumes from."""
+    src = state_folder(cfg) / "resume.pt"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if _step_of(src) > _step_of(run_dir / "resume.pt"):
+        shutil.copy2(src, run_dir / "resume.pt")
+    return max(_step_of(run_dir / "resume.pt"), 0)
+
+
+def save(cfg: TrainConfig, run_dir: Path, result=None, dst: Path | None = None) -> dict:
+    """Copy the run's kept checkpoints, its resume state (or, once finished, its evaluations) and its progress
+    into ``dst`` (default ``state_folder``); returns the progress record."""
+    dst = state_folder(cfg) if dst is None else dst
+    dst.mkdir(parents=True, exist_ok=True)
+    for step in KEPT_STEPS:
+        ckpt = run_dir / f"ckpt_{step:06d}.pt"
+        if ckpt.exists() and not (dst / ckpt.name).exists():
+            shutil.copy2(ckpt, dst / ckpt.name)
+    record = {"config": cfg.key_dict(), "commit": git_commit(), "date": dt.date.today().isoformat(),
+              "torch": torch.__version__}
+    if result is not None:
+        result.metrics.to_csv(dst / "metrics.csv", index=False)
+        (dst / "resume.pt").unlink(missing_ok=True)
+        record.update(status="finished", step=cfg.steps, meta=result.meta)
+    else:
+        resume = run_dir / "resume.pt"
+        if resume.exists() and _step_of(resume) >= _step_of(dst / "resume.pt"):
+            shutil.copy2(resume, dst / "resume.pt")
+        if not (dst / "resume.pt").exists():  # one after another on a CPU, a later run may not have started
+            record.update(status="not started", step=0)
+        else:
+            state = torch.load(dst / "resume.pt", weights_only=True, map_location="cpu")
+            record.update(status="in progress", step=int(state["step"]), seconds_by_device=state.get("by_device"))
+    write_json(dst / "progress.json", record)
+    return record
+
+
+def retrain(configs: list[TrainConfig], budget_s: float, progress_bar: bool = True, out: Path | None = None,
+            cuda_graphs: bool = False) -> list:
+    """Train ``configs`` (stacked where the device stacks; ``cuda_graphs`` as ``train_many``'s) from their committed
+    states for at most ``budget_s`` seconds, then save each one's state (into ``out/<name>`` instead of the
+    repository when given)."""
+    dirs = [run_folder(c) for c in configs]
+    for c, d in zip(configs, dirs):
+        restore(c, d)
+    finished = {}
+    try:
+        train_many(configs, run_dirs=dirs, progress=progress_bar, deadline=time.time() + budget_s,
+                   on_result=lambda i, r: finished.__setitem__(i, r), cuda_graphs=cuda_graphs)
+    except Stopped as stop:
+        print(stop, flush=True)
+    return [save(c, d, finished.get(i), None if out is None else Path(out) / name(c))
+            for i, (c, d) in enumerate(zip(configs, dirs))]
+
+
+def load_checkpoint(cfg: TrainConfig, step: int, stream: str = "cpu") -> dict:
+    """The kept weights of ``cfg`` (its data drawn on ``stream``) at ``step`` (a state dict)."""
+    path = state_folder(cfg, stream) / f"ckpt_{step:06d}.pt"
+    if not path.exists():
+        raise FileNotFoundError(f"no kept checkpoint at step {step} for {name(cfg, stream)}; kept steps: {KEPT_STEPS}")
+    return torch.load(path, weights_only=True, map_location="cpu")

@@ -1,0 +1,31 @@
+"""Train the stages run's diagnosis variants (plateau_lib.icl.diagnosis) for a time budget, resuming from and saving
+to results/in_progress/; commit that folder afterwards.
+
+    OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 1 --budget-s 9000            # the retrain, one core
+    OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 2 --operands bfloat16 --budget-s 9000
+    python scripts/icl_diagnosis.py --seeds 0 1 2 3 4 --cuda-graphs --budget-s 400 --out /tmp/lease   # a GPU
+"""
+import argparse
+
+from plateau_lib.engine.utils import cpu_threads
+from plateau_lib.icl import diagnosis
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1], help="model seeds (default: 1)")
+    parser.add_argument("--operands", choices=("float32", "bfloat16"), default="float32",
+                        help="the matrix products' operands (default: float32)")
+    parser.add_argument("--budget-s", type=float, required=True, help="seconds of training before saving")
+    parser.add_argument("--cuda-graphs", action="store_true", help="stacked steps from a CUDA graph (a GPU)")
+    parser.add_argument("--out", default=None, help="save the states here instead of results/in_progress/")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    cpu_threads()
+    configs = [diagnosis.variant(s, args.operands) for s in args.seeds]
+    for record in diagnosis.retrain(configs, args.budget_s, not args.no_progress, args.out, args.cuda_graphs):
+        print(record["status"], record["step"], record.get("seconds_by_device"), flush=True)
+
+
+if __name__ == "__main__":
+    main()
