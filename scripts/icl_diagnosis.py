@@ -4,6 +4,7 @@ to results/in_progress/; commit that folder afterwards.
     OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 1 --budget-s 9000            # the retrain, one core
     OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 2 --operands bfloat16 --budget-s 9000
     python scripts/icl_diagnosis.py --seeds 0 1 2 3 4 --cuda-graphs --budget-s 400 --out /tmp/lease   # a GPU
+    OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 0 2 --stream cuda --llc-at 40292 --budget-s 3600
 """
 import argparse
 
@@ -16,13 +17,20 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1], help="model seeds (default: 1)")
     parser.add_argument("--operands", choices=("float32", "bfloat16"), default="float32",
                         help="the matrix products' operands (default: float32)")
-    parser.add_argument("--budget-s", type=float, required=True, help="seconds of training before saving")
+    parser.add_argument("--budget-s", type=float, required=True, help="seconds of work before saving")
+    parser.add_argument("--llc-at", type=int, nargs="+", default=None,
+                        help="instead of training: λ̂ at these kept checkpoint steps of the runs")
+    parser.add_argument("--stream", choices=("cpu", "cuda"), default="cpu",
+                        help="with --llc-at: the runs whose data a CPU or a GPU drew (default: cpu)")
     parser.add_argument("--cuda-graphs", action="store_true", help="stacked steps from a CUDA graph (a GPU)")
     parser.add_argument("--out", default=None, help="save the states here instead of results/in_progress/")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     cpu_threads()
     configs = [diagnosis.variant(s, args.operands) for s in args.seeds]
+    if args.llc_at:
+        diagnosis.llc_at([(c, args.stream) for c in configs], args.llc_at, budget_s=args.budget_s)
+        return
     for record in diagnosis.retrain(configs, args.budget_s, not args.no_progress, args.out, args.cuda_graphs):
         print(record["status"], record["step"], record.get("seconds_by_device"), flush=True)
 

@@ -17,13 +17,16 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
 from plateau_lib.engine import cache
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped, train_many
-from plateau_lib.engine.utils import git_commit, resolve_device, write_json
-from plateau_lib.icl.presets import ICL_PAPER
+from plateau_lib.engine.utils import atomic_path, git_commit, resolve_device, write_json
+from plateau_lib.icl.development import llc_data
+from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
+from plateau_lib.llc import llc_over_checkpoints
 
 IN_PROGRESS = cache.COMMITTED / "in_progress"
 KIND = "icl_diagnosis"
@@ -137,3 +140,34 @@ def load_checkpoint(cfg: TrainConfig, step: int, stream: str = "cpu") -> dict:
     if not path.exists():
         raise FileNotFoundError(f"no kept checkpoint at step {step} for {name(cfg, stream)}; kept steps: {KEPT_STEPS}")
     return torch.load(path, weights_only=True, map_location="cpu")
+
+
+def llc_table(cfg: TrainConfig, stream: str = "cpu") -> pd.DataFrame:
+    """λ̂ rows made at the run's kept checkpoints (``llc_at``): step, λ̂ and its chains' spread, the budget."""
+    path = state_folder(cfg, stream) / "llc.csv"
+    return pd.read_csv(path) if path.exists() else pd.DataFrame()
+
+
+def llc_at(runs: list[tuple[TrainConfig, str]], steps, llc: dict = ICL_LLC_REDUCED, budget_s: float = float("inf")):
+    """λ̂ at the kept checkpoints ``steps`` of each (config, data stream) run with the stages page's SGLD setting
+    (``ICL_LLC_REDUCED``: the paper's ε, γ, nβ; 4 chains x 800 draws after 200), one row at a time, each kept
+    in the run's ``llc.csv`` as it is made (a rerun skips the rows present); stops before a row past ``budget_s``."""
+    bad = [s for s in steps if s not in KEPT_STEPS]
+    if bad:
+        raise ValueError(f"steps {bad} are not kept checkpoints; allowed: {KEPT_STEPS}")
+    deadline, settings = time.time() + budget_s, {k: v for k, v in llc.items() if k != "n_data"}
+    for step in steps:
+        for cfg, stream in runs:
+            done = llc_table(cfg, stream)
+            if (not done.empty and step in set(done["step"])) or time.time() > deadline:
+                continue
+            model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
+            data = llc_data(cfg, llc["n_data"], llc["seed"], "cpu")
+            row = llc_over_checkpoints(model, loss, data, [(step, load_checkpoint(cfg, step, stream))],
+                                       progress=False, device="cpu", **settings)
+            row["budget"] = f"{llc['num_chains']} chains x {llc['num_draws']} draws after {llc['num_burnin_steps']}"
+            table = pd.concat([done, row], ignore_index=True).sort_values("step")
+            with atomic_path(state_folder(cfg, stream) / "llc.csv") as tmp:
+                table.to_csv(tmp, index=False)
+            print(f"{name(cfg, stream)}: λ̂ at {step} = {float(row['llc_mean'].iloc[0]):.1f}", flush=True)
+
