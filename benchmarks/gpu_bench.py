@@ -1,10 +1,10 @@
 """The training engine on a GPU against the GPU's own floor: matrix-product peaks, and the stacked training step of
 the two ICL models the GPU is lent for, in one process, side by side.
 
-Rows (each the median of ``--repeats`` alternated repeats; the time of a training variant is the difference
-between ``train_many`` over ``3n`` and over ``n`` steps, divided by ``2n``, so start-up, evaluations and the
-graph's capture cancel):
-- ``matmul peak``: an n x n x n product in bfloat16 and in float32 (TF32 off), in TFLOP/s;
+The matrix-product peaks (an n x n x n product in bfloat16 and in float32, TF32 off, in TFLOP/s) are kept with
+the record's arguments (``peaks_tflops``). Rows (each the median of ``--repeats`` alternated repeats; the time of
+a training variant is the difference between ``train_many`` over ``3n`` and over ``n`` steps, divided by ``2n``,
+so start-up, evaluations and the graph's capture cancel):
 - ``Hoogland L2H4, 5 seeds stacked`` (51,717 parameters, batch 256, 16 tokens) and ``Carroll paper model, 12 M
   stacked`` (2,641,417 parameters, batch 256, 32 tokens): the plain forward+backward of the stacked model (vmap
   of the loss's gradient, no optimizer: the floor), ``train_many`` eager, ``train_many(cuda_graphs=True)``, and
@@ -115,8 +115,7 @@ def main():
     size = 256 if args.tiny else 8192
     peaks = {dt: max(matmul_peak(size, getattr(torch, dt), device) for _ in range(args.repeats))
              for dt in ("bfloat16", "float32")}
-    rows = [{"workload": "matmul peak", "variant": f"{size}^3 {dt}", "tflops": round(v, 2)} for dt, v in peaks.items()]
-    ratios, checks = {}, {}
+    rows, ratios, checks = [], {}, {}
     for name, (cfgs, params, flops) in workloads(args.tiny, device).items():
         n = steps if name.startswith("Hoogland") else max(1, steps // 10)
         variants = {"floor: stacked forward+backward": lambda: floor_seconds(cfgs, n, device),
@@ -138,20 +137,21 @@ def main():
         for v, ts in times.items():
             s = sorted(ts)[len(ts) // 2]
             row = {"workload": name, "variant": v, "parameters": params, "ms_per_step": round(1000 * s, 4),
-                   "runs_ms": [round(1000 * t, 4) for t in ts], "tflops": round(flops / s / 1e12, 3),
+                   "runs_wall_s": [round(2 * n * t, 4) for t in ts], "tflops": round(flops / s / 1e12, 3),
                    "pct_bf16_peak": round(100 * flops / s / 1e12 / peaks["bfloat16"], 2),
                    "pct_fp32_peak": round(100 * flops / s / 1e12 / peaks["float32"], 2)}
             floor = floor or row
             row["x_floor"] = round(row["ms_per_step"] / floor["ms_per_step"], 4)
             rows.append(row)
             print(name, "|", v, {k: row[k] for k in ("ms_per_step", "tflops", "pct_bf16_peak", "x_floor")}, flush=True)
-            ratios[f"{name}: {v} / floor"] = row["x_floor"]
+            if row is not floor:
+                ratios[f"{name}: {v} / floor (wall)"] = row["x_floor"]
         checks[f"{name}: cuda_graphs vs eager, max |Δparam| after {n} steps"] = graph_difference(cfgs, n)
         print(checks, flush=True)
     checks["medium float32 product vs bf16-rounded operands, max |Δ| / mean |product|"] = medium_vs_rounded(size, device)
     print(peaks, checks, flush=True)
     path = B.write_benchmark("gpu", rows, ratios, threads, device=device, folder=args.out, merge=True,
-                             checks=checks, steps=steps, repeats=args.repeats, tiny=args.tiny,
+                             peaks_tflops={f"{size}^3 {dt}": round(v, 2) for dt, v in peaks.items()}, checks=checks, steps=steps, repeats=args.repeats, tiny=args.tiny,
                              seconds=round(time.perf_counter() - t_start, 1))
     print(path)
 

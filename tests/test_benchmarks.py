@@ -64,3 +64,21 @@ def test_merged_record_keeps_what_other_devices_measured(tmp_path, monkeypatch):
     runs, _, _ = B.load_benchmarks(tmp_path)
     text = B.heading(runs, "both").data
     assert "on cpu" in text and "on NVIDIA H100" in text and "`steps=98`" in text
+
+
+def test_gpu_bench_runs_tiny_on_a_cpu(tmp_path):
+    """The GPU benchmark at tiny sizes: its rows, and checks that graphs (eagerly here) equal eager training."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, str(root / "benchmarks" / "gpu_bench.py"), "--tiny", "--repeats", "1", "--out",
+                    str(tmp_path)], check=True, capture_output=True, cwd=root, timeout=600)
+    record = json.loads((tmp_path / "gpu.json").read_text())
+    variants = {(r["workload"].split(",")[0], r["variant"]) for r in record["rows"]}
+    assert ("Hoogland L2H4", "train_many, cuda_graphs") in variants and ("Carroll paper model", "train_many, eager") in variants
+    assert all(r["x_floor"] > 0 and r["tflops"] > 0 for r in record["rows"])
+    args = record["args"]["cpu"]
+    assert set(args["peaks_tflops"]) == {"256^3 bfloat16", "256^3 float32"}
+    checks = args["checks"]
+    assert [v for k, v in checks.items() if "cuda_graphs vs eager" in k] == [0.0, 0.0]

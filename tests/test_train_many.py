@@ -128,3 +128,28 @@ def test_extra_evaluation_steps_and_kept_checkpoints(tmp_path, monkeypatch):
     assert BASE.key_dict() == BASE.replace(eval_steps=()).key_dict()  # the new field keeps old keys
     with pytest.raises(ValueError, match="eval_steps"):
         BASE.replace(eval_steps=(21,))
+
+
+def test_capturable_step_equals_eager_stacked_step_and_its_schedules():
+    """``cuda_graphs=True`` off CUDA runs the capturable step eagerly: device-side learning rates and Adam's
+    corrections give the same weights as the host-side ones, for every schedule, Adam and SGD with momentum."""
+    configs = [BASE.replace(seed=1, schedule="one_cycle"),
+               BASE.replace(seed=2, schedule="warmup_cosine", warmup_steps=5, weight_decay=0.01),
+               BASE.replace(seed=3, schedule="warmup_constant", warmup_steps=7, grad_clip=0.5)]
+    sgd = [c.replace(optimizer="sgd", momentum=0.9, lr=0.05) for c in configs]
+    for group in (configs, sgd):
+        eager = train_many(group, backend="stacked", progress=False)
+        captured = train_many(group, backend="stacked", progress=False, cuda_graphs=True)
+        for a, b in zip(eager, captured):
+            _close(a, b, tol=1e-6)
+
+
+def test_lr_factor_tensor_matches_lr_factor():
+    from plateau_lib.engine.train import SCHEDULES_CODE, lr_factor, lr_factor_tensor
+    f64 = lambda v: torch.tensor([float(v)], dtype=torch.float64)  # noqa: E731
+    for schedule, code in SCHEDULES_CODE.items():
+        cfg = BASE.replace(schedule=schedule, steps=1000, warmup_steps=0 if schedule == "one_cycle" else 100)
+        for step in (0, 1, 50, 99, 100, 101, 499, 500, 501, 999, 1000):
+            got = lr_factor_tensor(torch.tensor(float(step), dtype=torch.float64), torch.tensor([code]),
+                                   f64(cfg.steps), f64(cfg.warmup_steps))
+            assert float(got) == pytest.approx(lr_factor(cfg, step), abs=1e-15), (schedule, step)

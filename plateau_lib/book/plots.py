@@ -472,3 +472,26 @@ def location_norms(norms: pd.DataFrame, names: dict, title=None):
                      errorbar="sd", ax=ax, legend=i == 0, marker="o", markersize=4)
         ax.set(xlabel="output position j (predicts y_j)", ylabel="mean L2 norm" if i == 0 else "", title=label)
     return legend_below(fig, np.atleast_1d(axes)[0], title=title)
+
+
+def markers_vs_step(table: pd.DataFrame, panels, reference: dict | None = None, hue: str = "seed",
+                    style: str | None = None, title=None, ncols: int = 2, panel_height: float = 2.4):
+    """Markers against log-step, one panel per ``panels`` entry (column, y label), one line per ``hue`` (and
+    ``style``) value; ``reference``: {column: {step: value}} drawn as black crosses (the paper's values),
+    labelled "paper"."""
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH, panel_height * nrows + 0.8), sharex=True,
+                             layout="constrained", squeeze=False)
+    palette = dict(zip(sorted(table[hue].unique()), sns.color_palette("colorblind", table[hue].nunique())))
+    for ax, (column, ylabel) in zip(axes.flat, panels):
+        sns.lineplot(table, x="step", y=column, hue=hue, style=style, palette=palette, marker="o", markersize=4,
+                     ax=ax, legend=ax is axes.flat[0], errorbar=None)
+        points = (reference or {}).get(column)
+        if points:
+            ax.scatter(list(points), list(points.values()), marker="X", s=55, color="black", zorder=5, label="paper")
+        ax.set(xscale="log", xlabel="step", ylabel=ylabel)
+    for ax in axes.flat[len(panels):]:
+        ax.remove()
+    if reference and not (reference.get(panels[0][0])):
+        axes.flat[0].scatter([], [], marker="X", s=55, color="black", label="paper")
+    return legend_below(fig, axes.flat[0], ncols=4, title=title)

@@ -38,6 +38,16 @@ PAPER_LLC = {0: -0.7, 1_000: 18.6, 5_000: 124.0, 10_000: 156.0, 40_000: 169.3, 1
              320_000: 112.8, 500_000: 116.3}
 # The weight norm of the same run at its boundaries and end (reference §4.2): most of its growth is in LR3-LR4.
 PAPER_WEIGHT_NORM = {0: 24.9, 40_000: 31.9, 126_000: 68.7, 323_232: 213.0, 500_000: 236.0}
+# The seed-1 run's other logged markers (reference §4.2): evaluation MSE, Δ to ridge (not divided by D), and the
+# loss on inputs scaled by g = 5, which the authors' notebook computed with noise of std 0.125 (variance 0.0156), so
+# only its direction compares with ours (variance 0.125); and the range of λ̂ over their seeds 0-4 at each point.
+PAPER_EVAL_LOSS = {0: 4.45, 1_000: 4.17, 5_000: 2.58, 10_000: 2.10, 24_000: 1.93, 40_000: 1.90, 80_000: 1.86,
+                   126_000: 1.83, 323_000: 1.78, 500_000: 1.747}
+PAPER_DELTA_RIDGE = {0: 2.76, 40_000: 0.239, 126_000: 0.171, 500_000: 0.091}
+PAPER_OOD_INPUTS_STD_NOISE = {0: 99.2, 40_000: 72.2, 126_000: 78.7, 323_000: 84.8, 500_000: 84.5}
+PAPER_LLC_SEEDS = {1_000: (18, 20), 5_000: (109, 126), 10_000: (154, 157), 20_000: (167, 168), 40_000: (169, 171),
+                   80_000: (165, 166), 126_000: (156, 158), 200_000: (148, 152), 320_000: (113, 131),
+                   400_000: (113, 130), 500_000: (116, 141)}
 PAPER_POINTS = {1_000: "1k (end of LR1)", 40_000: "40k (end of LR2, the λ̂ peak)", 126_000: "126k (end of LR3)",
                 320_000: "320k (end of LR4)", 500_000: "500k (end)"}
 

@@ -171,3 +171,125 @@ def llc_at(runs: list[tuple[TrainConfig, str]], steps, llc: dict = ICL_LLC_REDUC
                 table.to_csv(tmp, index=False)
             print(f"{name(cfg, stream)}: λ̂ at {step} = {float(row['llc_mean'].iloc[0]):.1f}", flush=True)
 
+
+STREAMS = {"cpu": "CPU", "cuda": "GPU"}
+EVAL_SEED = 20_000_003  # the common held-out sequences every run is scored on (``markers``)
+MARKERS = ("loss", "delta_ridge", "loss_ood_inputs", "loss_ood_tasks", "pred_sq", "weight_norm")
+
+
+def runs_present(seeds=range(5), operands=("float32", "bfloat16")) -> list[tuple[TrainConfig, str]]:
+    """The (config, data stream) runs with a committed state, in seed order."""
+    return [(variant(s, o), stream) for s in seeds for o in operands for stream in STREAMS
+            if state_folder(variant(s, o), stream).exists()]
+
+
+def label(cfg: TrainConfig, stream: str) -> str:
+    return f"seed {cfg.seed}, {cfg.matmul_operands}, {STREAMS[stream]} data"
+
+
+def _kept(cfg: TrainConfig, stream: str) -> list[int]:
+    folder = state_folder(cfg, stream)
+    return sorted(int(p.stem.split("_")[1]) for p in folder.glob("ckpt_*.pt"))
+
+
+def markers(runs: list[tuple[TrainConfig, str]], n: int = 2**13) -> pd.DataFrame:
+    """Hoogland et al.'s markers at every kept checkpoint of ``runs``, all scored on the same ``n`` held-out
+    sequences (so seeds differ by their weights alone): evaluation loss, Δ to ridge, loss on inputs and on tasks
+    scaled by g = 5, the mean-square prediction, the weight norm and the final layer norm's mean |weight|.
+    Each run's rows are kept in its state folder (``markers.csv``, per ``n``) and only new checkpoints are scored.
+    Tidy: one row per run and step."""
+    tables = []
+    for cfg, stream in runs:
+        path = state_folder(cfg, stream) / "markers.csv"
+        kept = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["step", "n"])
+        kept = kept[kept["n"] == n]
+        todo = [s for s in _kept(cfg, stream) if s not in set(kept["step"])]
+        if todo:
+            task = cfg.make_task()
+            batch = task.sample(n, torch.Generator().manual_seed(EVAL_SEED))
+            model, rows = task.build_model(cfg), []
+            for step in todo:
+                model.load_state_dict(load_checkpoint(cfg, step, stream))
+                out = task.evaluate(model, batch)
+                rows.append({"step": step, "n": n, **{k: float(out[k]) for k in MARKERS if k in out},
+                             "ln_f": float(model.ln_f.weight.detach().abs().mean())})
+            kept = pd.concat([kept, pd.DataFrame(rows)], ignore_index=True).sort_values("step")
+            with atomic_path(path) as tmp:
+                kept.to_csv(tmp, index=False)
+        tables.append(kept.assign(run=label(cfg, stream), seed=cfg.seed, operands=cfg.matmul_operands,
+                                  data=STREAMS[stream]))
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
+def llc_rows(runs: list[tuple[TrainConfig, str]]) -> pd.DataFrame:
+    """Every λ̂ row made so far (``llc_at``), labelled by run."""
+    tables = [llc_table(cfg, stream).assign(run=label(cfg, stream), seed=cfg.seed, operands=cfg.matmul_operands,
+                                            data=STREAMS[stream]) for cfg, stream in runs]
+    tables = [t for t in tables if "step" in t]
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
+def progress_table(runs: list[tuple[TrainConfig, str]]) -> pd.DataFrame:
+    """Each run's state: the step reached, its status and seconds per device."""
+    rows = []
+    for cfg, stream in runs:
+        record = progress(cfg, stream) or {}
+        rows.append({"run": label(cfg, stream), "status": record.get("status", "not started"),
+                     "step reached": record.get("step", 0),
+                     "seconds": ", ".join(f"{v:,.0f} on {k}" for k, v in (record.get("seconds_by_device") or {}).items())})
+    return pd.DataFrame(rows)
+
+
+def _evals(cfg: TrainConfig, stream: str) -> pd.DataFrame:
+    """The run's own evaluations so far (its finished metrics, or those its resume state holds)."""
+    folder = state_folder(cfg, stream)
+    if (folder / "metrics.csv").exists():
+        return pd.read_csv(folder / "metrics.csv")
+    if not (folder / "resume.pt").exists():
+        return pd.DataFrame(columns=["step", "loss"])
+    evals = torch.load(folder / "resume.pt", weights_only=True, map_location="cpu")["evals"]
+    return pd.DataFrame([{"step": step, "loss": float(out["loss"]), "weight_norm": float(out["weight_norm"])}
+                         for step, out in evals])
+
+
+def retrain_check(cfg: TrainConfig = ICL_PAPER) -> dict:
+    """The CPU retrain of the committed stages run against that run's evaluations: the steps compared and the
+    largest difference in evaluation loss and weight norm (0: the same run, bit for bit)."""
+    ours = _evals(cfg, "cpu")
+    found = cache.find("train", cache.cache_key(cfg))
+    if ours.empty or found is None:
+        return {"steps compared": 0, "last step": None, "max |Δ loss|": None, "max |Δ weight norm|": None}
+    both = ours.merge(pd.read_csv(found / "metrics.csv"), on="step", suffixes=("", " committed"))
+    return {"steps compared": len(both), "last step": int(both["step"].max()),
+            "max |Δ loss|": float((both["loss"] - both["loss committed"]).abs().max()),
+            "max |Δ weight norm|": float((both["weight_norm"] - both["weight_norm committed"]).abs().max())}
+
+
+def seed_spread(table: pd.DataFrame, step: int, column: str) -> dict:
+    """At ``step``, float32 runs: seed 1's value, the other seeds' range, and the float32 seed-to-seed sd."""
+    at = table[(table["step"] == step) & (table["operands"] == "float32")]
+    others = at.loc[at["seed"] != 1, column]
+    return {"seed 1": at.loc[at["seed"] == 1, column].mean(), "others low": others.min(), "others high": others.max(),
+            "sd": at[column].std(), "seeds": sorted(at["seed"].unique().tolist())}
+
+
+def precision_gap(table: pd.DataFrame, column: str) -> dict:
+    """The largest |bfloat16 - float32| over the runs' shared (seed, data, step), against the float32 seeds'
+    spread (sd over seeds) at the same step: a precision effect is one that stands out from the seeds'."""
+    fp32 = table[table["operands"] == "float32"]
+    both = table[table["operands"] == "bfloat16"].merge(fp32, on=["seed", "data", "step"], suffixes=("", " fp32"))
+    if both.empty:
+        return {"pairs": 0, "max gap": None, "min seed sd": None}
+    spread = fp32.groupby("step")[column].std()
+    return {"pairs": len(both), "max gap": float((both[column] - both[f"{column} fp32"]).abs().max()),
+            "min seed sd": float(spread.loc[sorted(both["step"].unique())].min()), "last step": int(both["step"].max())}
+
+
+def committed_evals(step: int, cfg: TrainConfig = ICL_PAPER) -> dict:
+    """The committed stages run's evaluation at ``step`` (its own held-out set): loss and Δ to ridge."""
+    found = cache.find("train", cache.cache_key(cfg))
+    if found is None:
+        return {"loss": float("nan"), "delta_ridge": float("nan")}
+    row = pd.read_csv(found / "metrics.csv").set_index("step").loc[step]
+    return {"loss": float(row["loss"]), "delta_ridge": float(row["delta_ridge"])}
+

@@ -1,0 +1,83 @@
+"""The stages page's differential diagnosis (why λ̂ does not fall in LR3–LR4): its figure and its table of
+hypotheses, each with its test, its cost and its result, the results computed from the committed runs
+(``icl.diagnosis``), none typed."""
+from __future__ import annotations
+
+import pandas as pd
+
+from plateau_lib.book import plots
+from plateau_lib.icl import development as dev, diagnosis
+
+STEP_40K = 40_292  # the paper's 40k checkpoint (end of LR2, the λ̂ peak)
+PANELS = [("loss", "evaluation loss"), ("delta_ridge", "Δ to ridge"), ("weight_norm", "weight norm"),
+          ("loss_ood_inputs", "loss, inputs × 5")]
+PAPER = {"loss": dev.PAPER_EVAL_LOSS, "delta_ridge": dev.PAPER_DELTA_RIDGE, "weight_norm": dev.PAPER_WEIGHT_NORM}
+
+
+def load() -> tuple[pd.DataFrame, pd.DataFrame, list]:
+    """(markers at every kept checkpoint, λ̂ rows, the runs) of every diagnosis run committed."""
+    runs = diagnosis.runs_present()
+    return diagnosis.markers(runs), diagnosis.llc_rows(runs), runs
+
+
+def figure(markers: pd.DataFrame):
+    shown = markers.assign(seed=markers["seed"].map(lambda s: f"seed {s}"),
+                           run=markers["operands"] + ", " + markers["data"] + " data")
+    last = int(markers["step"].max())
+    return plots.markers_vs_step(shown, PANELS, PAPER, hue="seed", style="run",
+                                 title=f"The paper's configuration at five model seeds, to step {last:,}")
+
+
+def _range(d: dict, fmt: str) -> str:
+    return f"{d['others low']:{fmt}}–{d['others high']:{fmt}}"
+
+
+def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs) -> pd.DataFrame:
+    """The diagnosis so far: one row per hypothesis (cheapest and most likely first), its result computed."""
+    loss, delta = (diagnosis.seed_spread(markers, STEP_40K, c) for c in ("loss", "delta_ridge"))
+    gaps = {c: diagnosis.precision_gap(markers, c) for c in ("loss", "delta_ridge")}
+    check = diagnosis.retrain_check()
+    progress = diagnosis.progress_table(runs)
+    gpu = progress[progress["run"].str.contains("GPU")]
+    gpu_seconds = max(diagnosis.progress(c, s).get("seconds_by_device", {}).get("cuda", 0.0)
+                      for c, s in runs if s == "cuda")
+    cpu_run = diagnosis.committed_evals(STEP_40K)
+    at_40k = llc[llc["step"] == STEP_40K] if not llc.empty else llc
+    paper_low, paper_high = dev.PAPER_LLC_SEEDS[40_000]
+    if at_40k.empty:
+        llc_result = "Not estimated yet (4 chains × 800 draws, about 9 CPU-minutes a seed)."
+    else:
+        values = ", ".join(f"{r.llc_mean:.1f} (seed {r.seed}, {r.operands})" for r in at_40k.itertuples())
+        inside = sum(paper_low <= v <= paper_high for v in at_40k["llc_mean"])
+        llc_result = (f"λ̂ at step {STEP_40K:,}: {values}; {inside} of {len(at_40k)} inside the paper's seeds "
+                      f"({paper_low}–{paper_high}).")
+    retrain = ("In progress: no state saved yet." if not check["steps compared"] else
+               f"{check['steps compared']} evaluations compared up to step {check['last step']:,}: largest "
+               f"difference {check['max |Δ loss|']:.1g} in loss, {check['max |Δ weight norm|']:.1g} in weight norm")
+    rows = [
+        ("The retrain is the committed run", "Retrain seed 1 with the same code and seed, keeping a dozen "
+         "checkpoints; compare its evaluations with the committed run's", "about 5 CPU-hours (one core)", retrain),
+        ("Our seed 1 is a slow initialisation (PyTorch's seed 1 is not the authors' seed 1)",
+         "Train seeds 0–4 and score every kept checkpoint on one common held-out set of "
+         f"{int(markers['n'].iloc[0]):,} sequences",
+         f"{gpu_seconds:,.0f} s of one H100 GPU: {len(gpu)} runs stacked, to step "
+         f"{int(gpu['step reached'].min()):,}–{int(gpu['step reached'].max()):,}",
+         f"At step {STEP_40K:,} (the paper: loss {dev.PAPER_EVAL_LOSS[40_000]:.2f}, Δ to ridge "
+         f"{dev.PAPER_DELTA_RIDGE[40_000]:.3f}) seeds {', '.join(str(s) for s in loss['seeds'] if s != 1)} give loss "
+         f"{_range(loss, '.3f')} and Δ to ridge {_range(delta, '.3f')}; seed 1 gives {loss['seed 1']:.3f} and "
+         f"{delta['seed 1']:.3f} with the GPU's data, and the committed CPU run (its own data and held-out set) "
+         f"{cpu_run['loss']:.3f} and {cpu_run['delta_ridge']:.3f}. The lag is our seed 1's, not the setup's."),
+        ("The TPU's bfloat16 matrix products", "Seeds 0–2 again with every product's operands rounded to bfloat16 "
+         "(forward and backward, float32 sums: XLA's default on a TPU)", "the same GPU run",
+         f"Over {gaps['loss']['pairs']} matched checkpoints to step {gaps['loss']['last step']:,} bfloat16 moves the "
+         f"loss by at most {gaps['loss']['max gap']:.4f} and Δ to ridge by {gaps['delta_ridge']['max gap']:.4f}, "
+         f"below the seeds' spread (sd at least {gaps['loss']['min seed sd']:.4f} and "
+         f"{gaps['delta_ridge']['min seed sd']:.4f}). Not the cause so far; LR3–LR4 are still to come."),
+        ("λ̂ at the peak depends on the seed", "λ̂ at the 40k checkpoint of every seed, the stages run's SGLD "
+         "setting", "about 9 CPU-minutes a run", llc_result),
+        ("λ̂ falls in LR3–LR4 at the other seeds", "Train seeds 0, 2, 3, 4 to 500k steps; λ̂ at 126k, 320k and "
+         "the end", "about 5 more GPU leases at this speed", "Open: the runs stand at the steps above."),
+        ("The estimator as the authors ran it", "No burn-in, losses from the SGLD minibatches, n = 2²⁰, "
+         "10 chains × 5,000 draws, at 40k, 320k and 500k", "a GPU lease", "Open."),
+    ]
+    return pd.DataFrame(rows, columns=["hypothesis", "test", "cost", "result"])

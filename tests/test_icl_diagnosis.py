@@ -1,0 +1,77 @@
+"""The stages diagnosis's runs: kept checkpoints, a state that resumes across sessions, λ̂ rows kept one by one."""
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from plateau_lib.engine import cache
+from plateau_lib.engine.train import train
+from plateau_lib.icl import diagnosis
+from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
+
+TINY = ICL_PAPER.replace(d_model=8, n_head=2, batch_size=8, eval_batch=16, steps=990, eval_every=500,
+                         checkpoint_steps=(0, 984), eval_steps=(10, 984), device="cpu")
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setattr(diagnosis, "IN_PROGRESS", tmp_path / "in_progress")
+    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+    return tmp_path
+
+
+def test_kept_steps_are_the_paper_checkpoints_nearest_the_targets():
+    assert diagnosis.KEPT_STEPS[:5] == (984, 5050, 10100, 20201, 40292)
+    assert set(diagnosis.KEPT_STEPS) <= set(ICL_PAPER.checkpoint_steps) and diagnosis.KEPT_STEPS[-1] == 499_999
+    assert {126_262, 318_181} <= set(diagnosis.KEPT_STEPS)  # the paper's 126k and 320k
+    # seed 1 in float32 is the paper's config itself: the committed stages run's key, with the stream in the name
+    assert diagnosis.name(diagnosis.variant(), "cpu") == "icl_diagnosis-seed1-float32-cpu-9f3124abd06b377d"
+    assert diagnosis.name(diagnosis.variant(), "cuda") != diagnosis.name(diagnosis.variant(), "cpu")
+
+
+def test_a_stopped_run_resumes_from_its_state_and_ends_as_an_uninterrupted_run(store):
+    (first,) = diagnosis.retrain([TINY], budget_s=0.0, progress_bar=False)
+    assert first["status"] == "in progress" and 0 < first["step"] < TINY.steps
+    folder = diagnosis.state_folder(TINY)
+    assert (folder / "resume.pt").exists() and json.loads((folder / "progress.json").read_text())["step"] == first["step"]
+    (done,) = diagnosis.retrain([TINY], budget_s=600, progress_bar=False)
+    assert done["status"] == "finished" and done["step"] == TINY.steps and not (folder / "resume.pt").exists()
+    assert [p.name for p in folder.glob("ckpt_*.pt")] == ["ckpt_000984.pt"]  # only the kept steps stay
+    whole = train(TINY, progress=False)
+    pd.testing.assert_frame_equal(pd.read_csv(folder / "metrics.csv"), whole.metrics, check_dtype=False,
+                                  atol=1e-6, rtol=1e-5)
+    kept = diagnosis.load_checkpoint(TINY, 984)
+    assert set(kept) == set(whole.final_state)
+    with pytest.raises(FileNotFoundError, match="kept steps"):
+        diagnosis.load_checkpoint(TINY, 5050)
+
+
+def test_llc_rows_are_kept_and_not_redone(store, monkeypatch):
+    diagnosis.retrain([TINY], budget_s=600, progress_bar=False)
+    calls = []
+    real = diagnosis.llc_over_checkpoints
+    monkeypatch.setattr(diagnosis, "llc_over_checkpoints", lambda *a, **k: calls.append(1) or real(*a, **k))
+    small = {**ICL_LLC_REDUCED, "num_chains": 2, "num_draws": 4, "num_burnin_steps": 0, "n_data": 64, "batch_size": 16}
+    for _ in range(2):
+        diagnosis.llc_at([(TINY, "cpu")], [984], llc=small)
+    table = diagnosis.llc_table(TINY, "cpu")
+    assert len(calls) == 1 and table["step"].tolist() == [984] and table["llc_mean"].notna().all()
+    assert table["budget"].iloc[0] == "2 chains x 4 draws after 0"
+    with pytest.raises(ValueError, match="not kept checkpoints"):
+        diagnosis.llc_at([(TINY, "cpu")], [1000], llc=small)
+
+
+def test_seed_spread_and_precision_gap_on_a_hand_built_table():
+    rows = [(seed, ops, "GPU", step, loss) for seed, ops, step, loss in [
+        (0, "float32", 10, 2.0), (1, "float32", 10, 2.5), (2, "float32", 10, 2.2),
+        (0, "bfloat16", 10, 2.01), (1, "bfloat16", 10, 2.47), (0, "float32", 20, 1.0), (0, "bfloat16", 20, 1.1)]]
+    table = pd.DataFrame(rows, columns=["seed", "operands", "data", "step", "loss"])
+    spread = diagnosis.seed_spread(table, 10, "loss")
+    assert spread["seed 1"] == 2.5 and (spread["others low"], spread["others high"]) == (2.0, 2.2)
+    assert spread["seeds"] == [0, 1, 2] and spread["sd"] == pytest.approx(pd.Series([2.0, 2.5, 2.2]).std())
+    gap = diagnosis.precision_gap(table, "loss")
+    # three matched (seed, step) pairs, the largest gap 0.1 at step 20; step 20 has one float32 seed (no spread),
+    # so the seeds' spread is step 10's
+    assert gap["pairs"] == 3 and gap["max gap"] == pytest.approx(0.1) and gap["last step"] == 20
+    assert gap["min seed sd"] == pytest.approx(spread["sd"])
