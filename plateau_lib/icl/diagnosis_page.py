@@ -81,3 +81,10 @@ def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs) -> pd.DataFrame:
          "10 chains × 5,000 draws, at 40k, 320k and 500k", "a GPU lease", "Open."),
     ]
     return pd.DataFrame(rows, columns=["hypothesis", "test", "cost", "result"])
+
+
+def styled(table: pd.DataFrame):
+    """The hypotheses table as the page shows it: left-aligned text, no index."""
+    left = [{"selector": "th", "props": [("text-align", "left")]}]
+    return table.style.hide(axis="index").set_properties(**{"text-align": "left"}).set_table_styles(left)
+
