@@ -86,8 +86,9 @@ def test_stage_values_cover_every_claim_and_read_the_curves():
     assert set(values) == {c.metric for c in claims_of(stages_page.FIGURE)}
     assert values["stages found"] == 5
     assert values["paper boundaries matched (at the same fraction of the schedule)"] == 4
-    assert values["step of the λ̂ peak (× 500k ÷ steps)"] == 40_000 and values["λ̂ at its peak"] == 169.3
-    assert values["λ̂ at the end ÷ λ̂ at its peak"] == pytest.approx(116.3 / 169.3)
+    assert values["step of the λ̂ peak (× 500k ÷ steps)"] == 40_000
+    assert values["λ̂ at 40k, the paper's peak (× steps ÷ 500k)"] == 169.3
+    assert values["λ̂ at the end ÷ λ̂ at 40k"] == pytest.approx(116.3 / 169.3)
     assert values["minimum mean-square prediction (LR1 marker)"] == pytest.approx(0.013)
     assert values["final evaluation loss"] == pytest.approx(1.75)
 
@@ -278,3 +279,24 @@ def test_the_paper_runs_findings_and_deviations_are_read_from_its_tables():
     assert "15.0 CPU-hours" in note and "8 of the 190 checkpoints" in note
     assert "4 chains × 800 draws after 200 burn-in steps instead of 10 × 5,000" in note
     assert "262,144 fixed sequences for SGLD instead of 1,048,576" in note
+
+
+def test_llc_is_judged_at_the_papers_moment_and_an_untrained_model_fails():
+    """λ̂ is read at 40k (not at our own peak): a run that peaks at 80k with the paper's height is judged by its
+    40k value. An untrained model's λ̂ (estimated here) and a λ̂ that never falls fail both claims."""
+    from plateau_lib.icl.development import llc_data
+    from plateau_lib.llc import estimate_llc
+    llc = pd.DataFrame({"step": [984, 40_292, 80_807, 499_999], "llc_mean": [18.0, 150.0, 169.3, 160.0]})
+    assert stages_page.llc_at_paper_step(llc, 40_000, 500_000) == 150.0
+    assert np.isnan(stages_page.llc_at_paper_step(llc.iloc[[0, 2, 3]], 40_000, 500_000))  # nearest is 2x away
+    by_metric = {c.metric: c for c in claims_of(stages_page.FIGURE)}
+    at_40k, fall = by_metric["λ̂ at 40k, the paper's peak (× steps ÷ 500k)"], by_metric["λ̂ at the end ÷ λ̂ at 40k"]
+    cfg = presets.ICL_PAPER.replace(device="cpu")
+    task = cfg.make_task()
+    untrained = estimate_llc(task.build_model(cfg), task.loss, llc_data(cfg, 2**10, 0, "cpu"), epsilon=3e-4,
+                             gamma=20 / 3, nbeta=200 / 3, num_chains=2, num_draws=40, batch_size=128, seed=0)
+    assert abs(untrained.llc_mean) < 20
+    assert at_40k.judge(untrained.llc_mean, "paper") == "not reproduced"
+    assert fall.judge(1.0, "paper") == "not reproduced"  # λ̂ that stays where it was at 40k
+    assert at_40k.judge(162.5, "paper") == "partly" and at_40k.judge(170.0, "paper") == "reproduced"
+

@@ -16,10 +16,14 @@ CLAIMS = [
           "4 (1k, 40k, 126k, 320k; within a factor 2)", (4, 4), (2, 4), scale_bound=True, fmt="{:.0f}"),
     Claim(_ICL, "step of the λ̂ peak (× 500k ÷ steps)", "≈ 40k (end of LR2)", (25_000, 65_000), (10_000, 130_000),
           scale_bound=True, fmt="{:,.0f}"),
-    Claim(_ICL, "λ̂ at its peak", "169.3 (169–171 over seeds)", (150, 190), (120, 220), scale_bound=True,
-          fmt="{:.1f}"),
-    Claim(_ICL, "λ̂ at the end ÷ λ̂ at its peak", "0.69 (116.3 ÷ 169.3; falls in LR3–LR4)", (0.55, 0.85),
-          (0.4, 0.95), scale_bound=True, fmt="{:.2f}"),
+    # λ̂ is judged at the paper's moment, the 40k checkpoint (its peak), not at our own peak wherever it falls; the
+    # band is the paper's seeds 0-4 (169-171, reference §4.2), "partly" that range widened by two standard errors
+    # of a 10-chain estimate (the chains' sd is 18-27 there: about ±15). An untrained model gives λ̂ ≈ 0.
+    Claim(_ICL, "λ̂ at 40k, the paper's peak (× steps ÷ 500k)", "169.3 (seeds 0–4: 169–171)", (169, 171),
+          (155, 185), scale_bound=True, fmt="{:.1f}"),
+    # The fall through LR3-LR4: the end over the 40k value; the band is the paper's seeds' (116-141 ÷ 169-171).
+    Claim(_ICL, "λ̂ at the end ÷ λ̂ at 40k", "0.69 (116.3 ÷ 169.3; seeds 0–4: 0.68–0.83; falls in LR3–LR4)",
+          (0.68, 0.83), (0.55, 0.9), scale_bound=True, fmt="{:.2f}"),
     Claim(_ICL, "minimum mean-square prediction (LR1 marker)", "0.013 (below σ² = 0.125)", (0, 0.05), (0, 0.125),
           fmt="{:.3f}"),
     Claim(_ICL, "final evaluation loss", "1.747 ± 0.009 (over seeds)", (1.72, 1.78), (1.65, 1.85),

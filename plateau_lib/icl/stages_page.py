@@ -264,14 +264,24 @@ def stage_values(dev, stages) -> dict:
     steps = run_steps(dev)
     llc = dev.llc.dropna(subset=["llc_mean"]).sort_values("step").reset_index(drop=True)
     peak = llc.loc[llc["llc_mean"].idxmax()]
+    at_40k = llc_at_paper_step(llc, 40_000, steps)
     metrics = dev.train.metrics.sort_values("step")
     matched = (boundary_table(stages.boundaries, steps)["match"] == "yes").sum()
     return {"stages found": len(stages.boundaries) + 1,
             "paper boundaries matched (at the same fraction of the schedule)": int(matched),
             "step of the λ̂ peak (× 500k ÷ steps)": float(to_paper_step(peak["step"], steps)),
-            "λ̂ at its peak": float(peak["llc_mean"]),
-            "λ̂ at the end ÷ λ̂ at its peak": float(llc["llc_mean"].iloc[-1] / peak["llc_mean"]),
+            "λ̂ at 40k, the paper's peak (× steps ÷ 500k)": at_40k,
+            "λ̂ at the end ÷ λ̂ at 40k": float(llc["llc_mean"].iloc[-1] / at_40k),
             **training_values(metrics)}
+
+
+def llc_at_paper_step(llc: pd.DataFrame, paper_step: int, steps: int, tolerance: float = 1.25) -> float:
+    """λ̂ of the row nearest the paper's ``paper_step`` at the same fraction of this run (NaN when the nearest row
+    is more than ``tolerance`` times away from it in step)."""
+    target = float(from_paper_step(paper_step, steps))
+    row = llc.loc[(np.log(llc["step"].clip(lower=1)) - np.log(target)).abs().idxmin()]
+    return float(row["llc_mean"]) if max(row["step"], 1) / target <= tolerance and target / max(row["step"], 1) <= tolerance \
+        else float("nan")
 
 
 def verdict_table(values: dict, page: str, provenance: dict, status: dict | None = None) -> pd.DataFrame:
