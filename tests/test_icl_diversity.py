@@ -179,3 +179,16 @@ def test_llc_over_training_estimates_every_checkpoint_and_the_final_weights_and_
     with pytest.raises(ValueError, match="'only' names runs not in 'runs'"):
         diversity.llc_over_training(runs, llc, progress=False, only=[(16, 0)])
     assert meta["llc_wall_s"] >= 0
+
+
+def test_an_order_is_read_on_the_evaluation_grid():
+    """A hand-built tie gives at most partly; 1-2 evaluations apart is not resolved; 3 or more is an order."""
+    from plateau_lib.icl import diversity_page as dp
+    from plateau_lib.icl.claims import claims_of
+    (claim,) = [c for c in claims_of("Carroll Figs. 1, 3 (transient ridge)") if c.metric.startswith("t_crit")]
+    grid = [0, 100, 200, 300, 400, 500, 600, 700]
+    assert dp.resolved_steps([200, 200, 500], grid).tolist() == [0, 3]
+    assert claim.judge(dp.resolved_steps([200, 200, 500], grid).min(), "paper") == "partly"       # a tie
+    assert claim.judge(dp.resolved_steps([200, 300, 600], grid).min(), "paper") == "partly"       # one apart
+    assert claim.judge(dp.resolved_steps([100, 400, 700], grid).min(), "paper") == "reproduced"
+    assert claim.judge(dp.resolved_steps([400, 200, 700], grid).min(), "paper") == "not reproduced"  # reversed

@@ -98,7 +98,7 @@ def test_a_finished_training_records_its_values_and_a_status_for_the_rest(summar
     table = report.reproducibility_table(CLAIMS, PAPER_PENDING).set_index("metric")
     assert table.loc["final evaluation loss", "paper preset"] == "1.746 (reproduced)"
     assert table.loc["final Δ to ridge", "paper preset"] == "0.090 (reproduced)"
-    assert table.loc["λ̂ at its peak", "paper preset"] == "in progress: λ̂ at 3 of 39"
+    assert table.loc["λ̂ at 40k, the paper's peak (× steps ÷ 500k)", "paper preset"] == "in progress: λ̂ at 3 of 39"
 
 
 def test_empty_build_gives_an_empty_table(summaries):

@@ -116,15 +116,17 @@ def not_yet_committed(s: Sweep) -> list:
 
 
 def transient_note(s: Sweep) -> str:
-    """Markdown: what the sweep shows by the page's rule: the M with a transient and their t_crit (with the rank
-    correlation against M), where the smallest and largest finite M end, and the M not committed yet."""
+    """Markdown: what the sweep shows by the page's rule: the M with a transient and their t_crit (with how far apart
+    consecutive ones are on the evaluation grid), where the smallest and largest finite M end, and the M not committed yet."""
     t, f = transients(s), s.final.groupby("M")[["delta_dmmse", "delta_ridge"]].mean()
     Ms, order = transient_Ms(s), t_crit_order(s)
     crit = ", ".join(f"{div.label_M(M)}: {int(t.loc[M, 't_crit']):,}" for M in Ms)
     finite = [M for M in f.index if M != icl_presets.INF]
     lines = [f"- **M with a transient** (the rule above): {', '.join(div.label_M(M) for M in Ms) or 'none'}"
              + (f"; t_crit {crit}" if Ms else "")
-             + (f"; rank correlation of t_crit with M {order:.2f}" if order is not None else "") + "."]
+             + (f"; the smallest step up of t_crit between consecutive M: {order:.0f} evaluation(s) of the grid "
+                f"({'resolved' if order >= 3 else 'a tie or a reversal' if order <= 0 else 'not resolved at this grid'})"
+                if order is not None else "") + "."]
     for M in (min(finite), max(finite)):
         near = "dMMSE_M" if f.loc[M, "delta_dmmse"] < f.loc[M, "delta_ridge"] else "ridge"
         lines.append(f"- **M = {div.label_M(M)} ends nearer {near}** (final Δ to dMMSE_M {f.loc[M, 'delta_dmmse']:.3f}, "
@@ -394,10 +396,21 @@ def transients(s: Sweep) -> pd.DataFrame:
 
 
 def t_crit_order(s: Sweep) -> float | None:
-    """Spearman's rank correlation of t_crit with M over the M with a transient (None below three of them)."""
-    from scipy.stats import spearmanr
+    """How t_crit grows with M over the M with a transient (None below two of them): the smallest step up of t_crit
+    between consecutive M, counted in evaluations of the grid (``resolved_steps``). 0 is a tie, negative a reversal;
+    1-2 are not resolved at this evaluation grid."""
     Ms = transient_Ms(s)
-    return float(spearmanr(Ms, transients(s).loc[Ms, "t_crit"].astype(float)).statistic) if len(Ms) >= 3 else None
+    if len(Ms) < 2:
+        return None
+    grid = np.sort(s.curves["step"].unique())
+    return float(resolved_steps(transients(s).loc[Ms, "t_crit"].astype(float).to_numpy(), grid).min())
+
+
+def resolved_steps(t_crit, grid) -> np.ndarray:
+    """For t_crit at consecutive M (in M's order), how many evaluations of ``grid`` each next t_crit lies after the
+    previous one (signed: 0 for a tie, negative when it comes earlier)."""
+    index = np.searchsorted(np.asarray(grid, dtype=float), np.asarray(t_crit, dtype=float))
+    return np.diff(index)
 
 
 def transient_Ms(s: Sweep) -> list:
@@ -475,7 +488,7 @@ def transient_values(s: Sweep, n_components: int = 2) -> dict:
     values = {
         "final Δ to dMMSE ÷ Δ to ridge at the smallest M (on q_M)": f.loc[lo, "delta_dmmse"] / f.loc[lo, "delta_ridge"],
         "finite M with a transient (the page's rule: a dip, then a rise > 5%; Δ to ridge regrows)": float(len(transient)),
-        "rank correlation of t_crit with M (M with a transient)": t_crit_order(s),
+        "t_crit's smallest step up between consecutive M with a transient (evaluations of the grid)": t_crit_order(s),
         "final Δ to ridge ÷ Δ to dMMSE at the largest finite M (on q_M)": f.loc[hi, "delta_ridge"] / f.loc[hi, "delta_dmmse"],
         "behavioural switch: smallest M whose final model is nearer ridge": div.switch_M(s.final),
         "|correlation of PC2 with the OOD loss| over all checkpoints": abs(float(np.corrcoef(proj["PC2"], proj["ood_loss"])[0, 1])),
