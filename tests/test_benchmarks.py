@@ -77,7 +77,7 @@ def test_gpu_bench_runs_tiny_on_a_cpu(tmp_path):
     record = json.loads((tmp_path / "gpu.json").read_text())
     variants = {(r["workload"].split(",")[0], r["variant"]) for r in record["rows"]}
     assert ("Hoogland L2H4", "train_many, cuda_graphs") in variants and ("Carroll paper model", "train_many, eager") in variants
-    assert all(r["x_floor"] > 0 and r["tflops"] > 0 for r in record["rows"])
+    assert all({"ms_per_step", "x_floor", "tflops", "pct_bf16_peak"} <= set(r) for r in record["rows"])  # no timing asserted
     args = record["args"]["cpu"]
     assert set(args["peaks_tflops"]) == {"256^3 bfloat16", "256^3 float32"}
     checks = args["checks"]
