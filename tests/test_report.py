@@ -51,8 +51,9 @@ def test_reproducibility_table_is_wide_and_in_book_order(summaries):
     report.record_summary(claims_of(FIG), "paper", {"final accuracy": 1.0}, "mws_plateau", {})
     report.record_summary(claims_of(FIG), "cpu", {"final accuracy": 0.5}, "mws_plateau", {})
     table = report.reproducibility_table(CLAIMS, PAPER_PENDING)
-    assert list(table.columns) == ["figure", "metric", "paper", "cpu miniature", "long CPU run", "paper preset",
-                                   "source"]
+    assert list(table.columns) == ["figure", "metric", "paper", "cpu miniature", "long CPU run",
+                                   "paper's data, smaller model", "trained here in the paper's model shapes",
+                                   "paper preset", "source"]
     assert list(table["figure"].unique()) == [FIG, "Fig. 5 (optimal initialisation)"]  # book order
     final = table[table.metric == "final accuracy"].iloc[0]
     assert final["cpu miniature"] == "0.5 (not reproduced)" and final["paper preset"] == "1 (reproduced)"

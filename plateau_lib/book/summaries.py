@@ -21,11 +21,16 @@ import pandas as pd
 
 from plateau_lib.engine.utils import REPO_ROOT, git_commit, write_json
 
-PRESET_COLUMNS = {"cpu": "cpu miniature", "cpu_long": "long CPU run", "paper": "paper preset"}
-# A long CPU run is still a miniature: it is judged by the cpu rule (scale-bound claims are not comparable).
-# The CPU transient sweep (Carroll's data, a width-64 model) is judged as the paper's data with a smaller model.
-JUDGED_AS = {"cpu": "cpu", "cpu_long": "cpu", "cpu_d8": "paper_data", "cpu_d8_50k": "paper_data", "paper": "paper"}
-OPTIONAL_PRESETS = ("cpu_long",)  # only some pages have one; elsewhere its column reads "–", not "no run yet"
+# One column, one kind of run. A long CPU run is still a miniature: judged by the cpu rule (scale-bound claims are not
+# comparable). The paper's data with a smaller model (Carroll's CPU transient sweep) has its own column and rule
+# (``Claim.model_bound``). Models trained here in the shapes of the papers' language models (Pythia, OLMo-2) are
+# not the papers' models: their own column, judged as miniatures. The paper preset holds only the papers' configs.
+PRESET_COLUMNS = {"cpu": "cpu miniature", "cpu_long": "long CPU run", "paper_data": "paper's data, smaller model",
+                  "trained_shape": "trained here in the paper's model shapes", "paper": "paper preset"}
+JUDGED_AS = {"cpu": "cpu", "cpu_long": "cpu", "cpu_d8": "paper_data", "cpu_d8_50k": "paper_data",
+             "paper_data": "paper_data", "trained_shape": "cpu", "paper": "paper"}
+# Only some pages have these; elsewhere their columns read "–", not "no run yet".
+OPTIONAL_PRESETS = ("cpu_long", "paper_data", "trained_shape")
 
 
 def summaries_dir() -> Path:

@@ -526,7 +526,7 @@ TRANSIENT_FIGURE, DIVERSITY_FIGURE = "Carroll Figs. 1, 3 (transient ridge)", "Ra
 
 # The transient page's long-CPU column on the Reproducibility page is the D = 8 transient sweep; the D = 2 long
 # sweep keeps its column on the page only.
-RECORD_AS = {TRANSIENT_FIGURE: {"cpu_d8_50k": "cpu_long", "cpu_long": None}}
+RECORD_AS = {TRANSIENT_FIGURE: {"cpu_d8_50k": "paper_data", "cpu_long": None}}
 
 
 def verdict_table(figure: str, shown: dict, values_of, page: str) -> pd.DataFrame:

@@ -27,7 +27,7 @@ CLAIMS = [
 
 # Why a figure's `paper` column is empty where no page recorded a value or a status (summaries.record_status).
 PAPER_PENDING = {
-    _LLM: "needs the real checkpoints (not offline) or the larger miniature's committed analyses (make paper on a GPU)",
+    _LLM: "needs the real Pythia checkpoints (not offline); the models trained here in its shape have their own column",
     _OLMO: "needs the real OLMo-2 7B checkpoints (not offline)",
 }
 

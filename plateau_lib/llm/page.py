@@ -266,9 +266,10 @@ def verdict_values(panels: list[Panel]) -> dict:
 
 def verdict_tables(panels: list[Panel], preset: str) -> dict:
     """``{figure: verdict table}`` for each figure shown. Real checkpoints are the paper's models, so they fill the
-    ``paper`` column; a miniature fills its preset's."""
+    ``paper`` column; models trained here at the paper preset (Pythia's and OLMo-2's shapes, far smaller) fill their
+    own column (``trained_shape``); the cpu miniature fills its preset's."""
     from plateau_lib.book import pages
-    column = "paper" if panels[0].kind == "real checkpoints" else preset
+    column = "paper" if panels[0].kind == "real checkpoints" else "trained_shape" if preset == "paper" else preset
     tables = {}
     for figure, values in verdict_values(panels).items():
         shown = [p for p in panels if (p.arch == "olmo2") == (figure == OLMO_FIGURE)]
