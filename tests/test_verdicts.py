@@ -59,3 +59,29 @@ def test_every_claim_is_consistent():
         seen.add((c.figure, c.metric))
         (lo, hi), (plo, phi) = c.reproduced, c.partly
         assert plo <= lo <= hi <= phi, f"{c.metric}: the partly band must contain the reproduced band"
+
+
+def test_a_sanity_check_is_judged_apart_and_never_tallied():
+    import pandas as pd
+    from plateau_lib.book import pages
+    from plateau_lib.book.verdicts import SANITY, Claim
+    data_rho = Claim("Fig. X", "data ρ", "0.058", (0.05, 0.066), (0.05, 0.066), sanity="the data's own statistic")
+    assert data_rho.judge(0.058, "paper") == SANITY[0] and data_rho.judge(0.2, "cpu") == SANITY[1]
+    assert data_rho.judge(None, "paper") == SANITY[1]
+    assert data_rho.rule().startswith("sanity check, passed if 0.05–0.066")
+    table = pd.DataFrame({"cpu miniature": [f"0.058 ({SANITY[0]})", "1 (reproduced)"]})
+    for column in ("long CPU run", "paper's data, smaller model", "trained here in the paper's model shapes",
+                   "paper preset"):
+        table[column] = "–"
+    counts = pages.verdict_counts(table)
+    assert counts["cpu miniature"].sum() == 1 and counts.loc["reproduced", "cpu miniature"] == 1
+
+
+def test_the_plateau_chapter_has_no_claim_an_untrained_model_passes_outside_its_sanity_checks():
+    """Fig. 2's sanity checks are the data's ρ and the APM at step 0; the APM is judged at the end of the plateau."""
+    from plateau_lib.plateau.claims import claims_of
+    fig2 = {c.metric: c for c in claims_of("Fig. 2 (MWS plateau)")}
+    assert {m for m, c in fig2.items() if c.sanity} == {"data ρ", "APM at step 0"}
+    apm = fig2["APM at the end of the plateau (the last evaluation before the jump)"]
+    assert apm.judge(0.0, "paper") == "not reproduced" and apm.judge(0.49, "paper") == "not reproduced"
+    assert "peak cosine, c = 1" not in {c.metric for c in claims_of("Figs. 3–4 (attention bias)")}

@@ -2,7 +2,8 @@
 
 A :class:`Claim` is one "paper vs ours" number: the paper's statement, and two closed bands. Ours inside
 ``reproduced`` is *reproduced*, inside the wider ``partly`` band *partly*, anywhere else *not reproduced*.
-A claim whose number depends on the model's scale (steps to a jump at another learning rate, say) is
+A claim that a model which has learned nothing passes as well (``sanity``) is a *sanity check*: passed inside the
+``partly`` band, failed outside, and never counted among the verdicts. A claim whose number depends on the model's scale (steps to a jump at another learning rate, say) is
 *not comparable at this scale* for the ``cpu`` miniature; the ``paper`` preset is always judged. Between the two,
 a ``paper_data`` run has the paper's data and task with a smaller model: it is judged except on claims that are
 also ``model_bound`` (a number set by the model's width and training length, such as where a switch falls).
@@ -15,6 +16,9 @@ import math
 from dataclasses import dataclass
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "not comparable at this scale")
+# A claim that a model which has learned nothing passes too (the untrained model, chance, or the data's own statistic)
+# is a sanity check: shown with its own verdict and left out of every tally of VERDICTS.
+SANITY = ("sanity check passed", "sanity check failed")
 INF = math.inf
 
 
@@ -31,6 +35,7 @@ class Claim:
     missing: str = "not reached"    # how a missing value (NaN: the milestone never came) is shown
     missing_as: float | None = None  # judge a missing value as this number (e.g. inf: "later than the run")
     fmt: str = "{:.3g}"
+    sanity: str = ""                # non-empty: a sanity check, and why (the baseline that passes it too)
 
     def rule(self) -> str:
         """The rule in words, shown on the page next to the verdict."""
@@ -38,6 +43,8 @@ class Claim:
             if hi == INF:
                 return f"≥ {lo:g}"
             return f"≤ {hi:g}" if lo in (0, -INF) else f"{lo:g}–{hi:g}"
+        if self.sanity:
+            return f"sanity check, passed if {band(*self.partly)}: {self.sanity}"
         text = f"reproduced if {band(*self.reproduced)}, partly if {band(*self.partly)}"
         if self.model_bound:
             return text + "; not comparable below the paper's model"
@@ -50,6 +57,8 @@ class Claim:
         if (self.scale_bound and preset == "cpu") or (self.model_bound and preset == "paper_data"):
             return VERDICTS[3]
         value = self.missing_as if ours is None or math.isnan(ours) else ours
+        if self.sanity:
+            return SANITY[0] if value is not None and self.partly[0] <= value <= self.partly[1] else SANITY[1]
         if value is None:
             return VERDICTS[2]
         for verdict, (lo, hi) in zip(VERDICTS, (self.reproduced, self.partly)):
