@@ -151,7 +151,8 @@ def main():
     checks["medium float32 product vs bf16-rounded operands, max |Δ| / mean |product|"] = medium_vs_rounded(size, device)
     print(peaks, checks, flush=True)
     path = B.write_benchmark("gpu", rows, ratios, threads, device=device, folder=args.out, merge=True,
-                             peaks_tflops={f"{size}^3 {dt}": round(v, 2) for dt, v in peaks.items()}, checks=checks, steps=steps, repeats=args.repeats, tiny=args.tiny,
+                             peaks_tflops={f"{size}^3 {dt}": round(v, 2) for dt, v in peaks.items()}, checks=checks,
+                             steps=steps, repeats=args.repeats, tiny=args.tiny,
                              seconds=round(time.perf_counter() - t_start, 1))
     print(path)
 

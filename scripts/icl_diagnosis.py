@@ -23,6 +23,7 @@ def main(argv=None) -> None:
     parser.add_argument("--stream", choices=("cpu", "cuda"), default="cpu",
                         help="with --llc-at: the runs whose data a CPU or a GPU drew (default: cpu)")
     parser.add_argument("--cuda-graphs", action="store_true", help="stacked steps from a CUDA graph (a GPU)")
+    parser.add_argument("--compile", action="store_true", help="the stacked step through torch.compile")
     parser.add_argument("--out", default=None, help="save the states here instead of results/in_progress/")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
@@ -31,7 +32,8 @@ def main(argv=None) -> None:
     if args.llc_at:
         diagnosis.llc_at([(c, args.stream) for c in configs], args.llc_at, budget_s=args.budget_s)
         return
-    for record in diagnosis.retrain(configs, args.budget_s, not args.no_progress, args.out, args.cuda_graphs):
+    for record in diagnosis.retrain(configs, args.budget_s, not args.no_progress, args.out, args.cuda_graphs,
+                                    args.compile):
         print(record["status"], record["step"], record.get("seconds_by_device"), flush=True)
 
 

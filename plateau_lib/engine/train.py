@@ -212,7 +212,7 @@ class _StackedEngine:
 
     BETAS, EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, which ``_optimizer`` uses
 
-    def __init__(self, runs, init_states, device, capturable: bool = False):
+    def __init__(self, runs, init_states, device, capturable: bool = False, compiled: bool = False):
         self.runs, self.device, S = runs, device, len(runs)
         self.models = [build_model(r.cfg, device, s) for r, s in zip(runs, init_states)]
         named = [dict(m.named_parameters()) for m in self.models]
@@ -238,8 +238,9 @@ class _StackedEngine:
         self.loss = runs[0].task.loss
         self.ones = None
         self.operands = runs[0].cfg.matmul_operands
-        self.capturable = capturable
-        if capturable:
+        self.capturable, self.compiled = capturable or compiled, compiled
+        self.step_fn = None  # the capturable step as run: ``_device_step``, or its torch.compile'd form
+        if self.capturable:
             as_f64 = lambda name: torch.tensor([float(getattr(r.cfg, name)) for r in runs], device=device,  # noqa: E731
                                                dtype=torch.float64)
             self.base_lr, self.total_steps, self.warmup = as_f64("lr"), as_f64("steps"), as_f64("warmup_steps")
@@ -305,28 +306,53 @@ class _StackedEngine:
         tree_map(lambda dst, src: dst.copy_(src), self.static_batch, batch)
         self.step_now.fill_(step)
         self.update_now.fill_(self.updates[0] + 1)
-        if self.device.type != "cuda":
-            self._device_step()
-        else:
-            if self.graph is None:
+        if self.step_fn is None:
+            self.step_fn = self._compiled_step() if self.compiled else self._device_step
+        if self.device.type == "cuda" and self.graph is None:
+            try:
                 self.graph = self._capture()
+            except Exception as error:  # noqa: BLE001 (a step that cannot be captured still computes the same)
+                warnings.warn(f"CUDA graph capture of the stacked step failed ({type(error).__name__}: {error}); "
+                              "running it without a graph", stacklevel=2)
+                self.graph = False
+        if self.graph:
             self.graph.replay()
+        else:
+            self.step_fn()
         self.updates = [u + 1 for u in self.updates]
 
+    def _compiled_step(self):
+        """``torch.compile`` of the capturable step (fused kernels: fewer launches per step), compiled and run once
+        on a copy of the state, which is then restored; the plain step, with a warning, if compilation fails."""
+        state = [t.clone() for t in self._tensors()]
+        try:
+            fn = torch.compile(self._device_step)
+            fn()
+            return fn
+        except Exception as error:  # noqa: BLE001 (any compiler failure: the eager step computes the same)
+            warnings.warn(f"torch.compile of the stacked step failed ({type(error).__name__}: {error}); "
+                          "running it uncompiled", stacklevel=2)
+            return self._device_step
+        finally:
+            with torch.no_grad():
+                for t, saved in zip(self._tensors(), state):
+                    t.copy_(saved)
+
     def _capture(self):
-        """Warm up on a side stream (the state restored afterwards), then capture ``_device_step``."""
+        """Warm up on a side stream (the state restored afterwards), then capture the step (``step_fn``)."""
         state = [t.clone() for t in self._tensors()]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(3):
-                self._device_step()
+                self.step_fn()
         torch.cuda.current_stream().wait_stream(side)
-        for t, saved in zip(self._tensors(), state):
-            t.copy_(saved)
+        with torch.no_grad():
+            for t, saved in zip(self._tensors(), state):
+                t.copy_(saved)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            self._device_step()
+            self.step_fn()
         return graph
 
     def _tensors(self):
@@ -568,7 +594,7 @@ def check_stackable(configs) -> torch.device:
 
 def train_many(configs, init_states=None, run_dirs=None, save_every: int = 5, progress: bool = True,
                backend: str = "auto", stop_after: int | None = None, on_result=None,
-               deadline: float | None = None, cuda_graphs: bool = False) -> list[TrainResult]:
+               deadline: float | None = None, cuda_graphs: bool = False, compile: bool = False) -> list[TrainResult]:
     """Train S runs of one architecture; returns their results in order, each as ``train`` gives it.
 
     backend: "stacked" (one vmapped computation; runs grouped by optimizer, batch size and matmul operands), "sequential"
@@ -582,6 +608,8 @@ def train_many(configs, init_states=None, run_dirs=None, save_every: int = 5, pr
         such step; the per-step learning rates and Adam's corrections computed on the device), which removes the
         launch cost that bounds small models on a GPU. Off CUDA the same step runs eagerly (the arithmetic the
         tests check). Steps where runs differ in progress, or with an attention bias, run as without it.
+    compile: the same step through ``torch.compile`` (fused kernels; a one-off compilation of about a minute),
+        with or without ``cuda_graphs``; if compilation fails the step runs uncompiled, with a warning.
     """
     configs = list(configs)
     device = check_stackable(configs)
@@ -616,6 +644,7 @@ def train_many(configs, init_states=None, run_dirs=None, save_every: int = 5, pr
                             stop_after=stop_after, deadline=deadline))
             continue
         runs = [_Run(configs[i], device, run_dirs[i]) for i in members]
-        engine = _StackedEngine(runs, [init_states[i] for i in members], device, capturable=cuda_graphs)
+        engine = _StackedEngine(runs, [init_states[i] for i in members], device, capturable=cuda_graphs,
+                                compiled=compile)
         _loop(runs, engine, save_every, (), progress, stop_after, report, device, deadline)
     return results

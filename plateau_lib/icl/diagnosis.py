@@ -117,9 +117,9 @@ def save(cfg: TrainConfig, run_dir: Path, result=None, dst: Path | None = None) 
 
 
 def retrain(configs: list[TrainConfig], budget_s: float, progress_bar: bool = True, out: Path | None = None,
-            cuda_graphs: bool = False) -> list:
-    """Train ``configs`` (stacked where the device stacks; ``cuda_graphs`` as ``train_many``'s) from their committed
-    states for at most ``budget_s`` seconds, then save each one's state (into ``out/<name>`` instead of the
+            cuda_graphs: bool = False, compile: bool = False) -> list:
+    """Train ``configs`` (stacked where the device stacks; ``cuda_graphs``, ``compile`` as ``train_many``'s) from
+    their committed states for at most ``budget_s`` seconds, then save each one's state (into ``out/<name>`` instead of the
     repository when given)."""
     dirs = [run_folder(c) for c in configs]
     for c, d in zip(configs, dirs):
@@ -127,7 +127,8 @@ def retrain(configs: list[TrainConfig], budget_s: float, progress_bar: bool = Tr
     finished = {}
     try:
         train_many(configs, run_dirs=dirs, progress=progress_bar, deadline=time.time() + budget_s,
-                   on_result=lambda i, r: finished.__setitem__(i, r), cuda_graphs=cuda_graphs)
+                   on_result=lambda i, r: finished.__setitem__(i, r), cuda_graphs=cuda_graphs,
+                   compile=compile)
     except Stopped as stop:
         print(stop, flush=True)
     return [save(c, d, finished.get(i), None if out is None else Path(out) / name(c))
@@ -236,7 +237,8 @@ def progress_table(runs: list[tuple[TrainConfig, str]]) -> pd.DataFrame:
         record = progress(cfg, stream) or {}
         rows.append({"run": label(cfg, stream), "status": record.get("status", "not started"),
                      "step reached": record.get("step", 0),
-                     "seconds": ", ".join(f"{v:,.0f} on {k}" for k, v in (record.get("seconds_by_device") or {}).items())})
+                     "seconds": ", ".join(f"{v:,.0f} on {k}"
+                                          for k, v in (record.get("seconds_by_device") or {}).items())})
     return pd.DataFrame(rows)
 
 
