@@ -119,8 +119,8 @@ def save(cfg: TrainConfig, run_dir: Path, result=None, dst: Path | None = None) 
 def retrain(configs: list[TrainConfig], budget_s: float, progress_bar: bool = True, out: Path | None = None,
             cuda_graphs: bool = False, compile: bool = False) -> list:
     """Train ``configs`` (stacked where the device stacks; ``cuda_graphs``, ``compile`` as ``train_many``'s) from
-    their committed states for at most ``budget_s`` seconds, then save each one's state (into ``out/<name>`` instead of the
-    repository when given)."""
+    their committed states for at most ``budget_s`` seconds, then save each one's state (into ``out/<name>``
+    instead of the repository when given)."""
     dirs = [run_folder(c) for c in configs]
     for c, d in zip(configs, dirs):
         restore(c, d)
