@@ -6,7 +6,9 @@ from __future__ import annotations
 import pandas as pd
 
 from plateau_lib.book import plots
-from plateau_lib.icl import development as dev, diagnosis
+from plateau_lib.icl import development as dev, diagnosis, long_run
+from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
+from plateau_lib.icl.stages_page import llc_at_paper_step
 
 STEP_40K = 40_292  # the paper's 40k checkpoint (end of LR2, the λ̂ peak)
 PANELS = [("loss", "evaluation loss"), ("delta_ridge", "Δ to ridge"), ("weight_norm", "weight norm"),
@@ -49,8 +51,11 @@ def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs) -> pd.DataFrame:
     else:
         values = ", ".join(f"{r.llc_mean:.1f} (seed {r.seed}, {r.operands})" for r in at_40k.itertuples())
         inside = sum(paper_low <= v <= paper_high for v in at_40k["llc_mean"])
+        committed = long_run.finished_run(ICL_PAPER, ICL_LLC_REDUCED)
+        ours = ("" if committed is None else f"; the committed seed-1 run (CPU data): "
+                f"{llc_at_paper_step(committed.llc.dropna(subset=['llc_mean']), 40_000, dev.PAPER_STEPS):.1f}")
         llc_result = (f"λ̂ at step {STEP_40K:,}: {values}; {inside} of {len(at_40k)} inside the paper's seeds "
-                      f"({paper_low}–{paper_high}).")
+                      f"({paper_low}–{paper_high}){ours}.")
     retrain = ("In progress: no state saved yet." if not check["steps compared"] else
                f"{check['steps compared']} evaluations compared up to step {check['last step']:,}: largest "
                f"difference {check['max |Δ loss|']:.1g} in loss, {check['max |Δ weight norm|']:.1g} in weight norm")
