@@ -192,3 +192,11 @@ def test_an_order_is_read_on_the_evaluation_grid():
     assert claim.judge(dp.resolved_steps([200, 300, 600], grid).min(), "paper") == "partly"       # one apart
     assert claim.judge(dp.resolved_steps([100, 400, 700], grid).min(), "paper") == "reproduced"
     assert claim.judge(dp.resolved_steps([400, 200, 700], grid).min(), "paper") == "not reproduced"  # reversed
+
+
+def test_the_transient_count_is_judged_against_the_papers_range():
+    from plateau_lib.icl import diversity_page as dp
+    finite = [4, 8, 16, 32, 64, 128, 256]
+    assert dp.transient_share(finite, [8, 16, 32]) == 0.5       # 16 and 32 of 16, 32, 64, 128
+    assert dp.transient_share(finite, [16, 32, 64, 128]) == 1.0
+    assert dp.transient_share([1, 2, 4], [2]) is None            # no M in the paper's range

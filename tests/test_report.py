@@ -116,17 +116,19 @@ def test_git_commit_outside_a_repository(tmp_path):
 
 
 def test_a_sweep_can_fill_another_presets_column_judged_by_its_own_tier(summaries):
-    """The transient page's D = 8 sweep (cpu_d8_50k) fills the long-CPU column, judged as the paper's data with a
-    smaller model; the D = 2 long sweep beside it stays on the page only."""
+    """The transient page's D = 8 sweep (cpu_d8_50k) fills the column of the paper's data with a smaller model,
+    judged by that tier; the D = 2 long sweep beside it stays on the page only."""
     from plateau_lib.book.pages import verdicts
     transient = "Carroll Figs. 1, 3 (transient ridge)"
-    count = next(c for c in claims_of(transient) if c.metric.startswith("finite M with a transient"))
-    switch = next(c for c in claims_of(transient) if c.metric.startswith("behavioural switch"))
-    table = verdicts(claims_of(transient), {"cpu_d8_50k": {count.metric: 3.0, switch.metric: 64.0},
-                                            "cpu_long": {count.metric: 0.0}}, "transient_ridge", {},
-                     {"cpu_d8_50k": "D = 8 sweep", "cpu_long": "D = 2 sweep"}, record_as={"cpu_d8_50k": "cpu_long", "cpu_long": None})
-    assert table.loc[count.metric, "verdict (cpu_d8_50k)"] == "reproduced" and table.loc[count.metric, "D = 8 sweep"] == "3"
-    assert table.loc[count.metric, "verdict (cpu_long)"] == "not comparable at this scale"
+    share = next(c for c in claims_of(transient) if c.metric.startswith("share of the M in 16–128"))
+    pc2 = next(c for c in claims_of(transient) if c.metric.startswith("|correlation of PC2"))
+    table = verdicts(claims_of(transient), {"cpu_d8_50k": {share.metric: 0.5, pc2.metric: 0.88},
+                                            "cpu_long": {pc2.metric: 0.1}}, "transient_ridge", {},
+                     {"cpu_d8_50k": "D = 8 sweep", "cpu_long": "D = 2 sweep"},
+                     record_as={"cpu_d8_50k": "paper_data", "cpu_long": None})
+    assert table.loc[pc2.metric, "verdict (cpu_d8_50k)"] == "reproduced" and table.loc[pc2.metric, "D = 8 sweep"] == "0.88"
+    assert table.loc[pc2.metric, "verdict (cpu_long)"] == "not reproduced"
     row = report.reproducibility_table(CLAIMS, PAPER_PENDING).set_index("metric")
-    assert row.loc[count.metric, "long CPU run"] == "3 (reproduced)"
-    assert row.loc[switch.metric, "long CPU run"] == "64 (not comparable at this scale)"
+    assert row.loc[pc2.metric, "paper's data, smaller model"] == "0.88 (reproduced)"
+    assert row.loc[share.metric, "paper's data, smaller model"] == "0.50 (not comparable at this scale)"  # model-bound
+    assert row.loc[pc2.metric, "long CPU run"] == "–"

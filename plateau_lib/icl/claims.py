@@ -35,8 +35,12 @@ CLAIMS = [
     # also depend on the model's width, so only the paper's model is (model_bound).
     Claim(_TR, "final Δ to dMMSE ÷ Δ to ridge at the smallest M (on q_M)", "≈ 0 (M ≤ 128 converge to dMMSE_M)",
           (0, 0.2), (0, 0.5), fmt="{:.3f}"),
-    Claim(_TR, "finite M with a transient (the page's rule: a dip, then a rise > 5%; Δ to ridge regrows)",
-          "6 (M = 16–128; partial at 6–8 and 182–256)", (3, INF), (1, INF), scale_bound=True, fmt="{:.0f}"),
+    # Counted against the paper's own range (M = 16-128 transient, reference §4.3), not a band of the book's: the
+    # share of the sweep's M in 16-128 that show a transient. Where the transient falls is set by the model's
+    # capacity (a smaller model switches to ridge at smaller M), so it is judged for the paper's model only.
+    Claim(_TR, "share of the M in 16–128 with a transient (the page's rule: a dip, then a rise > 5%; Δ to ridge "
+               "regrows)", "all (M = 16–128; partial at 6–8 and 182–256)", (1.0, 1.0), (0.5, 1.0), scale_bound=True,
+          model_bound=True, fmt="{:.2f}", missing="no M in 16–128"),
     # An order is read on the evaluation grid: t_crit of each next M must come at least 3 evaluations later; a tie or
     # 1-2 evaluations is not resolved at this grid (at most partly), an earlier t_crit is a reversal.
     Claim(_TR, "t_crit's smallest step up between consecutive M with a transient (evaluations of the grid)",

@@ -413,6 +413,16 @@ def resolved_steps(t_crit, grid) -> np.ndarray:
     return np.diff(index)
 
 
+PAPER_TRANSIENT_RANGE = (16, 128)  # Carroll et al.: the M whose OOD loss dips to ridge's, then rises (reference §4.3)
+
+
+def transient_share(finite, transient) -> float | None:
+    """The share of the finite M inside the paper's transient range that show a transient (None: none inside)."""
+    lo, hi = PAPER_TRANSIENT_RANGE
+    inside = [M for M in finite if lo <= M <= hi]
+    return sum(M in transient for M in inside) / len(inside) if inside else None
+
+
 def transient_Ms(s: Sweep) -> list:
     """Finite M with a transient by the page's rule (``transients``): Carroll's signature, the OOD loss first
     falls toward ridge's, then rises toward dMMSE_M's."""
@@ -487,7 +497,8 @@ def transient_values(s: Sweep, n_components: int = 2) -> dict:
     pca, proj, _ = pca_of(s, n_components)
     values = {
         "final Δ to dMMSE ÷ Δ to ridge at the smallest M (on q_M)": f.loc[lo, "delta_dmmse"] / f.loc[lo, "delta_ridge"],
-        "finite M with a transient (the page's rule: a dip, then a rise > 5%; Δ to ridge regrows)": float(len(transient)),
+        "share of the M in 16–128 with a transient (the page's rule: a dip, then a rise > 5%; Δ to ridge regrows)":
+            transient_share(finite, transient),
         "t_crit's smallest step up between consecutive M with a transient (evaluations of the grid)": t_crit_order(s),
         "final Δ to ridge ÷ Δ to dMMSE at the largest finite M (on q_M)": f.loc[hi, "delta_ridge"] / f.loc[hi, "delta_dmmse"],
         "behavioural switch: smallest M whose final model is nearer ridge": div.switch_M(s.final),
