@@ -85,3 +85,8 @@ def test_the_plateau_chapter_has_no_claim_an_untrained_model_passes_outside_its_
     apm = fig2["APM at the end of the plateau (the last evaluation before the jump)"]
     assert apm.judge(0.0, "paper") == "not reproduced" and apm.judge(0.49, "paper") == "not reproduced"
     assert "peak cosine, c = 1" not in {c.metric for c in claims_of("Figs. 3–4 (attention bias)")}
+
+
+def test_a_one_value_band_reads_as_that_value():
+    from plateau_lib.book.verdicts import Claim
+    assert Claim("Fig. X", "count", "5", (5, 5), (4, 6)).rule() == "reproduced if = 5, partly if 4–6"

@@ -40,6 +40,8 @@ class Claim:
     def rule(self) -> str:
         """The rule in words, shown on the page next to the verdict."""
         def band(lo, hi):
+            if lo == hi:
+                return f"= {lo:g}"
             if hi == INF:
                 return f"≥ {lo:g}"
             return f"≤ {hi:g}" if lo in (0, -INF) else f"{lo:g}–{hi:g}"
