@@ -267,17 +267,19 @@ def retrain_check(cfg: TrainConfig = ICL_PAPER) -> dict:
             "max |Δ weight norm|": float((both["weight_norm"] - both["weight_norm committed"]).abs().max())}
 
 
-def seed_spread(table: pd.DataFrame, step: int, column: str) -> dict:
-    """At ``step``, float32 runs: seed 1's value, the other seeds' range, and the float32 seed-to-seed sd."""
-    at = table[(table["step"] == step) & (table["operands"] == "float32")]
+def seed_spread(table: pd.DataFrame, step: int, column: str, data: str = "GPU") -> dict:
+    """At ``step``, the float32 runs on one data stream (``data``): seed 1's value, the other seeds' range, and the
+    seed-to-seed sd."""
+    at = table[(table["step"] == step) & (table["operands"] == "float32") & (table["data"] == data)]
     others = at.loc[at["seed"] != 1, column]
     return {"seed 1": at.loc[at["seed"] == 1, column].mean(), "others low": others.min(), "others high": others.max(),
             "sd": at[column].std(), "seeds": sorted(at["seed"].unique().tolist())}
 
 
-def precision_gap(table: pd.DataFrame, column: str) -> dict:
-    """The largest |bfloat16 - float32| over the runs' shared (seed, data, step), against the float32 seeds'
-    spread (sd over seeds) at the same step: a precision effect is one that stands out from the seeds'."""
+def precision_gap(table: pd.DataFrame, column: str, data: str = "GPU") -> dict:
+    """The largest |bfloat16 - float32| over the runs' shared (seed, step) on one data stream (``data``), against
+    the float32 seeds' spread (sd over seeds) at the same step: a precision effect is one that stands out."""
+    table = table[table["data"] == data]
     fp32 = table[table["operands"] == "float32"]
     both = table[table["operands"] == "bfloat16"].merge(fp32, on=["seed", "data", "step"], suffixes=("", " fp32"))
     if both.empty:

@@ -43,7 +43,11 @@ def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs) -> pd.DataFrame:
     gpu = progress[progress["run"].str.contains("GPU")]
     gpu_seconds = max(diagnosis.progress(c, s).get("seconds_by_device", {}).get("cuda", 0.0)
                       for c, s in runs if s == "cuda")
-    cpu_run = diagnosis.committed_evals(STEP_40K)
+    retrain = markers[(markers["data"] == "CPU") & (markers["seed"] == 1) & (markers["step"] == STEP_40K)]
+    cpu_run = (diagnosis.committed_evals(STEP_40K) if retrain.empty else
+               {"loss": float(retrain["loss"].iloc[0]), "delta_ridge": float(retrain["delta_ridge"].iloc[0])})
+    cpu_where = ("the committed CPU run (its own data and held-out set)" if retrain.empty else
+                 "the CPU retrain (the committed run's data, the same held-out set)")
     at_40k = llc[llc["step"] == STEP_40K] if not llc.empty else llc
     paper_low, paper_high = dev.PAPER_LLC_SEEDS[40_000]
     if at_40k.empty:
@@ -56,12 +60,13 @@ def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs) -> pd.DataFrame:
                 f"{llc_at_paper_step(committed.llc.dropna(subset=['llc_mean']), 40_000, dev.PAPER_STEPS):.1f}")
         llc_result = (f"λ̂ at step {STEP_40K:,}: {values}; {inside} of {len(at_40k)} inside the paper's seeds "
                       f"({paper_low}–{paper_high}){ours}.")
-    retrain = ("In progress: no state saved yet." if not check["steps compared"] else
+    retrain_note = ("In progress: no state saved yet." if not check["steps compared"] else
                f"{check['steps compared']} evaluations compared up to step {check['last step']:,}: largest "
                f"difference {check['max |Δ loss|']:.1g} in loss, {check['max |Δ weight norm|']:.1g} in weight norm")
     rows = [
         ("The retrain is the committed run", "Retrain seed 1 with the same code and seed, keeping a dozen "
-         "checkpoints; compare its evaluations with the committed run's", "about 5 CPU-hours (one core)", retrain),
+         "checkpoints; compare its evaluations with the committed run's", "about 5 CPU-hours (one core)",
+         retrain_note),
         ("Our seed 1 is a slow initialisation (PyTorch's seed 1 is not the authors' seed 1)",
          "Train seeds 0–4 and score every kept checkpoint on one common held-out set of "
          f"{int(markers['n'].iloc[0]):,} sequences",
@@ -70,7 +75,7 @@ def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs) -> pd.DataFrame:
          f"At step {STEP_40K:,} (the paper: loss {dev.PAPER_EVAL_LOSS[40_000]:.2f}, Δ to ridge "
          f"{dev.PAPER_DELTA_RIDGE[40_000]:.3f}) seeds {', '.join(str(s) for s in loss['seeds'] if s != 1)} give loss "
          f"{_range(loss, '.3f')} and Δ to ridge {_range(delta, '.3f')}; seed 1 gives {loss['seed 1']:.3f} and "
-         f"{delta['seed 1']:.3f} with the GPU's data, and the committed CPU run (its own data and held-out set) "
+         f"{delta['seed 1']:.3f} with the GPU's data, and {cpu_where} "
          f"{cpu_run['loss']:.3f} and {cpu_run['delta_ridge']:.3f}. The lag is our seed 1's, not the setup's."),
         ("The TPU's bfloat16 matrix products", "Seeds 0–2 again with every product's operands rounded to bfloat16 "
          "(forward and backward, float32 sums: XLA's default on a TPU)", "the same GPU run",
