@@ -254,14 +254,19 @@ def _evals(cfg: TrainConfig, stream: str) -> pd.DataFrame:
                          for step, out in evals])
 
 
+def _committed_metrics(cfg: TrainConfig) -> pd.DataFrame | None:
+    """The committed stages run's evaluations (None when it is not committed)."""
+    found = cache.find("train", cache.cache_key(cfg))
+    return None if found is None else pd.read_csv(found / "metrics.csv")
+
+
 def retrain_check(cfg: TrainConfig = ICL_PAPER) -> dict:
     """The CPU retrain of the committed stages run against that run's evaluations: the steps compared and the
     largest difference in evaluation loss and weight norm (0: the same run, bit for bit)."""
-    ours = _evals(cfg, "cpu")
-    found = cache.find("train", cache.cache_key(cfg))
-    if ours.empty or found is None:
+    ours, committed = _evals(cfg, "cpu"), _committed_metrics(cfg)
+    if ours.empty or committed is None:
         return {"steps compared": 0, "last step": None, "max |Δ loss|": None, "max |Δ weight norm|": None}
-    both = ours.merge(pd.read_csv(found / "metrics.csv"), on="step", suffixes=("", " committed"))
+    both = ours.merge(committed, on="step", suffixes=("", " committed"))
     return {"steps compared": len(both), "last step": int(both["step"].max()),
             "max |Δ loss|": float((both["loss"] - both["loss committed"]).abs().max()),
             "max |Δ weight norm|": float((both["weight_norm"] - both["weight_norm committed"]).abs().max())}
@@ -291,9 +296,8 @@ def precision_gap(table: pd.DataFrame, column: str, data: str = "GPU") -> dict:
 
 def committed_evals(step: int, cfg: TrainConfig = ICL_PAPER) -> dict:
     """The committed stages run's evaluation at ``step`` (its own held-out set): loss and Δ to ridge."""
-    found = cache.find("train", cache.cache_key(cfg))
-    if found is None:
+    committed = _committed_metrics(cfg)
+    if committed is None:
         return {"loss": float("nan"), "delta_ridge": float("nan")}
-    row = pd.read_csv(found / "metrics.csv").set_index("step").loc[step]
+    row = committed.set_index("step").loc[step]
     return {"loss": float(row["loss"]), "delta_ridge": float(row["delta_ridge"])}
-

@@ -278,10 +278,9 @@ def stage_values(dev, stages) -> dict:
 def llc_at_paper_step(llc: pd.DataFrame, paper_step: int, steps: int, tolerance: float = 1.25) -> float:
     """λ̂ of the row nearest the paper's ``paper_step`` at the same fraction of this run (NaN when the nearest row
     is more than ``tolerance`` times away from it in step)."""
-    target = float(from_paper_step(paper_step, steps))
-    row = llc.loc[(np.log(llc["step"].clip(lower=1)) - np.log(target)).abs().idxmin()]
-    return float(row["llc_mean"]) if max(row["step"], 1) / target <= tolerance and target / max(row["step"], 1) <= tolerance \
-        else float("nan")
+    distance = (np.log(llc["step"].clip(lower=1)) - np.log(float(from_paper_step(paper_step, steps)))).abs()
+    nearest = distance.idxmin()
+    return float(llc.loc[nearest, "llc_mean"]) if distance[nearest] <= np.log(tolerance) else float("nan")
 
 
 def verdict_table(values: dict, page: str, provenance: dict, status: dict | None = None) -> pd.DataFrame:
