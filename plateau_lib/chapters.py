@@ -52,6 +52,17 @@ def claims() -> list[Claim]:
     return [c for chapter in CHAPTERS for c in _module(chapter, "claims").CLAIMS]
 
 
+def untrained_values() -> dict:
+    """``{figure: {claim metric: value}}``: the claims measured on models that have learned nothing (each chapter's
+    ``untrained`` module: its paper configs never updated, through its pages' own code). A finding must come out
+    *not reproduced* there; the claims missing here say why (``Claim.no_baseline``) or wait for theirs."""
+    found = {}
+    for chapter in CHAPTERS:
+        if importlib.util.find_spec(f"plateau_lib.{chapter}.untrained") is not None:
+            found.update(_module(chapter, "untrained").values())
+    return found
+
+
 def paper_pending() -> dict:
     """``{figure: why its paper column is empty}`` of every chapter."""
     return {k: v for chapter in CHAPTERS for k, v in _module(chapter, "claims").PAPER_PENDING.items()}

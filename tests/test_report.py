@@ -51,9 +51,10 @@ def test_reproducibility_table_is_wide_and_in_book_order(summaries):
     report.record_summary(claims_of(FIG), "paper", {"final accuracy": 1.0}, "mws_plateau", {})
     report.record_summary(claims_of(FIG), "cpu", {"final accuracy": 0.5}, "mws_plateau", {})
     table = report.reproducibility_table(CLAIMS, PAPER_PENDING)
-    assert list(table.columns) == ["figure", "metric", "paper", "cpu miniature", "long CPU run",
-                                   "paper's data, smaller model", "trained here in the paper's model shapes",
-                                   "paper preset", "source"]
+    assert list(table.columns) == ["figure", "metric", "paper", "paper value from", "quote", "cpu miniature",
+                                   "long CPU run", "paper's data, smaller model",
+                                   "trained here in the paper's model shapes", "paper preset",
+                                   "untrained model (must fail)", "sanity check", "source"]
     assert list(table["figure"].unique()) == [FIG, "Fig. 5 (optimal initialisation)"]  # book order
     final = table[table.metric == "final accuracy"].iloc[0]
     assert final["cpu miniature"] == "0.5 (not reproduced)" and final["paper preset"] == "1 (reproduced)"
@@ -132,3 +133,19 @@ def test_a_sweep_can_fill_another_presets_column_judged_by_its_own_tier(summarie
     assert row.loc[pc2.metric, "paper's data, smaller model"] == "0.88 (reproduced)"
     assert row.loc[share.metric, "paper's data, smaller model"] == "0.50 (not comparable at this scale)"  # model-bound
     assert row.loc[pc2.metric, "long CPU run"] == "–"
+
+
+def test_the_reproducibility_page_quotes_its_sources_and_lists_sanity_checks_apart(summaries):
+    from plateau_lib.book import pages
+    report.record_summary(claims_of(FIG), "paper", {"final accuracy": 1.0, "data ρ": 0.057}, "mws_plateau", {})
+    table = report.reproducibility_table(CLAIMS, PAPER_PENDING,
+                                         untrained={FIG: {"final accuracy": 0.05, "data ρ": 0.057}})
+    rows = table.set_index("metric")
+    assert rows.loc["final accuracy", "untrained model (must fail)"] == "0.05 (not reproduced)"
+    assert rows.loc["data ρ", "untrained model (must fail)"] == "0.057 (sanity check passed)"
+    assert rows.loc["step of the jump", "untrained model (must fail)"] == "not computed yet"
+    assert rows.loc["final accuracy", "paper value from"].startswith("this book's inference (")
+    claims_html, sanity_html = pages.reproducibility(table).data, pages.reproducibility(table, sanity=True).data
+    assert "final accuracy" in claims_html and "data ρ" not in claims_html
+    assert "data ρ" in sanity_html and "final accuracy" not in sanity_html
+    assert "<details><summary>quote</summary>" in claims_html and 'href="mws_plateau.html#provenance"' in claims_html

@@ -274,3 +274,17 @@ def test_muon_lowers_the_loss():
     # ... and with muon_lr ~ 0 as well nothing learns
     frozen = train(muon_only.replace(muon_lr=1e-9), progress=False)
     assert abs(frozen.metrics["loss"].iloc[-1] - first) < 1e-3
+
+
+def test_the_untrained_run_is_the_trained_runs_step_0_at_every_evaluation():
+    """``untrained``: the run's initial model evaluated as ``train`` evaluates it, at the run's evaluation steps, with
+    the attention bias switched on where the run switches it on."""
+    from plateau_lib.engine.train import evaluation_steps, untrained
+    cfg = presets.MWS_CPU.replace(d_model=32, steps=30, eval_every=10, attn_bias_c=10.0, attn_bias_from=20)
+    trained, frozen = train(cfg, progress=False), untrained(cfg)
+    assert list(frozen.metrics["step"]) == list(trained.metrics["step"]) == evaluation_steps(cfg) == [0, 10, 20, 30]
+    pd.testing.assert_series_equal(frozen.metrics.iloc[0], trained.metrics.iloc[0], check_names=False)
+    assert frozen.metrics["cosine"].iloc[1] == frozen.metrics["cosine"].iloc[0]       # nothing learned
+    assert frozen.metrics["cosine"].iloc[2] != frozen.metrics["cosine"].iloc[1]       # the bias from step 20
+    assert frozen.meta["untrained"] and frozen.meta["wall_time_s"] == 0.0
+    assert evaluation_steps(cfg.replace(steps=25, eval_steps=[3, 25])) == [0, 3, 10, 20, 25]

@@ -197,12 +197,22 @@ def reference_note(reference) -> str:
     return line
 
 
-def reproducibility(table: pd.DataFrame):
-    """The Reproducibility page's wide table as HTML: the source column links each page's provenance."""
+def reproducibility(table: pd.DataFrame, sanity: bool = False):
+    """The Reproducibility page's wide table as HTML, its claims (``sanity=False``) or its sanity checks: the
+    paper value's source with its quote folded under it, and the page column linking each page's provenance."""
+    import html as html_lib
     from IPython.display import HTML
-    shown = table.assign(source=[f'<a href="{page}.html#provenance">{page}</a>' for page in table["source"]])
-    html = shown.to_html(index=False, escape=False, border=0, classes="dataframe reproducibility-table")
-    return HTML(f'<div class="table-scroll">{html}</div>')
+    rows = table[table["sanity check"] == sanity]
+
+    def source(where, quote):
+        folded = (f'<details><summary>quote</summary>“{html_lib.escape(quote)}”</details>' if quote else "")
+        return html_lib.escape(where) + folded
+    shown = rows.map(lambda v: html_lib.escape(v) if isinstance(v, str) else v)
+    shown = shown.assign(**{"paper value from": [source(w, q) for w, q in zip(rows["paper value from"], rows["quote"])],
+                           "source": [f'<a href="{page}.html#provenance">{page}</a>' for page in rows["source"]]})
+    shown = shown.drop(columns=["quote", "sanity check"]).rename(columns={"source": "page"})
+    body = shown.to_html(index=False, escape=False, border=0, classes="dataframe reproducibility-table")
+    return HTML(f'<div class="table-scroll">{body}</div>')
 
 
 def verdict_counts(table: pd.DataFrame) -> pd.DataFrame:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from plateau_lib.book.verdicts import SOURCE_KINDS
 from plateau_lib.engine.utils import REPO_ROOT, git_commit, write_json
 
 # One column, one kind of run. A long CPU run is still a miniature: judged by the cpu rule (scale-bound claims are not
@@ -29,6 +30,8 @@ PRESET_COLUMNS = {"cpu": "cpu miniature", "cpu_long": "long CPU run", "paper_dat
                   "trained_shape": "trained here in the paper's model shapes", "paper": "paper preset"}
 JUDGED_AS = {"cpu": "cpu", "cpu_long": "cpu", "cpu_d8": "paper_data", "cpu_d8_50k": "paper_data",
              "paper_data": "paper_data", "trained_shape": "cpu", "paper": "paper"}
+# The column of each claim's measure on models that have learned nothing (the paper configs, never updated).
+UNTRAINED = "untrained model (must fail)"
 # Only some pages have these; elsewhere their columns read "–", not "no run yet".
 OPTIONAL_PRESETS = ("cpu_long", "paper_data", "trained_shape")
 
@@ -97,9 +100,12 @@ def load_summaries() -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
 
-def reproducibility_table(claims: list, pending: dict, summaries: list[dict] | None = None) -> pd.DataFrame:
+def reproducibility_table(claims: list, pending: dict, summaries: list[dict] | None = None,
+                          untrained: dict | None = None) -> pd.DataFrame:
     """One wide table of ``claims`` (every chapter's, in book order: ``chapters.claims()``): figure | metric |
-    paper | one "value (verdict)" column per preset | source.
+    paper | where the paper value comes from | its quote | one "value (verdict)" column per preset | the untrained
+    model's "value (verdict)" (``untrained``: ``chapters.untrained_values()``; a claim without a baseline says why) |
+    whether it is a sanity check | the page.
 
     A claim no page recorded for a preset reads the status its page recorded (``record_status``: a run in
     progress), else for the paper column why it is pending (``pending``: ``chapters.paper_pending()``), else "no run yet"; a
@@ -114,16 +120,24 @@ def reproducibility_table(claims: list, pending: dict, summaries: list[dict] | N
     for claim in claims:
         if claim.figure not in pages:
             continue
-        row = {"figure": claim.figure, "metric": claim.metric, "paper": claim.paper}
+        row = {"figure": claim.figure, "metric": claim.metric, "paper": claim.paper,
+               "paper value from": f"{SOURCE_KINDS[claim.source.kind]} ({claim.source.where})" if claim.source else "",
+               "quote": claim.source.quote if claim.source else ""}
         for preset, column in PRESET_COLUMNS.items():
             hit = found.get((claim.figure, preset, claim.metric))
             why = pending.get(claim.figure, "no run yet") if preset == "paper" else "no run yet"
             absent = "–" if preset in OPTIONAL_PRESETS and (claim.figure, preset) not in has else \
                 status.get((claim.figure, preset), why)
             row[column] = f"{hit[0]['shown']} ({hit[0]['verdict']})" if hit else absent
+        baseline = (untrained or {}).get(claim.figure, {})
+        row[UNTRAINED] = (f"none: {claim.no_baseline}" if claim.no_baseline else
+                          f"{claim.show(baseline[claim.metric])} ({claim.judge(baseline[claim.metric], 'paper')})"
+                          if claim.metric in baseline else "not computed yet")
+        row["sanity check"] = bool(claim.sanity)
         row["source"] = pages[claim.figure]
         rows.append(row)
-    return pd.DataFrame(rows, columns=["figure", "metric", "paper", *PRESET_COLUMNS.values(), "source"])
+    return pd.DataFrame(rows, columns=["figure", "metric", "paper", "paper value from", "quote",
+                                       *PRESET_COLUMNS.values(), UNTRAINED, "sanity check", "source"])
 
 
 def mean_sd(values) -> str:

@@ -7,19 +7,47 @@ A claim that a model which has learned nothing passes as well (``sanity``) is a 
 *not comparable at this scale* for the ``cpu`` miniature; the ``paper`` preset is always judged. Between the two,
 a ``paper_data`` run has the paper's data and task with a smaller model: it is judged except on claims that are
 also ``model_bound`` (a number set by the model's width and training length, such as where a switch falls).
+Every claim says where the paper's value comes from (:class:`Source`), and either has a baseline (the same measure
+on a model that has learned nothing: ``engine.train.untrained`` through the page's own code, gathered by
+``plateau_lib.chapters.untrained_values``), which must come out *not reproduced*, or says why it has none
+(``no_baseline``: a ratio between conditions, a check of the estimator against a closed form).
 Each chapter lists its claims in its ``claims`` module (``CLAIMS``, ``PAPER_PENDING``); ``plateau_lib.chapters``
 gathers them in book order for the Reproducibility page.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "not comparable at this scale")
 # A claim that a model which has learned nothing passes too (the untrained model, chance, or the data's own statistic)
 # is a sanity check: shown with its own verdict and left out of every tally of VERDICTS.
 SANITY = ("sanity check passed", "sanity check failed")
 INF = math.inf
+# Where a paper value comes from: the paper's text (quoted), read off one of its figures (approximate), the authors'
+# code or logged data (the reference notes), this book's own inference, or no available source.
+SOURCE_KINDS = {"text": "the paper's text", "figure": "read off a figure (approximate)",
+                "code": "the authors' code or logged data", "inference": "this book's inference",
+                "unconfirmed": "no available source confirms it"}
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a claim's paper value comes from: ``kind`` (one of ``SOURCE_KINDS``), ``where`` (the paper and
+    section, the figure, or the reference note's section) and ``quote`` (the words, where the text states it)."""
+    kind: str
+    where: str
+    quote: str = ""
+
+    def __post_init__(self):
+        if self.kind not in SOURCE_KINDS:
+            raise ValueError(f"Source kind must be one of {sorted(SOURCE_KINDS)}, got {self.kind!r}")
+        if not self.where:
+            raise ValueError("Source where must name the paper section, figure or reference note")
+
+    def __str__(self) -> str:
+        quote = f": “{self.quote}”" if self.quote else ""
+        return f"{SOURCE_KINDS[self.kind]} ({self.where}){quote}"
 
 
 @dataclass(frozen=True)
@@ -36,6 +64,8 @@ class Claim:
     missing_as: float | None = None  # judge a missing value as this number (e.g. inf: "later than the run")
     fmt: str = "{:.3g}"
     sanity: str = ""                # non-empty: a sanity check, and why (the baseline that passes it too)
+    source: Source | None = None    # where the paper value comes from (every claim has one; tests check)
+    no_baseline: str = ""           # non-empty: why no untrained baseline is defined (else chapters.untrained_values has it)
 
     def rule(self) -> str:
         """The rule in words, shown on the page next to the verdict."""
@@ -69,8 +99,22 @@ class Claim:
         return VERDICTS[2]
 
     def show(self, ours: float | None) -> str:
-        """``ours`` formatted, or the ``missing`` text."""
-        return self.missing if ours is None or math.isnan(ours) else self.fmt.format(ours)
+        """``ours`` formatted (∞: a milestone later than its run, in a ratio), or the ``missing`` text."""
+        if ours is None or math.isnan(ours):
+            return self.missing
+        return ("∞" if ours > 0 else "−∞") if math.isinf(ours) else self.fmt.format(ours)
+
+
+def sourced(claims: list[Claim], sources: dict) -> list[Claim]:
+    """``claims`` with each one's :class:`Source` from ``{metric: Source}`` (a chapter's ``SOURCES``); ValueError
+    naming the claims without a source and the sources without a claim."""
+    metrics = [c.metric for c in claims]
+    duplicated = sorted({m for m in metrics if metrics.count(m) > 1})
+    missing, unknown = sorted(set(metrics) - set(sources)), sorted(set(sources) - set(metrics))
+    if duplicated or missing or unknown:
+        raise ValueError(f"sources must name each claim's metric once: duplicated {duplicated}, without a source "
+                         f"{missing}, no such claim {unknown}")
+    return [replace(c, source=sources[c.metric]) for c in claims]
 
 
 def select(claims: list[Claim], figure: str) -> list[Claim]:

@@ -567,6 +567,34 @@ def train(cfg: TrainConfig, init_state: dict | None = None, run_dir=None, save_e
     return _loop(runs, engine, save_every, callbacks, progress, stop_after, None, device, deadline)[0]
 
 
+
+def evaluation_steps(cfg: TrainConfig) -> list[int]:
+    """The steps at which ``train`` evaluates ``cfg``: 0, every ``eval_every``, ``eval_steps`` and the last."""
+    steps = {0, cfg.steps, *range(cfg.eval_every, cfg.steps + 1, cfg.eval_every)}
+    return sorted(steps | set(cfg.eval_steps))
+
+
+def untrained(cfg: TrainConfig, init_state: dict | None = None) -> TrainResult:
+    """The run of ``cfg`` that learns nothing: its seeded initial model (``copy_groups`` copied from
+    ``init_state``), never updated, evaluated as ``train`` evaluates, at every evaluation step of the run, on the
+    run's held-out batch with the attention bias in force at each step. A claim's measure on it is the
+    baseline a finding must fail (``book.verdicts``); ``meta["untrained"]`` marks it, and its final state is
+    the initial one."""
+    device = resolve_device(cfg.device)
+    run = _Run(cfg, device, None)
+    model = build_model(cfg, device, init_state)
+    outputs = {}
+    for step in evaluation_steps(cfg):
+        biased = run.bias_at(step) is not None
+        if biased not in outputs:
+            outputs[biased] = _to_host(run.task.evaluate(model, run.eval_batch, attn_bias=run.bias_at(step)))
+        run.evals.append((step, outputs[biased]))
+    metrics, positions, arrays = run.task.tables(run.evals, cfg.seed)
+    meta = {"device": str(device), "wall_time_s": 0.0, "torch": torch.__version__, "untrained": True,
+            "matmul_operands": cfg.matmul_operands}
+    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    return TrainResult(cfg.to_dict(), metrics, positions, arrays, meta, state)
+
 BACKENDS = ("auto", "stacked", "sequential")
 STACKABLE_OPTIMIZERS = ("adam", "sgd")  # elementwise; Muon orthogonalises whole 2-D matrices and does not stack
 

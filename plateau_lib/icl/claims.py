@@ -1,7 +1,7 @@
 """The in-context linear regression chapter's claims (Hoogland et al.; Carroll et al.; Raventós et al.)."""
 from __future__ import annotations
 
-from plateau_lib.book.verdicts import Claim, INF, select
+from plateau_lib.book.verdicts import Claim, INF, Source, select, sourced
 
 _ICL = "Hoogland Fig. 1(b) (LR stages)"
 _TR = "Carroll Figs. 1, 3 (transient ridge)"
@@ -67,6 +67,52 @@ CLAIMS = [
           "≪ 1 (the PT approaches ridge much faster than dMMSE)", (0, 0.5), (0, 0.9), scale_bound=True,
           fmt="{:.2f}"),
 ]
+
+# Where each paper value comes from (book.verdicts.Source): the paper's text, a figure, the authors' code or
+# logged data (the reference notes in ../shared/reference), or this book's inference.
+SOURCES = {
+    'stages found': Source('text', 'Hoogland et al. §7 (also §B.4)',
+        'Plateaus in the LLC estimates (Figures 1(b) and 1(b)) reveal five developmental stages for our in-context linear regression model.'),
+    'paper boundaries matched (at the same fraction of the schedule)': Source('text', 'Hoogland et al. stage table (§1); §7.1–7.3 headings',
+        'Stage LR1 (0–1k steps) … Stage LR2 (1k–40k steps) … Stages LR3 & LR4 (40k–126k & 126k–320k steps)'),
+    'step of the λ̂ peak (× 500k ÷ steps)': Source('code', 'icl_regression.md §4.2 (llcs.pt)',
+        '40k: 169–171 (169.3), the peak'),
+    "λ̂ at 40k, the paper's peak (× steps ÷ 500k)": Source('code', 'icl_regression.md §4.2 (llcs.pt)',
+        '40k: 169–171 (169.3), the peak'),
+    'λ̂ at the end ÷ λ̂ at 40k': Source('code', 'icl_regression.md §4.2 (llcs.pt)',
+        '40k: 169–171 (169.3), the peak … 500k: 116–141 (116.3)'),
+    'minimum mean-square prediction (LR1 marker)': Source('code', 'icl_regression.md §4.2 (evals_over_time.pt)',
+        '[data, seed 1]: loss_0/mean minimum 0.013 at step ≈ 1.7k, below σ² = 0.125.'),
+    'final evaluation loss': Source('code', 'icl_regression.md §4.2 (evals_over_time.pt)',
+        'Over seeds: 1.747 ± 0.009 at 500k; 4.157 ± 0.011 at 1k.'),
+    'final Δ to ridge': Source('code', 'icl_regression.md §4.2 (seed 1 evals)',
+        'Δ to ridge (pretrain/delta_ridge, not /D): 2.76 at init, 0.239 at 40k, 0.171 at 126k, 0.091 at 500k'),
+    'final Δ to dMMSE ÷ Δ to ridge at the smallest M (on q_M)': Source('text', 'Carroll et al. §4.3 (Task diversity threshold)',
+        'at low task diversity (in our case M ≤ 128), fully-trained transformers behaviorally approximate dMMSEM'),
+    "share of the M in 16–128 with a transient (the page's rule: a dip, then a rise > 5%; Δ to ridge regrows)": Source('text', 'Carroll et al. §4.3 (Transient ridge)',
+        'For M ∈ {16, 24, …, 128}, loss decreases towards that of ridge, then increases to that of dMMSEM.'),
+    "t_crit's smallest step up between consecutive M with a transient (evaluations of the grid)": Source('figure', 'Carroll et al. Fig. 1 circles (§5.3 predicts it)',
+        'training should proceed first towards u∞ before pivoting towards vM (after a number of training steps that increases with M)'),
+    'final Δ to ridge ÷ Δ to dMMSE at the largest finite M (on q_M)': Source('text', 'Carroll et al. §4.3 (Task diversity threshold)',
+        'above a task diversity threshold (M ≥ 362), they converge to a point that behaviorally approximates ridge'),
+    'behavioural switch: smallest M whose final model is nearer ridge': Source('text', 'Carroll et al. §4.3 (Task diversity threshold)',
+        'above a task diversity threshold (M ≥ 362), they converge … Trajectories M ∈ {182, 256} converge somewhere between.'),
+    '|correlation of PC2 with the OOD loss| over all checkpoints': Source('text', 'Carroll et al. §4.3 (Essential subspace)',
+        'PC2 also correlates with OOD loss, while PC1 appears to correlate with loss on q1(S)'),
+    'variance explained by PC1 + PC2': Source('text', 'Carroll et al. §4.3',
+        'the result of 2-dimensional joint trajectory PCA (27.5% explained variance)'),
+    'λ̂ at the smallest M ÷ λ̂ at M = ∞': Source('text', 'Carroll et al. §5.4 (values only in Fig. 3 bottom)',
+        'As expected, this LLC increases with M, and crosses λ̂∞ during the onset of transience.'),
+    'λ̂ at the largest dMMSE-like M ÷ λ̂ at M = ∞': Source('text', 'Carroll et al. §5.4 (values only in Fig. 3 bottom)',
+        'crosses λ̂∞ during the onset of transience. Surprisingly, the estimated LLC of dMMSEM plateaus above M = 32'),
+    'Δ^Pretrain(PT, dMMSE) ÷ D at the smallest M': Source('text', 'Raventós et al. §3.1 (Low task diversity phase)',
+        "At low pretraining task diversity—M up to about 2^6—the PT's MSE closely tracks that of dMMSE on tasks sampled from T_Pretrain (Fig. 2 top left)"),
+    'Δ^True(PT, ridge) ÷ D at M = ∞': Source('text', 'Raventós et al. §1 (citing prior work [13])',
+        'transformers that see an unlimited number of latent regression vectors during pretraining learn to perform ridge regression'),
+    'Δ^True(PT, ridge) ÷ Δ^True(dMMSE_M, ridge) at the largest finite M': Source('text', 'Raventós et al. Fig. 2 caption',
+        'However, the PT approaches Ridge much faster, significantly outperforming dMMSE on new tasks (bottom left).'),
+}
+CLAIMS = sourced(CLAIMS, SOURCES)
 
 # Why a figure's `paper` column is empty where no page recorded a value or a status (summaries.record_status).
 PAPER_PENDING = {

@@ -1,17 +1,38 @@
 """The LLC calibration page's claims: λ̂ against closed-form learning coefficients."""
 from __future__ import annotations
 
-from plateau_lib.book.verdicts import Claim, select
+from plateau_lib.book.verdicts import Claim, Source, select, sourced
 
 _LLC = "LLC golden models"
 
 CLAIMS = [
     # The estimator against closed-form learning coefficients: λ̂ / λ.
-    *[Claim(_LLC, f"λ̂ ÷ λ, {case}", f"1 (λ = {lam})", (0.9, 1.1), (0.75, 1.25), fmt="{:.2f}")
+    *[Claim(_LLC, f"λ̂ ÷ λ, {case}", f"1 (λ = {lam})", (0.9, 1.1), (0.75, 1.25), fmt="{:.2f}",
+            no_baseline="a check of the estimator against a closed-form λ: no model is trained, so none is untrained")
       for case, lam in [("polynomial (0, 1)", "1/2"), ("polynomial (0, 2)", "1/4"), ("polynomial (0, 3)", "1/6"),
                         ("polynomial (1, 2), a hard case", "1/4"), ("reduced-rank regression 5,3,5", "exact"),
                         ("reduced-rank regression 3,8,4", "exact"), ("regular model d = 10", "5")]],
 ]
+
+# Where each paper value comes from (book.verdicts.Source): the paper's text, a figure, the authors' code or
+# logged data (the reference notes in ../shared/reference), or this book's inference.
+SOURCES = {
+    'λ̂ ÷ λ, polynomial (0, 1)': Source('code', 'devinterp.md §7 G1 (sampler_accuracy_test)',
+        'Test table (true_lc): (0,1)→1/2, (1,1)→1/2 (m=2), (0,2)→1/4, (1,2)→1/4'),
+    'λ̂ ÷ λ, polynomial (0, 2)': Source('code', 'devinterp.md §7 G1 (sampler_accuracy_test)',
+        'Test table (true_lc): (0,1)→1/2, (1,1)→1/2 (m=2), (0,2)→1/4, (1,2)→1/4'),
+    'λ̂ ÷ λ, polynomial (0, 3)': Source('code', 'devinterp.md §7 G1 (sampler_accuracy_test)',
+        '(0,3)→1/6, (1,3)→1/6, (2,3)→1/6, (3,3)→1/6 (m=2). The test writes 0.166.'),
+    'λ̂ ÷ λ, polynomial (1, 2), a hard case': Source('code', 'devinterp.md §7 G1 (sampler_accuracy_test)',
+        'Test table (true_lc): (0,1)→1/2, (1,1)→1/2 (m=2), (0,2)→1/4, (1,2)→1/4'),
+    'λ̂ ÷ λ, reduced-rank regression 5,3,5': Source('code', 'devinterp.md §7 G3 (rrr_test; Aoyagi & Watanabe)',
+        'Test cases (M,H,N): (5,3,5)→6.5, (5,4,5)→8.0'),
+    'λ̂ ÷ λ, reduced-rank regression 3,8,4': Source('code', 'devinterp.md §7 G3 (rrr_test; Aoyagi & Watanabe)',
+        '(3,8,4)→6.0 (case 4) … case 4, M+N < H+r: λ = MN/2'),
+    'λ̂ ÷ λ, regular model d = 10': Source('text', 'Hoogland et al. §A.2; regular λ = d/2 (Watanabe)',
+        'If the population loss looks like a quadratic form near [w*] then [λ] is half the number of parameters'),
+}
+CLAIMS = sourced(CLAIMS, SOURCES)
 
 # Why a figure's `paper` column is empty where no page recorded a value or a status (summaries.record_status).
 PAPER_PENDING = {

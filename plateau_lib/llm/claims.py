@@ -1,7 +1,7 @@
 """The Pythia/OLMo chapter's claims (Gopalani et al. Figs. 8, 23-25)."""
 from __future__ import annotations
 
-from plateau_lib.book.verdicts import Claim, select
+from plateau_lib.book.verdicts import Claim, Source, select, sourced
 
 _LLM = "Fig. 8 (Pythia/OLMo collapse and repetition)"
 _OLMO = "Figs. 23–25 (OLMo-2 7B, steps 150 and 600)"
@@ -24,6 +24,24 @@ CLAIMS = [
     Claim(_OLMO, "cosine at step 600 ÷ at step 150", "0.46 (0.43 ÷ 0.93)", (0, 0.6), (0, 0.85), fmt="{:.2f}",
           missing="no checkpoint at step 150 or 600"),
 ]
+
+# Where each paper value comes from (book.verdicts.Source): the paper's text, a figure, the authors' code or
+# logged data (the reference notes in ../shared/reference), or this book's inference.
+SOURCES = {
+    "peak cosine of the generated tokens' states": Source('text', 'Gopalani et al. summary, LLM Validation',
+        'Pythia-14M | > 0.9 | Present'),
+    'repetition at the step of peak cosine': Source('text', 'Gopalani et al. summary, LLM Validation',
+        'Model | Early Peak COS | Repetition Bias'),
+    'cosine at the last step ÷ its peak': Source('text', 'Gopalani et al. summary, LLM Validation',
+        'OLMo-2 7B (step 600) | ≈ 0.43 | Dissipated'),
+    'repetition at the last step': Source('inference', 'Gopalani et al. summary, LLM Validation',
+        'OLMo-2 7B (step 600) | ≈ 0.43 | Dissipated'),
+    'cosine at step 150': Source('text', 'Gopalani et al. summary, LLM Validation',
+        'OLMo-2 7B (step 150) | ≈ 0.93 | Present'),
+    'cosine at step 600 ÷ at step 150': Source('text', 'Gopalani et al. summary, LLM Validation',
+        'OLMo-2 7B (step 600) | ≈ 0.43 | Dissipated'),
+}
+CLAIMS = sourced(CLAIMS, SOURCES)
 
 # Why a figure's `paper` column is empty where no page recorded a value or a status (summaries.record_status).
 PAPER_PENDING = {

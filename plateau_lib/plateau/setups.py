@@ -51,8 +51,8 @@ def setup_values(table: pd.DataFrame) -> dict:
               "lowest peak ρ over setups (setup means)": float(by_setup["peak_rho"].mean().min())}
     names = set(table["setup"].astype(str))
     if {"softmax", "baseline"} <= names:
-        values["softmax jump step ÷ linear baseline's"] = (milestones.mean_of(table, "jump_step", setup="softmax")
-                                                          / milestones.mean_of(table, "jump_step", setup="baseline"))
+        values["softmax jump step ÷ linear baseline's"] = milestones.later_ratio(
+            table, "jump_step", {"setup": "softmax"}, {"setup": "baseline"})
     return values
 
 
