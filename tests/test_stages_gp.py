@@ -72,3 +72,12 @@ def test_sign_changes_find_the_critical_points_that_sparse_points_step_over():
     assert slope_sign_changes(steps, slope) == [300]
     assert slope_sign_changes(steps, np.array([5.0, 3.0, -1.0, -4.0, 2.0])) == [300, 500]
     assert slope_sign_changes(steps, np.array([1.0, 2.0, 3.0, 4.0, 5.0])) == []   # monotone: none
+
+
+def test_a_flat_curve_has_no_stages():
+    """λ̂ of a model that never moves is one number at every checkpoint: its noise wobbles make local minima of
+    |slope|, but nothing changes before or after them, so no boundary (and one stage)."""
+    rng = np.random.default_rng(0)
+    flat = 3.0 + 1e-6 * rng.standard_normal(STEPS.size)
+    found = gp_stage_boundaries(STEPS, flat, n_restarts=2)
+    assert found.boundaries == [] and found.candidates == []

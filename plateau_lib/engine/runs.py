@@ -18,7 +18,7 @@ from plateau_lib.engine.utils import resolve_device
 
 OPTIMIZERS = ("adam", "sgd", "muon")
 SCHEDULES = ("constant", "warmup_cosine", "warmup_constant", "one_cycle")
-COPY_GROUPS = ("kq", "ov", "mlp", "embed", "ln", "head")
+COPY_GROUPS = ("kq", "ov", "mlp", "embed", "ln_attn", "ln_mlp", "ln_f", "head")
 from plateau_lib.engine.precision import MATMUL_OPERANDS
 
 

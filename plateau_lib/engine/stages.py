@@ -166,6 +166,14 @@ def slope_sign_changes(steps, slope) -> list[int]:
     return [int(steps[j] if abs(slope[j]) <= abs(slope[j + 1]) else steps[j + 1]) for j in i]
 
 
+def between_changes(slope, idx, tol: float = SLOPE_TOL) -> np.ndarray:
+    """The candidates ``idx`` with the curve changing (|slope| >= ``tol``) somewhere before and somewhere after
+    them: a boundary separates two developments, so a flat curve, whose |slope| is a minimum at every wobble of
+    its noise, has none."""
+    a = np.abs(np.asarray(slope, dtype=float))
+    return np.array([i for i in idx if a[:i].max(initial=0) >= tol and a[i + 1:].max(initial=0) >= tol], dtype=int)
+
+
 def prune_boundaries(steps, abs_slope, min_step: int = 100, merge_ratio: float = 2.0):
     """Our explicit version of the paper's hand pruning (returns (kept steps, rule text)).
 
@@ -187,7 +195,8 @@ def gp_stage_boundaries(steps, values, slope_tol: float = SLOPE_TOL, min_step: i
                         merge_ratio: float = 2.0, **gp_kwargs) -> GPStages:
     """Stage boundaries of a curve (e.g. λ̂ over checkpoints), as in Hoogland et al.: GP-smooth ``values``
     over log(step + 1) (``gp_smooth``), take the slope by centred differences, keep the strict local minima
-    of |slope| below ``slope_tol`` as candidates, and prune them (``prune_boundaries``). Unlike the
+    of |slope| below ``slope_tol`` with the curve changing before and after them as candidates
+    (``between_changes``: a flat curve has no stages), and prune them (``prune_boundaries``). Unlike the
     published notebook, a candidate is reported at its own checkpoint (theirs is one checkpoint early)."""
     steps, values = np.asarray(steps), np.asarray(values, dtype=float)
     if steps.ndim != 1 or steps.shape != values.shape:
@@ -201,7 +210,7 @@ def gp_stage_boundaries(steps, values, slope_tol: float = SLOPE_TOL, min_step: i
     x = np.log(steps + 1.0)
     smooth, kernel, pinned = gp_smooth(x, values, **gp_kwargs)
     slope = centred_slope(x, smooth)
-    idx = slope_minima(slope, slope_tol)
+    idx = between_changes(slope, slope_minima(slope, slope_tol), slope_tol)
     boundaries, rule = prune_boundaries(steps[idx], np.abs(slope[idx]), min_step, merge_ratio)
     note = (f"fitted kernel {kernel}; " + (f"{', '.join(pinned)} at a bound of its range (amplitude bounds "
             f"{kernel.k1.constant_value_bounds}, length-scale bounds {kernel.k2.length_scale_bounds} in ln-steps)"

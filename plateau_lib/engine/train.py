@@ -89,8 +89,10 @@ def lr_factor_tensor(step, schedule, steps, warmup):
 
 def param_groups(model: torch.nn.Module) -> dict[str, list[str]]:
     """Parameter names by the paper's functional groups (``COPY_GROUPS``, copied and frozen in Fig. 5), read from
-    the module names both chapters' models share (``attn.Q/K/V/c_proj``, ``mlp``, ``wte``/``wpe``, ``ln_``)."""
-    groups = {"kq": [], "ov": [], "mlp": [], "embed": [], "ln": [], "head": []}
+    the module names both chapters' models share (``attn.Q/K/V/c_proj``, ``mlp``, ``wte``/``wpe``, ``ln_1``,
+    ``ln_2``, ``ln_f``): each layer norm goes with what it feeds, as the authors' code copies them (``ln_attn``:
+    the norms before attention, ``ln_mlp``: before the MLP, ``ln_f``: before the readout)."""
+    groups = {"kq": [], "ov": [], "mlp": [], "embed": [], "ln_attn": [], "ln_mlp": [], "ln_f": [], "head": []}
     for name, _ in model.named_parameters():
         if ".attn.Q." in name or ".attn.K." in name:
             groups["kq"].append(name)
@@ -100,8 +102,12 @@ def param_groups(model: torch.nn.Module) -> dict[str, list[str]]:
             groups["mlp"].append(name)
         elif name.startswith(("wte", "wpe")):
             groups["embed"].append(name)
-        elif "ln_" in name:
-            groups["ln"].append(name)
+        elif ".ln_1." in name:
+            groups["ln_attn"].append(name)
+        elif ".ln_2." in name:
+            groups["ln_mlp"].append(name)
+        elif name.startswith("ln_f."):
+            groups["ln_f"].append(name)
         else:
             groups["head"].append(name)
     return groups

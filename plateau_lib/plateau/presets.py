@@ -71,9 +71,12 @@ def attention_bias_runs(preset: str, seeds=None, cs=None, steps_small_c=None, sw
     return bias, switch
 
 
-# Fig. 5: parameter groups copied from the trained reference and frozen (see model.param_groups).
-OPTIMAL_INIT_CONDITIONS = {"baseline": (), "KQ": ("kq", "embed"), "KQ+OV": ("kq", "ov", "embed"),
-                           "MLP": ("mlp", "head"), "embeddings": ("embed", "head")}
+# Fig. 5: parameter groups copied from the trained reference and frozen (``engine.train.param_groups``), as the
+# authors' train_mws_optimal_init.py copies them (reference tf_loss_plateau.md §4.8): KQ with the embeddings and
+# ln_1; the whole attention with the embeddings and ln_1; the MLP with ln_2, lm_head and ln_f; the embeddings with
+# lm_head and ln_f.
+OPTIMAL_INIT_CONDITIONS = {"baseline": (), "KQ": ("kq", "embed", "ln_attn"), "KQ+OV": ("kq", "ov", "embed", "ln_attn"),
+                           "MLP": ("mlp", "ln_mlp", "head", "ln_f"), "embeddings": ("embed", "head", "ln_f")}
 
 
 def optimal_init_runs(preset: str, seeds=None, reference_seed: int = 0, conditions=None, overrides=None,
