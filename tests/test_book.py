@@ -154,3 +154,19 @@ def test_failing_notebook_fails_the_run_and_removes_the_book(runner_copy):
     assert "deliberate failure" in result.stderr
     assert not (runner_copy / "book" / "_build" / "html").exists()
     assert not (runner_copy / "book" / "figures" / "broken.ipynb").exists()
+
+
+def test_every_figure_page_opens_with_its_verdict_box(built_book):
+    """The box (pages.glue_verdict_box, pasted by the opening Markdown) comes before the page's first section, with
+    its verdicts or the sentence saying why it has none."""
+    html, names = built_book
+    for name, soup in pages(html, names).items():
+        if name in NO_FIGURES:
+            continue
+        box = soup.select_one("div.verdict-box")
+        assert box is not None, f"{name}: no verdict box"
+        first_section = soup.select_one("main section section") or soup.select_one("main h2")
+        assert first_section is None or box.sourceline < first_section.sourceline, f"{name}: the verdict box is not first"
+        text = box.get_text(" ")
+        assert re.search(r"At the paper's configuration: \d|No verdict|No verdicts on this page", text), \
+            f"{name}: the box has neither verdicts nor a reason: {text[:300]}"

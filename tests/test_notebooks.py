@@ -56,3 +56,17 @@ def test_every_cell_has_a_unique_id(path):
     ids = [c.get("id") for c in cells]
     assert None not in ids, f"{path.name}: cell(s) {[i for i, c in enumerate(ids) if c is None]} have no id"
     assert len(set(ids)) == len(ids), f"{path.name}: repeated cell ids"
+
+
+FIGURE_PAGES = [p for p in NOTEBOOKS if p.stem not in ("reproducibility", "performance")]
+
+
+@pytest.mark.parametrize("path", FIGURE_PAGES, ids=lambda p: p.stem)
+def test_every_figure_page_opens_with_the_verdict_box_its_last_cell_glues(path):
+    nb = nbformat.read(path, as_version=4)
+    opening = nb.cells[0].source
+    assert "```{glue} verdict_box" in opening, f"{path.name}: the opening Markdown does not paste the verdict box"
+    cells = code_cells(path)
+    glued = [c for c in cells if "pages.glue_verdict_box(" in c.source]
+    assert len(glued) == 1 and glued[0].source == cells[-1].source, f"{path.name}: glue the box once, in the last cell"
+    assert "remove-cell" in glued[0].metadata.get("tags", [])

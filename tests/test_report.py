@@ -149,3 +149,15 @@ def test_the_reproducibility_page_quotes_its_sources_and_lists_sanity_checks_apa
     assert "final accuracy" in claims_html and "data ρ" not in claims_html
     assert "data ρ" in sanity_html and "final accuracy" not in sanity_html
     assert "<details><summary>quote</summary>" in claims_html and 'href="mws_plateau.html#provenance"' in claims_html
+
+
+def test_the_verdict_box_lists_the_paper_columns_verdicts_sanity_checks_last(summaries):
+    from plateau_lib.book import pages
+    report.record_summary(claims_of(FIG), "paper", {"data ρ": 0.057, "final accuracy": 1.0, "step of the jump": 500.0},
+                          "mws_plateau", {})
+    box = pages.verdict_box_html([FIG, "Figs. 41–42 (collapse at every location)"], PAPER_PENDING)
+    assert "At the paper's configuration: 1 reproduced, 1 partly; 1 sanity check, not counted." in box
+    assert box.index("final accuracy") < box.index("data ρ")  # the sanity check last
+    assert "No verdict at the paper's configuration: not run yet" in box
+    with pytest.raises(ValueError, match="none"):
+        pages.glue_verdict_box([], PAPER_PENDING)

@@ -222,3 +222,54 @@ def verdict_counts(table: pd.DataFrame) -> pd.DataFrame:
     counts = {column: [table[column].str.endswith(f"({v})").sum() for v in VERDICTS]
               for column in PRESET_COLUMNS.values()}
     return pd.DataFrame(counts, index=list(VERDICTS)).rename_axis("verdict")
+
+
+# ---- the verdict box that opens a figure page --------------------------------------------------------------------
+
+VERDICT_BOX = "verdict_box"  # the glue key a page's opening Markdown pastes (```{glue} verdict_box```)
+
+
+def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | None = None) -> str:
+    """The box that opens a figure page: for each of its ``figures``, the claims judged at the paper's
+    configuration (the ``paper`` column this build recorded), with the tally (sanity checks apart), or why the
+    column is empty (the page's recorded status, else ``pending``: ``chapters.paper_pending()``)."""
+    import html as html_lib
+    from plateau_lib.book import summaries as store
+    from plateau_lib.book.verdicts import SANITY, VERDICTS
+    found = {(s["figure"], s["preset"]): s for s in (store.load_summaries() if summaries is None else summaries)}
+    parts = []
+    for figure in figures:
+        summary = found.get((figure, "paper"))
+        rows = summary["rows"] if summary else []
+        head = f'<p class="verdict-box-figure">{html_lib.escape(figure)}</p>'
+        if not rows:
+            why = (summary or {}).get("status") or pending.get(figure, "no run at the paper's configuration yet")
+            parts.append(f'{head}<p>No verdict at the paper\'s configuration: {html_lib.escape(why)}.</p>')
+            continue
+        counted = [r["verdict"] for r in rows if r["verdict"] not in SANITY]
+        tally = ", ".join(f"{counted.count(v)} {v}" for v in VERDICTS if counted.count(v))
+        checks = sum(r["verdict"] in SANITY for r in rows)
+        tally += f"; {checks} sanity check{'s' * (checks != 1)}, not counted" if checks else ""
+        ordered = sorted(rows, key=lambda r: r["verdict"] in SANITY)  # the sanity checks last
+        body = "".join(
+            f'<tr class="{"sanity-row" if r["verdict"] in SANITY else ""}"><td>{html_lib.escape(r["metric"])}</td>'
+            f'<td>{html_lib.escape(r["paper"])}</td><td>{html_lib.escape(r["shown"])}</td>'
+            f'<td class="verdict-{store.slug(r["verdict"])}">{html_lib.escape(r["verdict"])}</td></tr>' for r in ordered)
+        parts.append(f'{head}<p class="verdict-box-tally">At the paper\'s configuration: {tally}.</p>'
+                     f'<div class="table-scroll"><table class="verdict-box-table"><thead><tr><th>claim</th>'
+                     f'<th>paper</th><th>ours</th><th>verdict</th></tr></thead><tbody>{body}</tbody></table></div>')
+    return f'<div class="verdict-box" id="verdict-box">{"".join(parts)}</div>'
+
+
+def glue_verdict_box(figures: list[str], pending: dict, none: str = "") -> None:
+    """Glue the page's verdict box (``verdict_box_html``; ``none``: why a page without ``figures`` has no verdicts)
+    under ``VERDICT_BOX`` for its opening Markdown to paste (MyST-NB's glue: a page shows, at its top, the verdicts
+    its later cells recorded). Call it after the page's last verdict table."""
+    import html as html_lib
+    from IPython.display import HTML
+    from myst_nb import glue
+    if not figures and not none:
+        raise ValueError("glue_verdict_box needs the page's figures, or none: why the page has no verdicts")
+    box = (verdict_box_html(figures, pending) if figures else
+           f'<div class="verdict-box" id="verdict-box"><p>No verdicts on this page: {html_lib.escape(none)}</p></div>')
+    glue(VERDICT_BOX, HTML(box), display=False)

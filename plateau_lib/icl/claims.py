@@ -7,6 +7,8 @@ _ICL = "Hoogland Fig. 1(b) (LR stages)"
 _TR = "Carroll Figs. 1, 3 (transient ridge)"
 _TD = "Raventós Fig. 2 (task diversity)"
 
+_NO_TRAJECTORY = "a model that learns nothing has no trajectory: its predictions never move, so there is no variance to explain"
+
 CLAIMS = [
     # Hoogland et al. (seed 1, reference icl_regression.md §4.2, §6). Steps of a shorter run are compared at the
     # same fraction of the one-cycle schedule (× 500k ÷ steps). Everything that needs the whole 500k-step
@@ -46,14 +48,16 @@ CLAIMS = [
     Claim(_TR, "t_crit's smallest step up between consecutive M with a transient (evaluations of the grid)",
           "t_crit increases with M (read off Fig. 1's circles)", (3, INF), (0, INF), scale_bound=True, fmt="{:.0f}",
           missing="fewer than 2 M with a transient"),
+    # "partly" is at most half as far from ridge as from dMMSE: an untrained model's ratio is about 0.85 (nearer
+    # ridge by chance), so "nearer ridge at all" (< 1) could not fail.
     Claim(_TR, "final Δ to ridge ÷ Δ to dMMSE at the largest finite M (on q_M)", "≈ 0 (M ≥ 362 converge to ridge)",
-          (0, 0.3), (0, 1.0), scale_bound=True, fmt="{:.3f}"),
+          (0, 0.3), (0, 0.5), scale_bound=True, fmt="{:.3f}"),
     Claim(_TR, "behavioural switch: smallest M whose final model is nearer ridge", "between 182 and 362 (D = 8)",
           (182, 362), (128, 512), scale_bound=True, model_bound=True, fmt="{:.0f}", missing="no M switches"),
     Claim(_TR, "|correlation of PC2 with the OOD loss| over all checkpoints", "PC2 tracks the OOD loss",
-          (0.7, 1.0), (0.4, 1.0), fmt="{:.2f}"),
+          (0.7, 1.0), (0.4, 1.0), fmt="{:.2f}", no_baseline=_NO_TRAJECTORY),
     Claim(_TR, "variance explained by PC1 + PC2", "27.5%", (0.2, 0.35), (0.1, 0.5), scale_bound=True, model_bound=True,
-          fmt="{:.1%}"),
+          fmt="{:.1%}", no_baseline=_NO_TRAJECTORY),
     Claim(_TR, "λ̂ at the smallest M ÷ λ̂ at M = ∞", "< 1 (low-M λ̂ rises with M, crosses λ̂_∞)", (0, 0.9), (0, 1.0),
           fmt="{:.2f}"),
     Claim(_TR, "λ̂ at the largest dMMSE-like M ÷ λ̂ at M = ∞", "> 1 (crossed λ̂_∞ at the onset of the transient)",

@@ -47,7 +47,7 @@ class Sweep:
         return self.memo["ideal"]
 
 
-def _assemble(preset, configs, llc, results, llc_found) -> Sweep:
+def assemble(preset, configs, llc, results, llc_found) -> Sweep:
     curves = div.curves(results)
     table, meta = llc_found if llc_found is not None else (None, None)
     return Sweep(preset, configs, llc, results, curves, div.final(curves), table, meta)
@@ -77,7 +77,7 @@ def live(preset: str = "cpu", Ms=None, seeds=None, steps=None, overrides=None, u
     configs, llc = sweep_settings(preset, Ms, seeds, steps, overrides, **llc_fields)
     results = sweep(configs, use_cache=use_cache, executor=executor, progress=progress)
     found = div.llc_vs_M(configs, llc, use_cache=use_cache, progress=False) if with_llc else None
-    return _assemble(preset, configs, llc, results, found)
+    return assemble(preset, configs, llc, results, found)
 
 
 # Sweeps made run by run across work sessions: shown with the runs committed so far (the page names the rest).
@@ -106,7 +106,7 @@ def stored(preset: str) -> Sweep | None:
     for label, cfg in icl_presets.more_seeds(preset).items():
         if (path := cache.find("train", cache.cache_key(cfg))) is not None:
             results[label], found[label] = TrainResult.load(path), cfg
-    return _assemble(preset, found, llc, results, llc_found)
+    return assemble(preset, found, llc, results, llc_found)
 
 
 def not_yet_committed(s: Sweep) -> list:
@@ -488,13 +488,18 @@ def diversity_figure(s: Sweep, title: str = ""):
     return fig
 
 
+def moving(s: Sweep) -> bool:
+    """Whether any run's predictions change over its checkpoints (the trajectory PCA needs them to)."""
+    rows, _ = div.trajectory_rows(s.results)
+    return any(np.ptp(np.asarray(x, dtype=float), axis=0).max() > 0 for x in rows.values())
+
+
 def transient_values(s: Sweep, n_components: int = 2) -> dict:
     """Our numbers for the transient-ridge claims (``icl.claims``, "Carroll Figs. 1, 3")."""
     f = s.final.groupby("M")[["delta_dmmse", "delta_ridge"]].mean()
     finite = [M for M in f.index if M != icl_presets.INF]
     lo, hi = min(finite), max(finite)
     transient = transient_Ms(s)
-    pca, proj, _ = pca_of(s, n_components)
     values = {
         "final Δ to dMMSE ÷ Δ to ridge at the smallest M (on q_M)": f.loc[lo, "delta_dmmse"] / f.loc[lo, "delta_ridge"],
         "share of the M in 16–128 with a transient (the page's rule: a dip, then a rise > 5%; Δ to ridge regrows)":
@@ -502,9 +507,12 @@ def transient_values(s: Sweep, n_components: int = 2) -> dict:
         "t_crit's smallest step up between consecutive M with a transient (evaluations of the grid)": t_crit_order(s),
         "final Δ to ridge ÷ Δ to dMMSE at the largest finite M (on q_M)": f.loc[hi, "delta_ridge"] / f.loc[hi, "delta_dmmse"],
         "behavioural switch: smallest M whose final model is nearer ridge": div.switch_M(s.final),
-        "|correlation of PC2 with the OOD loss| over all checkpoints": abs(float(np.corrcoef(proj["PC2"], proj["ood_loss"])[0, 1])),
-        "variance explained by PC1 + PC2": float(pca.explained_variance_ratio[:2].sum()),
     }
+    if moving(s):  # runs that never move (untrained: the claims' baseline) have no trajectory for a PCA
+        pca, proj, _ = pca_of(s, n_components)
+        values["|correlation of PC2 with the OOD loss| over all checkpoints"] = abs(
+            float(np.corrcoef(proj["PC2"], proj["ood_loss"])[0, 1]))
+        values["variance explained by PC1 + PC2"] = float(pca.explained_variance_ratio[:2].sum())
     if s.llc_table is not None:
         llc = s.llc_table.groupby("M")["llc_mean"].mean()
         dmmse_like = [M for M in finite if f.loc[M, "delta_dmmse"] < f.loc[M, "delta_ridge"]]

@@ -2,7 +2,10 @@
 config (``ICL_PAPER``) never updated (``engine.train.untrained``), through the stages page's own code. A finding
 must fail here (``book.verdicts``).
 
-Its λ̂ is the same at every checkpoint (the weights never move, and SGLD's seed is fixed), so one estimate at the
+The sweeps of Carroll et al. and Raventós et al. (12 paper-scale models, an evaluation of about 30 CPU-seconds
+each) are measured once and stored (``sweep_values(compute=True)``, then ``commit_tables``).
+
+The stages run's λ̂ is the same at every checkpoint (the weights never move, and SGLD's seed is fixed), so one estimate at the
 initial weights, with the stages curve's SGLD setting (``ICL_LLC_REDUCED``), stands for the whole curve. That row
 costs about ten CPU-minutes: ``untrained_llc(compute=True)`` makes it, ``commit_tables`` commits it.
 """
@@ -12,12 +15,13 @@ import pandas as pd
 
 from plateau_lib.engine import cache
 from plateau_lib.engine.train import untrained
-from plateau_lib.icl import stages_page
+from plateau_lib.icl import diversity_page, stages_page
 from plateau_lib.icl.development import Development, llc_data
 from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
 from plateau_lib.llc import llc_over_checkpoints
 
 LLC_KIND = "icl_untrained_llc"
+SWEEP_KIND = "icl_untrained_sweep"
 
 
 def llc_spec(cfg=ICL_PAPER, llc: dict = ICL_LLC_REDUCED) -> dict:
@@ -47,11 +51,41 @@ def frozen_development(llc_row: pd.DataFrame, cfg=ICL_PAPER) -> Development:
     return Development(untrained(cfg), llc, pd.DataFrame(), {"untrained": True})
 
 
+def sweep_spec(preset: str = "paper") -> dict:
+    configs, _ = diversity_page.sweep_settings(preset)
+    return {"configs": sorted(cache.cache_key(cfg) for cfg in configs.values()), "version": 1}
+
+
+def sweep_values(preset: str = "paper", compute: bool = False) -> dict | None:
+    """``{figure: {claim metric: value}}`` of the transient-ridge and task-diversity claims on ``preset``'s sweep
+    never trained (the page's own ``transient_values`` and ``diversity_values``; the λ̂ claims are left out):
+    stored, else computed when ``compute`` (and stored locally), else None."""
+    stored = cache.load_tables(SWEEP_KIND, sweep_spec(preset))
+    if stored is None and not compute:
+        return None
+    if stored is None:
+        configs, llc = diversity_page.sweep_settings(preset)
+        sweep = diversity_page.assemble(preset, configs, llc, {k: untrained(c) for k, c in configs.items()}, None)
+        table = pd.DataFrame([{"figure": figure, "metric": metric, "value": value}
+                              for figure, of in ((diversity_page.TRANSIENT_FIGURE, diversity_page.transient_values),
+                                                 (diversity_page.DIVERSITY_FIGURE, diversity_page.diversity_values))
+                              for metric, value in of(sweep).items()])
+        cache.store_tables(SWEEP_KIND, sweep_spec(preset), {"values": table},
+                           {"what": f"the {preset} sweep's claims on its untrained models (the claims' baseline)"})
+        stored = cache.load_tables(SWEEP_KIND, sweep_spec(preset))
+    out = {}
+    for row in stored[0]["values"].itertuples():
+        out.setdefault(row.figure, {})[row.metric] = row.value
+    return out
+
+
 def values() -> dict:
     """``{figure: {claim metric: value}}``: every stages claim when the untrained λ̂ is stored, else the claims a
-    training run decides without λ̂."""
+    training run decides without λ̂; and the sweeps' claims, where stored."""
     row = untrained_llc()
     if row is None:
-        return {stages_page.FIGURE: stages_page.training_values(untrained(ICL_PAPER).metrics)}
-    dev = frozen_development(row)
-    return {stages_page.FIGURE: stages_page.stage_values(dev, stages_page.detect_stages(dev))}
+        out = {stages_page.FIGURE: stages_page.training_values(untrained(ICL_PAPER).metrics)}
+    else:
+        dev = frozen_development(row)
+        out = {stages_page.FIGURE: stages_page.stage_values(dev, stages_page.detect_stages(dev))}
+    return out | (sweep_values() or {})

@@ -142,7 +142,8 @@ def analyse_checkpoints(checkpoints: dict, questions: list[str], device: str = "
                         rows: pd.DataFrame | None = None, on_step=None, progress: bool = True) -> pd.DataFrame:
     """One row per (step, prompt): ``mean_cos``, ``repetition``, ``distinct``, the generated ``text`` (as a JSON
     string, so that carriage returns and odd bytes survive the CSV; ``generated_text`` decodes it) and ``token_ids``, the smallest logit ``margin`` of the 8 greedy choices, and the 28 pairwise cosines
-    (``cos_i_j``, i > j). ``rows`` already made are kept (resume); ``on_step(rows)`` is called after each step."""
+    (``cos_i_j``, i > j). ``checkpoints``: ``{step: folder}`` (``load_model``) or ``{step: (model, tokenizer)}``.
+    ``rows`` already made are kept (resume); ``on_step(rows)`` is called after each step."""
     from tqdm.auto import tqdm
     dev = resolve_device(device)
     rows = pd.DataFrame() if rows is None else rows
@@ -150,7 +151,7 @@ def analyse_checkpoints(checkpoints: dict, questions: list[str], device: str = "
     for step, folder in tqdm(sorted(checkpoints.items()), desc="checkpoints", disable=not progress):
         if step in done:
             continue
-        model, tok = load_model(folder)
+        model, tok = folder if isinstance(folder, tuple) else load_model(folder)
         ids = [tok(q, return_token_type_ids=False, add_special_tokens=False)["input_ids"] for q in questions]
         result = analyse(model.to(dev), ids, batch_size=batch_size)
         frame = pd.DataFrame({"step": step, "prompt": range(len(questions)),

@@ -241,7 +241,7 @@ def per_run_values(panel: Panel) -> dict:
     return {"peak cosine of the generated tokens' states": peak["cosine"],
             "repetition at the step of peak cosine": peak["repetition"],
             "cosine at the last step ÷ its peak": last["cosine"] / peak["cosine"],
-            "repetition at the last step": last["repetition"]}
+            "repetition at the last step ÷ at the step of peak cosine": last["repetition"] / peak["repetition"]}
 
 
 def olmo_values(panel: Panel) -> dict:

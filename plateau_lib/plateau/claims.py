@@ -22,7 +22,7 @@ CLAIMS = [
     Claim(_FIG2, "APM at step 0", "near 0", (0.0, 0.15), (0.0, 0.15),
           sanity="an untrained model's attention puts next to nothing on Ω"),
     Claim(_FIG2, "APM at the end of the plateau (the last evaluation before the jump)",
-          "≈ 0.8 (the text; a run of the authors' code in the reference notes: 0.28 before the drop, 0.76 after)", (0.7, 0.9), (0.55, 1.0)),
+          "≈ 0.8 (the text; a run of the authors' code: 0.28 before the drop, 0.76 after)", (0.7, 0.9), (0.55, 1.0)),
     Claim(_FIG2, "APM's rank correlation with the step, up to the jump", "monotone increase (1)", (0.9, 1.0),
           (0.7, 1.0)),
     # No jump step is reported: the authors' config runs 400 steps and the jump comes within them (the reference
@@ -94,7 +94,8 @@ CLAIMS = [
     # layer confirms that collapse occurs after the attention layer"; the attention layer, not the MLP, causes it.
     # Peaks over the checkpoints before the jump; the qualitative claims are bands on the measured peaks.
     Claim("Figs. 41–42 (collapse at every location)", "peak cosine before the jump, embedding (before attention)",
-          "low: no collapse before the attention layer", (0, 0.4), (0, 0.6), fmt="{:.2f}"),
+          "low: no collapse before the attention layer", (0, 0.4), (0, 0.6), fmt="{:.2f}",
+          sanity="untrained embeddings are as unlike each other; the rise after attention carries the finding"),
     Claim("Figs. 41–42 (collapse at every location)", "peak cosine before the jump, residual after attention",
           "high: collapse appears after the attention layer", (0.8, 1.0), (0.6, 1.0), fmt="{:.2f}"),
     Claim("Figs. 41–42 (collapse at every location)", "peak cosine before the jump, after ln_f", "≈ 0.95",

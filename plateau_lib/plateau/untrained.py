@@ -3,9 +3,13 @@ replaced by ``engine.train.untrained`` (the same configs, initial weights never 
 page's own code. A finding must fail here (``book.verdicts``); a claim that passes is a sanity check."""
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+import torch
+
 from plateau_lib.book import pages
-from plateau_lib.engine.train import untrained
-from plateau_lib.plateau import claims, milestones, other_tasks, presets, setups
+from plateau_lib.engine.train import build_model, untrained
+from plateau_lib.plateau import claims, metrics, milestones, other_tasks, presets, probe, setups
 
 
 def runs(configs: dict, init_state: dict | None = None) -> dict:
@@ -51,13 +55,32 @@ def setup_values() -> dict:
     return setups.setup_values(setups.setup_milestones(metrics, family))
 
 
+def location_values() -> dict:
+    """Figs. 41–42: each location's mean cosine of the untrained model on the probe's held-out sequences, at every
+    checkpoint step of the paper's probe runs (no probe is fitted: the claims read the cosines only)."""
+    configs, settings = presets.probe_runs("paper"), presets.probe_settings("paper")
+    rows, histories = [], []
+    for label, cfg in configs.items():
+        task = cfg.make_task()
+        model = build_model(cfg, "cpu").eval()
+        with torch.no_grad():
+            states = probe.location_states(model, probe.probe_batch(task, settings))
+        cosines = {f"cosine_{name}": float(metrics.mean_cosine(metrics.cosine_matrix(h, task), task.cosine_pairs))
+                   for name, h in states.items()}
+        rows += [{"label": label, "step": step, "probe_train_acc": np.nan, "probe_test_acc": np.nan, **cosines}
+                 for step in cfg.checkpoint_steps]
+        histories.append(untrained(cfg).metrics)
+    return probe.location_values(probe.phase_table(pd.DataFrame(rows), pd.concat(histories, ignore_index=True)))
+
+
 def values() -> dict:
     """``{figure: {claim metric: value}}`` for every figure of this chapter that has an untrained baseline."""
     bias, switch = attention_bias_values()
     figures = sorted({c.figure for c in claims.CLAIMS})
     by_figure = {"Fig. 2 (MWS plateau)": plateau_values(), "Figs. 3–4 (attention bias)": bias,
                  "Fig. 43 (bias switched on mid-run)": switch, "Fig. 5 (optimal initialisation)": optimal_init_values(),
-                 "Figs. 6–22 (other tasks)": other_task_values(), "Figs. 26–40 (training setups)": setup_values()}
+                 "Figs. 6–22 (other tasks)": other_task_values(), "Figs. 26–40 (training setups)": setup_values(),
+                 "Figs. 41–42 (collapse at every location)": location_values()}
     unknown = set(by_figure) - set(figures)
     if unknown:
         raise ValueError(f"no figure named {sorted(unknown)} among the chapter's claims: {figures}")
