@@ -63,6 +63,12 @@ def untrained_values() -> dict:
     return found
 
 
+def chapter_of() -> dict:
+    """``{figure: its chapter's one-line title}`` for every chapter's claims (the Reproducibility page's tally)."""
+    return {c.figure: CHAPTERS[chapter].split(":")[0].split(" (")[0] for chapter in CHAPTERS
+            for c in _module(chapter, "claims").CLAIMS}
+
+
 def paper_pending() -> dict:
     """``{figure: why its paper column is empty}`` of every chapter."""
     return {k: v for chapter in CHAPTERS for k, v in _module(chapter, "claims").PAPER_PENDING.items()}

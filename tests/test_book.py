@@ -170,3 +170,27 @@ def test_every_figure_page_opens_with_its_verdict_box(built_book):
         text = box.get_text(" ")
         assert re.search(r"At the paper's configuration: \d|No verdict|No verdicts on this page", text), \
             f"{name}: the box has neither verdicts nor a reason: {text[:300]}"
+
+
+def test_the_paper_column_holds_only_the_papers_configurations(built_book):
+    """Every run behind a recorded ``paper`` column (its summary's provenance) has the configuration of one of the
+    chapters' paper-preset runs (``chapters.page_runs("paper")``, device aside): no miniature, no model trained in
+    place of the paper's. The LLC golden models train nothing."""
+    import json
+    from plateau_lib import chapters
+    from plateau_lib.engine.runs import TrainConfig
+    html, _ = built_book
+    allowed = {json.dumps(cfg.key_dict(), sort_keys=True, default=str)
+               for runs in chapters.page_runs("paper").values() for cfg in runs.values()
+               if isinstance(cfg, TrainConfig)}
+    summaries = [json.loads(p.read_text()) for p in (html.parent.parent / "figures" / "_summaries").glob("*.json")]
+    paper = [s for s in summaries if s["preset"] == "paper" and s["rows"]]
+    assert paper, "the smoke build recorded no paper column"
+    for s in paper:
+        configs = s["provenance"].get("configs")
+        if configs is None:
+            assert s["figure"] == "LLC golden models", f"{s['figure']}: its paper column names no run configs"
+            continue
+        for config in configs:
+            key = json.dumps(TrainConfig(**config).key_dict(), sort_keys=True, default=str)
+            assert key in allowed, f"{s['figure']}: a run in the paper column is not a paper-preset run: {config}"

@@ -74,7 +74,10 @@ def test_a_sanity_check_is_judged_apart_and_never_tallied():
                    "paper preset"):
         table[column] = "–"
     counts = pages.verdict_counts(table)
-    assert counts["cpu miniature"].sum() == 1 and counts.loc["reproduced", "cpu miniature"] == 1
+    assert counts.loc[list(VERDICTS), "cpu miniature"].sum() == 1 and counts.loc["reproduced", "cpu miniature"] == 1
+    assert counts.loc[SANITY[0], "cpu miniature"] == 1  # counted apart
+    by = pages.verdict_counts(table.assign(chapter=["a", "b"]), by="chapter")
+    assert by.loc[("a", SANITY[0]), "cpu miniature"] == 1 and by.loc[("b", "reproduced"), "cpu miniature"] == 1
 
 
 def test_the_plateau_chapter_has_no_claim_an_untrained_model_passes_outside_its_sanity_checks():

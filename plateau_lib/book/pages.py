@@ -153,7 +153,8 @@ def provenance_summary(results: dict) -> dict:
                 else "this build") for r in results.values()}
     return {"device": first.meta.get("device") if first else None, "runs": len(results),
             "seeds": sorted({r.config.get("seed") for r in results.values()}),
-            "wall_time_s": round(wall_time(results), 1), "source": ", ".join(sorted(sources))}
+            "wall_time_s": round(wall_time(results), 1), "source": ", ".join(sorted(sources)),
+            "configs": [r.config for r in results.values()]}
 
 
 def show_provenance(rows: list[dict], note: str = ""):
@@ -215,13 +216,30 @@ def reproducibility(table: pd.DataFrame, sanity: bool = False):
     return HTML(f'<div class="table-scroll">{body}</div>')
 
 
-def verdict_counts(table: pd.DataFrame) -> pd.DataFrame:
-    """How many claims each preset column reproduced, partly reproduced, and so on."""
+def verdict_counts(table: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
+    """How many claims each preset column reproduced, partly reproduced, and so on, with the sanity checks counted
+    apart (they are never verdicts); per ``by`` (a column of ``table``, e.g. the chapter) when given."""
     from plateau_lib.book.summaries import PRESET_COLUMNS
-    from plateau_lib.book.verdicts import VERDICTS
-    counts = {column: [table[column].str.endswith(f"({v})").sum() for v in VERDICTS]
-              for column in PRESET_COLUMNS.values()}
-    return pd.DataFrame(counts, index=list(VERDICTS)).rename_axis("verdict")
+    from plateau_lib.book.verdicts import SANITY, VERDICTS
+    groups = table.groupby(by, sort=False) if by else [(None, table)]
+    frames = []
+    for name, rows in groups:
+        counts = pd.DataFrame({column: [rows[column].str.endswith(f"({v})").sum() for v in (*VERDICTS, *SANITY)]
+                               for column in PRESET_COLUMNS.values()}, index=list(VERDICTS + SANITY))
+        frames.append(counts.rename_axis("verdict").assign(**({by: name} if by else {})))
+    out = pd.concat(frames)
+    return out.reset_index().set_index([by, "verdict"]) if by else out
+
+
+def tally(table: pd.DataFrame, by: str) -> pd.DataFrame:
+    """The Reproducibility page's opening tally: one row per (``by``, kind of run) that has any verdict, one
+    column per verdict (the sanity checks last, apart)."""
+    from plateau_lib.book.verdicts import SANITY, VERDICTS
+    counts = verdict_counts(table, by).rename_axis(columns="kind of run").stack().unstack("verdict")
+    order = {name: i for i, name in enumerate(dict.fromkeys(table[by]))}  # book order, not alphabetical
+    counts = counts.sort_index(level=0, key=lambda names: names.map(order), sort_remaining=False)
+    counts = counts.loc[counts.sum(axis=1) > 0, list(VERDICTS + SANITY)]
+    return counts.rename(columns=lambda v: v.replace("sanity check ", "sanity check: "))
 
 
 # ---- the verdict box that opens a figure page --------------------------------------------------------------------

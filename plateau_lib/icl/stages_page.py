@@ -562,7 +562,8 @@ def provenance_summary(dev) -> dict:
     """Device, seed, wall times and source of one run, for a recorded summary."""
     return {"device": dev.meta.get("device"), "runs": 1, "seeds": [dev.train.config.get("seed")],
             "wall_time_s": round(float(dev.meta.get("train_wall_s") or 0) + float(dev.meta.get("llc_wall_s") or 0), 1),
-            "source": "committed" if str(dev.meta.get("cache") or "").startswith("results") else "this build"}
+            "source": "committed" if str(dev.meta.get("cache") or "").startswith("results") else "this build",
+            "configs": [dev.train.config]}
 
 
 def closing_note(devs: dict, found: dict) -> str:
