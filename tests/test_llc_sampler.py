@@ -474,3 +474,19 @@ def test_page_figures_fit_the_text_column():
             sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
             assert min(sizes) >= pages.MIN_FONT_PT, min(sizes)
             plt.close(fig)
+
+
+def test_calibration_criteria_on_a_hand_built_sweep():
+    """Flat in ε against the next smaller ε at the same nβ; MALA acceptance at least 0.8; no divergence; converged."""
+    import pandas as pd
+    from plateau_lib.llc import calibration, calibration_page
+    sweep = pd.DataFrame({"epsilon": [1e-4, 1e-3, 1e-2, 1e-4, 1e-3], "nbeta": [10.0, 10.0, 10.0, 50.0, 50.0],
+                          "gamma": 100.0, "llc_final": [5.0, 5.2, 7.0, 20.0, 21.0],
+                          "mala_mean": [0.95, 0.9, 0.4, 0.95, 0.85], "num_diverged": [0, 0, 0, 0, 1],
+                          "converged": True})
+    checked = calibration.criteria(sweep)
+    assert list(checked["flat in ε"]) == [False, True, False, False, True]
+    assert list(checked["meets the criteria"]) == [False, True, False, False, False]
+    assert "are met by: ε = 0.001, nβ = 10" in calibration_page.criteria_note(checked)
+    none = calibration.criteria(sweep.assign(mala_mean=0.3))
+    assert calibration_page.criteria_note(none).startswith("**No cell of this sweep meets the page's own criteria**")

@@ -60,3 +60,21 @@ def middle_epsilon(epsilons: Sequence[float]) -> float:
     if not values:
         raise ValueError("epsilons is empty")
     return values[len(values) // 2]
+
+
+MIN_MALA = 0.8   # devinterp's guidance is an acceptance of about 0.9; below this the step size is too large
+FLAT_TOL = 0.10  # λ̂ within 10 % of the next smaller ε's at the same nβ and γ: flat in ε
+
+
+def criteria(sweep: pd.DataFrame, min_mala: float = MIN_MALA, flat_tol: float = FLAT_TOL) -> pd.DataFrame:
+    """The calibration page's criteria, cell by cell of ``calibration_sweep``'s table: ``flat in ε`` (``llc_final``
+    within ``flat_tol`` of the next smaller ε's at the same nβ and γ; the smallest ε has no neighbour and is not
+    flat), ``MALA ok`` (acceptance >= ``min_mala``; NaN when not recorded: not ok), no diverged chain, converged,
+    and ``meets the criteria`` (all four)."""
+    out = sweep.sort_values(["nbeta", "gamma", "epsilon"]).copy()
+    smaller = out.groupby(["nbeta", "gamma"], dropna=False)["llc_final"].shift(1)
+    out["flat in ε"] = ((out["llc_final"] / smaller - 1).abs() <= flat_tol).fillna(False)
+    out["MALA ok"] = out["mala_mean"].astype(float) >= min_mala
+    out["meets the criteria"] = (out["flat in ε"] & out["MALA ok"] & (out["num_diverged"] == 0)
+                                 & out["converged"].astype(bool))
+    return out.sort_index()

@@ -86,3 +86,22 @@ def golden_panel(static=None, live: bool | None = None):
         "draws": widgets.IntSlider(value=500, min=100, max=2000, step=100, description="draws",
                                    continuous_update=False, style=style)}
     return try_it(controls, golden_run, static=static, continuous=True, note=GOLDEN_NOTE, live=live)
+
+
+def criteria_note(checked: pd.DataFrame) -> str:
+    """Markdown: which cells of the sweep (``calibration.criteria``) meet the page's own criteria, and, where none
+    does, what fails and what rests on the sweep (no verdict of the book)."""
+    from plateau_lib.llc.calibration import FLAT_TOL, MIN_MALA
+    good = checked[checked["meets the criteria"]]
+    rule = (f"flat in ε (within {FLAT_TOL:.0%} of the next smaller ε), MALA acceptance ≥ {MIN_MALA} "
+            "(devinterp's guidance: about 0.9), no diverged chain, converged traces")
+    if not good.empty:
+        cells = ", ".join(f"ε = {r.epsilon:g}, nβ = {r.nbeta:.3g}" for r in good.itertuples())
+        return f"**The page's criteria** ({rule}) are met by: {cells}."
+    mala = checked["mala_mean"].astype(float)
+    return (f"**No cell of this sweep meets the page's own criteria** ({rule}). MALA acceptance is "
+            f"{mala.min():.2f}–{mala.max():.2f}, and {int((~checked['flat in ε']).sum())} of {len(checked)} cells are "
+            "not flat in ε. So the sweep shows how to read a calibration, not a setting to use, and no verdict of this "
+            "book rests on it: the stages page uses Hoogland et al.'s own ε, γ and nβ, the transient-ridge page "
+            "calibrates on its own models, and the page of λ̂ across the MWS plateau, which calibrates on its runs by "
+            "the rule stated there, records no verdict.")
