@@ -178,7 +178,7 @@ def how_to_make(preset: str) -> str:
 
 def missing_note(preset: str) -> str:
     """Markdown for a sweep that is not stored."""
-    return f"The {LABELS.get(preset, preset)} is not stored in this checkout; produce it with {how_to_make(preset)}."
+    return f"The {LABELS.get(preset, preset)} is not among the committed results; produce it with {how_to_make(preset)}."
 
 
 # ---- figures -----------------------------------------------------------------------------------------
