@@ -161,3 +161,12 @@ def test_the_verdict_box_lists_the_paper_columns_verdicts_sanity_checks_last(sum
     assert "No verdict at the paper's configuration: not run yet" in box
     with pytest.raises(ValueError, match="none"):
         pages.glue_verdict_box([], PAPER_PENDING)
+
+
+def test_a_page_table_shows_a_missing_value_as_a_dash():
+    import numpy as np
+    import pandas as pd
+    from plateau_lib.book import pages
+    html = pages.frame_html(pd.DataFrame({"jump": [120.0, np.nan], "note": ["x", None]}))
+    assert "NaN" not in html and "None" not in html and html.count(f"<td>{pages.MISSING}</td>") == 2
+    assert 'class="dataframe"' in html

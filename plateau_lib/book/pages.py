@@ -36,6 +36,27 @@ def setup() -> None:
     warnings.filterwarnings("ignore", message="Glyph .* missing from", category=UserWarning)
     if in_book_build():
         os.environ["TQDM_DISABLE"] = "1"
+    shell = _ipython()
+    if shell is not None:  # tables show a missing value as "–", never "NaN"
+        shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, frame_html)
+
+
+MISSING = "–"
+
+
+def frame_html(frame: pd.DataFrame) -> str:
+    """A DataFrame as the page shows it: pandas' own HTML (display options kept) with missing values as ``MISSING``."""
+    return frame.to_html(na_rep=MISSING, border=1,
+                         max_rows=pd.get_option("display.max_rows"), max_cols=pd.get_option("display.max_columns"),
+                         show_dimensions=pd.get_option("display.show_dimensions") is True)
+
+
+def _ipython():
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
 
 
 # ---- runs -> tidy frames ---------------------------------------------------------------------------
