@@ -300,3 +300,20 @@ def test_llc_is_judged_at_the_papers_moment_and_an_untrained_model_fails():
     assert fall.judge(1.0, "paper") == "not reproduced"  # λ̂ that stays where it was at 40k
     assert at_40k.judge(162.5, "paper") == "partly" and at_40k.judge(170.0, "paper") == "reproduced"
 
+
+
+def test_stages_are_found_on_each_sgld_budget():
+    """A curve that mixes budgets and the same curve at one budget go through the same rule, each reported."""
+    import numpy as np
+    import pandas as pd
+    from types import SimpleNamespace
+    from plateau_lib.icl import stages_page
+    steps = np.unique(np.geomspace(1, 500_000, 60).astype(int))
+    ramp = 100 * np.tanh(np.log(steps + 1) / 6)
+    dev = stages_page.development.Development(SimpleNamespace(config={"steps": 500_000}, metrics=None), None, None, {})
+    curves = {"one": pd.DataFrame({"step": steps, "llc_mean": ramp}),
+              "flat": pd.DataFrame({"step": steps, "llc_mean": np.full(steps.size, 3.0)})}
+    table = stages_page.boundaries_by_budget(dev, curves)
+    assert list(table["λ̂ curve"]) == ["one", "flat"]
+    flat = table.set_index("λ̂ curve").loc["flat"]
+    assert flat["boundaries found"] == "none" and flat["stages"] == 1 and flat["paper boundaries matched"] == 0

@@ -296,6 +296,13 @@ def shown_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
     return checked_rows(llc_table(cfg, llc), budget_table(cfg, llc))
 
 
+def budget_curves(cfg: TrainConfig, llc: dict) -> dict:
+    """The λ̂ curve on each SGLD budget: as the page shows it (the longer chains' where the budget check failed)
+    and at the reduced budget everywhere (the stages are found on each: ``stages_page.boundaries_by_budget``)."""
+    return {"as shown (4x longer chains where the check failed)": shown_table(cfg, llc),
+            "reduced budget at every checkpoint": llc_table(cfg, llc)}
+
+
 def budget_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
     """The reduced budget's check rows made so far (none from a committed state made at another budget)."""
     if (progress(cfg) or {}).get("llc", llc) != llc:

@@ -211,6 +211,43 @@ def detect_stages(dev, **kwargs):
     return gp_stage_boundaries(llc["step"].to_numpy(), llc["llc_mean"].to_numpy(), **kwargs)
 
 
+def boundaries_by_budget(dev, curves: dict) -> pd.DataFrame:
+    """The stages found on each λ̂ curve of ``curves`` (``{budget: λ̂ rows}``, ``long_run.budget_curves``) of run
+    ``dev``, by the page's one rule: the boundaries, the number of stages and the paper boundaries matched."""
+    import dataclasses
+    rows = []
+    for budget, llc in curves.items():
+        found = detect_stages(dataclasses.replace(dev, llc=llc))
+        table = boundary_table(found.boundaries, run_steps(dev))
+        rows.append({"λ̂ curve": budget, "checkpoints": int(llc["llc_mean"].notna().sum()),
+                     "boundaries found": ", ".join(f"{b:,}" for b in found.boundaries) or "none",
+                     "stages": len(found.boundaries) + 1, "paper boundaries matched": int((table["match"] == "yes").sum())})
+    return pd.DataFrame(rows)
+
+
+def budget_stages(dev):
+    """For the paper's run made on a CPU (whose λ̂ curve mixes the reduced budget with 4x longer chains where the
+    budget check failed): (Markdown, ``boundaries_by_budget`` table) of the stages found on each budget; else None."""
+    from plateau_lib.icl import long_run
+    from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
+    if not made_on_cpu(dev):
+        return None
+    curves = long_run.budget_curves(ICL_PAPER, ICL_LLC_REDUCED)
+    table = boundaries_by_budget(dev, curves)
+    mixed = curves["as shown (4x longer chains where the check failed)"]
+    replaced = mixed.loc[mixed["budget"] != "reduced", "step"]
+    shown, reduced = table.iloc[0], table.iloc[1]
+    same = shown["boundaries found"] == reduced["boundaries found"]
+    text = (f"**The same rule on each SGLD budget.** The curve shown mixes two budgets: at {len(replaced)} checkpoints "
+            f"({', '.join(f'{int(s):,}' for s in replaced)}) the reduced budget failed its check and the 4x longer "
+            "chains' λ̂ is shown. The verdicts on the stages use the curve as shown. "
+            + ("On the reduced budget everywhere the rule finds the same boundaries." if same else
+               f"On the reduced budget everywhere it finds {reduced['stages']} stages ({reduced['boundaries found']}) "
+               f"where the curve as shown gives {shown['stages']} ({shown['boundaries found']}): a boundary found on "
+               "one curve only may come from the change of budget rather than from the model."))
+    return text, table
+
+
 def boundary_table(boundaries, steps: int) -> pd.DataFrame:
     """The paper's four boundaries against ``boundaries`` found in an ``steps``-step run, compared at the same
     fraction of the schedule. Each found boundary is paired with the paper boundary nearest it in log(step + 1)
