@@ -51,6 +51,13 @@ def frame_html(frame: pd.DataFrame) -> str:
                          show_dimensions=pd.get_option("display.show_dimensions") is True)
 
 
+def scrolling(frame: pd.DataFrame):
+    """``frame`` as HTML in the book's sideways-scrolling box (for a table pasted with glue, outside a cell's
+    output, where the theme's own scrolling does not apply)."""
+    from IPython.display import HTML
+    return HTML(f'<div class="table-scroll">{frame_html(frame)}</div>')
+
+
 def _ipython():
     try:
         from IPython import get_ipython

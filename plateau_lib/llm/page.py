@@ -241,7 +241,8 @@ def per_run_values(panel: Panel) -> dict:
     return {"peak cosine of the generated tokens' states": peak["cosine"],
             "repetition at the step of peak cosine": peak["repetition"],
             "cosine at the last step ÷ its peak": last["cosine"] / peak["cosine"],
-            "repetition at the last step ÷ at the step of peak cosine": last["repetition"] / peak["repetition"]}
+            "repetition at the last step ÷ at the step of peak cosine":
+                float(last["repetition"] / peak["repetition"]) if peak["repetition"] > 0 else np.nan}
 
 
 def olmo_values(panel: Panel) -> dict:
