@@ -170,3 +170,13 @@ def test_a_page_table_shows_a_missing_value_as_a_dash():
     html = pages.frame_html(pd.DataFrame({"jump": [120.0, np.nan], "note": ["x", None]}))
     assert "NaN" not in html and "None" not in html and html.count(f"<td>{pages.MISSING}</td>") == 2
     assert 'class="dataframe"' in html
+
+
+def test_a_figure_without_a_paper_run_shows_its_stand_ins_column_in_the_box(summaries):
+    from plateau_lib.book import pages
+    figure = "Fig. 8 (Pythia/OLMo collapse and repetition)"
+    report.record_summary(claims_of(figure), "trained_shape", {"peak cosine of the generated tokens' states": 0.95},
+                          "llm_collapse", {}, judged_as="cpu")
+    box = pages.verdict_box_html([figure], PAPER_PENDING)
+    assert "No verdict at the paper's configuration: needs the real Pythia checkpoints" in box
+    assert "Standing in (trained here in the paper&#x27;s model shapes): 1 reproduced." in box

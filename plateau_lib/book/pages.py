@@ -290,12 +290,13 @@ def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | 
         head = f'<p class="verdict-box-figure">{html_lib.escape(figure)}</p>'
         if not rows:
             why = (summary or {}).get("status") or pending.get(figure, "no run at the paper's configuration yet")
-            parts.append(f'{head}<p>No verdict at the paper\'s configuration: {html_lib.escape(why)}.</p>')
+            stand_ins = [f" Standing in ({store.PRESET_COLUMNS[p]}): {_tally(found[(figure, p)]['rows'])}."
+                         for p in ("paper_data", "trained_shape") if found.get((figure, p), {}).get("rows")]
+            more = "".join(stand_ins)
+            parts.append(f'{head}<p>No verdict at the paper\'s configuration: {html_lib.escape(why)}.'
+                         f'{html_lib.escape(more)}</p>')
             continue
-        counted = [r["verdict"] for r in rows if r["verdict"] not in SANITY]
-        tally = ", ".join(f"{counted.count(v)} {v}" for v in VERDICTS if counted.count(v))
-        checks = sum(r["verdict"] in SANITY for r in rows)
-        tally += f"; {checks} sanity check{'s' * (checks != 1)}, not counted" if checks else ""
+        tally = _tally(rows)
         ordered = sorted(rows, key=lambda r: r["verdict"] in SANITY)  # the sanity checks last
         body = "".join(
             f'<tr class="{"sanity-row" if r["verdict"] in SANITY else ""}"><td>{html_lib.escape(r["metric"])}</td>'
@@ -305,6 +306,15 @@ def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | 
                      f'<div class="table-scroll"><table class="verdict-box-table"><thead><tr><th>claim</th>'
                      f'<th>paper</th><th>ours</th><th>verdict</th></tr></thead><tbody>{body}</tbody></table></div>')
     return f'<div class="verdict-box" id="verdict-box">{"".join(parts)}</div>'
+
+
+def _tally(rows: list[dict]) -> str:
+    """"3 reproduced, 1 partly; 2 sanity checks, not counted" of a summary's rows."""
+    from plateau_lib.book.verdicts import SANITY, VERDICTS
+    counted = [r["verdict"] for r in rows if r["verdict"] not in SANITY]
+    tally = ", ".join(f"{counted.count(v)} {v}" for v in VERDICTS if counted.count(v))
+    checks = sum(r["verdict"] in SANITY for r in rows)
+    return tally + (f"; {checks} sanity check{'s' * (checks != 1)}, not counted" if checks else "")
 
 
 def glue_verdict_box(figures: list[str], pending: dict, none: str = "") -> None:
