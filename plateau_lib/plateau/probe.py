@@ -78,18 +78,25 @@ def fit_probe(sets: dict, hidden: int, max_iter: int, seed: int = 0) -> dict:
             "probe_converged": bool(clf.n_iter_ < max_iter), "probe_epochs": int(clf.n_iter_)}
 
 
+def location_cosines(states: dict, task) -> tuple[dict, dict]:
+    """Each location's (G, G) cosine matrix of the output-predicting states, and its mean over the paper's pairs
+    (``cosine_<location>``)."""
+    cos = {name: metrics.cosine_matrix(h, task) for name, h in states.items()}
+    return cos, {f"cosine_{name}": float(metrics.mean_cosine(c, task.cosine_pairs)) for name, c in cos.items()}
+
+
 @torch.no_grad()
 def measure(model, seqs, task, settings: dict) -> tuple[dict, dict, dict]:
     """One checkpoint: (scalars: probe accuracies and each location's mean cosine; ``{location: (G, G) cosine
     matrix}``; ``{location: (G,) mean L2 norm per output-predicting position}`` for ``NORM_LOCATIONS``)."""
     model.eval()
     states = location_states(model, seqs)
-    cos = {name: metrics.cosine_matrix(h, task) for name, h in states.items()}
+    cos, means = location_cosines(states, task)
     norms = {name: states[name][:, task.out_positions].norm(dim=-1).mean(0) for name in NORM_LOCATIONS}
     sets = probe_sets(states[PROBE_LOCATION][:, task.out_positions].cpu().numpy(),
                       seqs[:, task.prompt_len:].cpu().numpy(), settings["train_seqs"], settings["test_seqs"])
     scalars = {**fit_probe(sets, settings["hidden"], settings["max_iter"], settings["data_seed"]),
-               **{f"cosine_{name}": float(metrics.mean_cosine(c, task.cosine_pairs)) for name, c in cos.items()}}
+               **means}
     return scalars, {k: v.cpu().numpy() for k, v in cos.items()}, {k: v.cpu().numpy() for k, v in norms.items()}
 
 

@@ -9,7 +9,7 @@ import torch
 
 from plateau_lib.book import pages
 from plateau_lib.engine.train import build_model, untrained
-from plateau_lib.plateau import claims, metrics, milestones, other_tasks, presets, probe, setups
+from plateau_lib.plateau import claims, milestones, other_tasks, presets, probe, setups
 
 
 def runs(configs: dict, init_state: dict | None = None) -> dict:
@@ -65,8 +65,7 @@ def location_values() -> dict:
         model = build_model(cfg, "cpu").eval()
         with torch.no_grad():
             states = probe.location_states(model, probe.probe_batch(task, settings))
-        cosines = {f"cosine_{name}": float(metrics.mean_cosine(metrics.cosine_matrix(h, task), task.cosine_pairs))
-                   for name, h in states.items()}
+        _, cosines = probe.location_cosines(states, task)
         rows += [{"label": label, "step": step, "probe_train_acc": np.nan, "probe_test_acc": np.nan, **cosines}
                  for step in cfg.checkpoint_steps]
         histories.append(untrained(cfg).metrics)
