@@ -494,17 +494,14 @@ def _loop(runs, engine, save_every, callbacks, progress, stop_after, on_result, 
 
     def finish(i):
         r = runs[i]
-        metrics, positions, arrays = r.task.tables(r.evals, r.cfg.seed)
-        meta = {"device": str(device), "wall_time_s": round(r.elapsed, 2), "torch": torch.__version__,
-                "matmul_operands": r.cfg.matmul_operands}
+        meta = {}
         if len(runs) > 1:
             meta["stacked_runs"] = len(runs)
         if r.reseeded_at is not None:
             meta["data_stream_reseeded_at"] = r.reseeded_at
         if len(by_device(i)) > 1:
             meta["wall_time_s_by_device"] = by_device(i)
-        state = {k: v.detach().cpu().clone() for k, v in engine.module(i).state_dict().items()}
-        results[i] = TrainResult(r.cfg.to_dict(), metrics, positions, arrays, meta, state)
+        results[i] = _result(r, device, engine.module(i), round(r.elapsed, 2), **meta)
         if r.run_dir and (r.run_dir / "resume.pt").exists():
             (r.run_dir / "resume.pt").unlink()
         if on_result is not None:
@@ -595,11 +592,18 @@ def untrained(cfg: TrainConfig, init_state: dict | None = None) -> TrainResult:
         if biased not in outputs:
             outputs[biased] = _to_host(run.task.evaluate(model, run.eval_batch, attn_bias=run.bias_at(step)))
         run.evals.append((step, outputs[biased]))
-    metrics, positions, arrays = run.task.tables(run.evals, cfg.seed)
-    meta = {"device": str(device), "wall_time_s": 0.0, "torch": torch.__version__, "untrained": True,
-            "matmul_operands": cfg.matmul_operands}
+    return _result(run, device, model, 0.0, untrained=True)
+
+
+def _result(run: _Run, device, model, wall_time_s: float, **meta) -> TrainResult:
+    """A finished run's TrainResult: its tables from the evaluations it recorded, its meta (device, wall time,
+    torch, matmul operands, then ``meta``) and the model's state on the CPU."""
+    metrics, positions, arrays = run.task.tables(run.evals, run.cfg.seed)
+    meta = {"device": str(device), "wall_time_s": wall_time_s, "torch": torch.__version__,
+            "matmul_operands": run.cfg.matmul_operands, **meta}
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-    return TrainResult(cfg.to_dict(), metrics, positions, arrays, meta, state)
+    return TrainResult(run.cfg.to_dict(), metrics, positions, arrays, meta, state)
+
 
 BACKENDS = ("auto", "stacked", "sequential")
 STACKABLE_OPTIMIZERS = ("adam", "sgd")  # elementwise; Muon orthogonalises whole 2-D matrices and does not stack
