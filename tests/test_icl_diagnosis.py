@@ -1,6 +1,7 @@
 """The stages diagnosis's runs: kept checkpoints, a state that resumes across sessions, λ̂ rows kept one by one."""
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -58,8 +59,25 @@ def test_llc_rows_are_kept_and_not_redone(store, monkeypatch):
     table = diagnosis.llc_table(TINY, "cpu")
     assert len(calls) == 1 and table["step"].tolist() == [984] and table["llc_mean"].notna().all()
     assert table["budget"].iloc[0] == "2 chains x 4 draws after 0"
+    trace = np.load(diagnosis.trace_path(TINY, "cpu", 984, small))
+    assert trace.shape == (2, 4)  # chains x steps, the estimate is its window (0, 4)
+    row = table.iloc[0]
+    assert diagnosis.window_llc(trace, row["init_loss"], small["nbeta"], 0, 4) == pytest.approx(row["llc_mean"], rel=1e-4)
+    longer = {**small, "num_burnin_steps": 2}  # another budget at the same step is a new row
+    diagnosis.llc_at([(TINY, "cpu")], [984], llc=longer)
+    assert len(calls) == 2 and diagnosis.llc_table(TINY, "cpu")["budget"].tolist() == [
+        "2 chains x 4 draws after 0", "2 chains x 4 draws after 2"]
     with pytest.raises(ValueError, match="not kept checkpoints"):
         diagnosis.llc_at([(TINY, "cpu")], [1000], llc=small)
+
+
+def test_a_window_of_the_loss_trace_gives_its_llc():
+    """Known answer: losses 1 for 2 steps, then 3; L(w*) = 1, nβ = 10."""
+    trace = np.array([[1.0, 1.0, 3.0, 3.0], [1.0, 1.0, 3.0, 3.0]])
+    assert diagnosis.window_llc(trace, 1.0, 10.0, 0, 4) == pytest.approx(10.0)  # averaged from the first draw
+    assert diagnosis.window_llc(trace, 1.0, 10.0, 2, 2) == pytest.approx(20.0)  # after a burn-in of 2
+    with pytest.raises(ValueError, match="inside the trace"):
+        diagnosis.window_llc(trace, 1.0, 10.0, 2, 3)
 
 
 def test_seed_spread_and_precision_gap_on_a_hand_built_table():

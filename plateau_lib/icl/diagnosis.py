@@ -25,7 +25,7 @@ from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped, train_many
 from plateau_lib.engine.utils import atomic_path, git_commit, resolve_device, write_json
 from plateau_lib.icl.development import llc_data
-from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
+from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER
 from plateau_lib.llc import llc_over_checkpoints
 
 IN_PROGRESS = cache.COMMITTED / "in_progress"
@@ -149,28 +149,61 @@ def llc_table(cfg: TrainConfig, stream: str = "cpu") -> pd.DataFrame:
     return pd.read_csv(path) if path.exists() else pd.DataFrame()
 
 
+# Hoogland et al.'s estimator as their code ran it (reference §5.1): 5,000 draws averaged from the first (no
+# burn-in), from n = 2^20 sequences, at 2 chains instead of 10 (about half an hour a checkpoint on one CPU core).
+# Its loss traces also give the stages page's window (200 steps of burn-in, then 800 draws) on the same chains.
+LLC_AS_RUN = {**ICL_LLC_PAPER, "num_chains": 2}
+
+
+def budget_label(llc: dict) -> str:
+    """``"4 chains x 800 draws after 200"``: an SGLD budget as ``llc.csv`` records it."""
+    return f"{llc['num_chains']} chains x {llc['num_draws']} draws after {llc['num_burnin_steps']}"
+
+
+def trace_path(cfg: TrainConfig, stream: str, step: int, llc: dict) -> Path:
+    """Where ``llc_at`` keeps the SGLD loss at every step of each chain (chains x steps, float32)."""
+    tag = f"{llc['num_chains']}x{llc['num_draws']}+{llc['num_burnin_steps']}"
+    return state_folder(cfg, stream) / f"trace_{step:06d}_{tag}.npy"
+
+
 def llc_at(runs: list[tuple[TrainConfig, str]], steps, llc: dict = ICL_LLC_REDUCED, budget_s: float = float("inf")):
-    """λ̂ at the kept checkpoints ``steps`` of each (config, data stream) run with the stages page's SGLD setting
-    (``ICL_LLC_REDUCED``: the paper's ε, γ, nβ; 4 chains x 800 draws after 200), one row at a time, each kept
-    in the run's ``llc.csv`` as it is made (a rerun skips the rows present); stops before a row past ``budget_s``."""
+    """λ̂ at the kept checkpoints ``steps`` of each (config, data stream) run with an SGLD budget (default
+    ``ICL_LLC_REDUCED``, the stages page's: the paper's ε, γ, nβ; 4 chains x 800 draws after 200), one row at a
+    time, each kept in the run's ``llc.csv`` as it is made with its chains' loss traces (``trace_path``); a rerun
+    skips the (step, budget) rows present; stops before a row past ``budget_s``."""
     bad = [s for s in steps if s not in KEPT_STEPS]
     if bad:
         raise ValueError(f"steps {bad} are not kept checkpoints; allowed: {KEPT_STEPS}")
     deadline, settings = time.time() + budget_s, {k: v for k, v in llc.items() if k != "n_data"}
+    budget = budget_label(llc)
     for step in steps:
         for cfg, stream in runs:
             done = llc_table(cfg, stream)
-            if (not done.empty and step in set(done["step"])) or time.time() > deadline:
+            made = set() if done.empty else set(zip(done["step"], done["budget"]))
+            if (step, budget) in made or time.time() > deadline:
                 continue
             model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
             data = llc_data(cfg, llc["n_data"], llc["seed"], "cpu")
-            row = llc_over_checkpoints(model, loss, data, [(step, load_checkpoint(cfg, step, stream))],
-                                       progress=False, device="cpu", **settings)
-            row["budget"] = f"{llc['num_chains']} chains x {llc['num_draws']} draws after {llc['num_burnin_steps']}"
-            table = pd.concat([done, row], ignore_index=True).sort_values("step")
+            row, results = llc_over_checkpoints(model, loss, data, [(step, load_checkpoint(cfg, step, stream))],
+                                                progress=False, device="cpu", return_results=True, **settings)
+            row["budget"] = budget
+            with atomic_path(trace_path(cfg, stream, step, llc)) as tmp:
+                with open(tmp, "wb") as f:
+                    np.save(f, results[step].loss_trace_all.astype(np.float32))
+            table = pd.concat([done, row], ignore_index=True).sort_values(["step", "budget"])
             with atomic_path(state_folder(cfg, stream) / "llc.csv") as tmp:
                 table.to_csv(tmp, index=False)
-            print(f"{name(cfg, stream)}: λ̂ at {step} = {float(row['llc_mean'].iloc[0]):.1f}", flush=True)
+            print(f"{name(cfg, stream)}: λ̂ at {step} = {float(row['llc_mean'].iloc[0]):.1f} ({budget})", flush=True)
+
+
+def window_llc(trace: np.ndarray, init_loss: float, nbeta: float, start: int, draws: int) -> float:
+    """λ̂ from chains' loss traces (chains x steps) over one window of steps: the mean over chains of
+    nβ · (mean loss over steps ``start`` .. ``start + draws - 1`` − L(w*)). Window (0, 5000) is Hoogland et
+    al.'s estimate; (200, 800) is the stages page's."""
+    trace = np.asarray(trace, dtype=float)
+    if trace.ndim != 2 or not 0 <= start or not 0 < draws or start + draws > trace.shape[1]:
+        raise ValueError(f"the window {start}..{start + draws - 1} must lie inside the trace's {trace.shape[-1]} steps")
+    return float(np.mean(nbeta * (trace[:, start:start + draws].mean(axis=1) - init_loss)))
 
 
 STREAMS = {"cpu": "CPU", "cuda": "GPU"}
