@@ -8,7 +8,7 @@ Environment: PRESET=cpu|paper (default: paper if CUDA is available, else cpu); F
 A full build runs the figure chapters of _toc.yml in book order (reproducibility last: it summarises the
 others); notebooks not in the TOC run only with --only. Every notebook's parameters are checked against its
 parameters cell (plateau_lib.book.run.check_parameters) before any runs. The notebooks run with
-PLATEAU_BOOK_BUILD=1, TQDM_DISABLE=1 and PLATEAU_SUMMARIES=book/figures/_summaries (emptied by a full build).
+PLATEAU_BOOK_BUILD=1, TQDM_DISABLE=1 and PLATEAU_SUMMARIES=book/figures/_summaries (emptied by a full build, as is book/figures/_data).
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = ROOT / "book" / "figures"
 HTML = ROOT / "book" / "_build" / "html"
 SUMMARIES = EXECUTED / "_summaries"
+DATA = EXECUTED / "_data"  # the pages' CSV downloads (plateau_lib.book.pages.data_downloads)
 TOC = ROOT / "_toc.yml"
 PRESETS = ("cpu", "paper")
 LAST = "reproducibility"  # summarises the others, so it runs alone after them
@@ -196,8 +197,9 @@ def main() -> int:
         return {**parameters, **per_notebook.get(name, {})}
 
     check_all(names, parameters_of)
-    if not args.only:  # a full build: the Reproducibility page shows exactly this build's summaries
+    if not args.only:  # a full build: the Reproducibility page shows exactly this build's summaries and data
         shutil.rmtree(SUMMARIES, ignore_errors=True)
+        shutil.rmtree(DATA, ignore_errors=True)
     SUMMARIES.mkdir(parents=True, exist_ok=True)
     parallel = [n for n in names if n != LAST]
     print(f"running {len(names)} notebook(s) with {parameters}, {args.jobs} at a time", flush=True)

@@ -148,7 +148,7 @@ def test_the_reproducibility_page_quotes_its_sources_and_lists_sanity_checks_apa
     claims_html, sanity_html = pages.reproducibility(table).data, pages.reproducibility(table, sanity=True).data
     assert "final accuracy" in claims_html and "data ρ" not in claims_html
     assert "data ρ" in sanity_html and "final accuracy" not in sanity_html
-    assert "<details><summary>quote</summary>" in claims_html and 'href="mws_plateau.html#provenance"' in claims_html
+    assert "<summary>quote</summary>" in claims_html and 'href="mws_plateau.html#provenance"' in claims_html
 
 
 def test_the_verdict_box_lists_the_paper_columns_verdicts_sanity_checks_last(summaries):
@@ -170,6 +170,37 @@ def test_a_page_table_shows_a_missing_value_as_a_dash():
     html = pages.frame_html(pd.DataFrame({"jump": [120.0, np.nan], "note": ["x", None]}))
     assert "NaN" not in html and "None" not in html and html.count(f"<td>{pages.MISSING}</td>") == 2
     assert 'class="dataframe"' in html
+
+
+def test_a_page_table_shows_code_names_as_code_and_headers_as_words():
+    import pandas as pd
+    from plateau_lib.book import pages
+    frame = pd.DataFrame({"apm_before_jump": [0.5, 0.25], "t_crit": [1, 2],
+                          "setting": ["training d_model", "results/plateau_llc-0251"], "note": ["a<b", pages.Verbatim("x y")]},
+                         index=pd.Index(["cpu_long", "paper"], name="run_name"))
+    html = pages.frame_html(frame)
+    assert "<th>APM before jump</th>" in html and "<th>tᶜʳⁱᵗ</th>" in html and "<th>run name</th>" in html
+    assert "<th><code>cpu_long</code></th>" in html and "<td>training <code>d_model</code></td>" in html
+    assert "<td><code>results/plateau_llc-0251</code></td>" in html and "<td><code>x y</code></td>" in html
+    assert "<td>a&lt;b</td>" in html and "apm_before_jump" not in html
+    assert pages.formatted(pd.Series([0.12345, float("nan")]), "{:.2f}").tolist() == ["0.12", pages.MISSING]
+
+
+def test_data_downloads_write_csv_only_in_the_book_build(tmp_path, monkeypatch):
+    import pandas as pd
+    from plateau_lib.book import pages
+    frame = pd.DataFrame({"step": [0, 10], "loss": [2.0, 1.0]})
+    for bad, match in (({}, "non-empty"), ({"Bad Name": frame}, "lower-case"), ({"ok": [1]}, "DataFrame")):
+        with pytest.raises(ValueError, match=match):
+            pages.data_downloads("page", bad)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PLATEAU_BOOK_BUILD", raising=False)
+    pages.data_downloads("page", {"curves": frame})
+    assert not (tmp_path / pages.DATA_FOLDER).exists()  # a live notebook writes nothing
+    monkeypatch.setenv("PLATEAU_BOOK_BUILD", "1")
+    pages.data_downloads("page", {"curves": frame})
+    written = tmp_path / pages.DATA_FOLDER / "page-curves.csv"
+    assert pd.read_csv(written).equals(frame) and [p.name for p in written.parent.iterdir()] == ["page-curves.csv"]
 
 
 def test_a_figure_without_a_paper_run_shows_its_stand_ins_column_in_the_box(summaries):

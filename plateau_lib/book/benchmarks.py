@@ -33,12 +33,13 @@ BENCH_DIR = REPO_ROOT / "results" / "benchmarks"
 KEYS = ("benchmark", "machine", "device", "threads", "date", "commit", "rows", "ratios")
 RUN_COLUMNS = ["benchmark", "machine", "device", "threads", "date", "commit", "args", "file"]
 # Titles of the benchmarks, by the name before the device suffix (``llc_bench-cpu`` -> ``llc_bench``).
-TITLES = {"train": "Training loop: metrics, stacked runs (train_many) and the floor",
+TITLES = {"train": "Training loop: metrics, stacked runs and the floor",
           "train_bench": "Training loop: with and without the chapter metrics",
           "llc_bench": "LLC estimator: ours vs devinterp",
           "llc": "LLC estimator: sequential, vmap and compiled backends vs devinterp and the floor",
           "llm": "Collapse chapter: the miniature's training step, and the batched analysis vs the paper's loop",
-          "icl": "Stages page, paper preset: a training step and a λ̂ checkpoint against their floors"}
+          "icl": "Stages page, paper preset: a training step and a λ̂ checkpoint against their floors",
+          "gpu": "On a GPU: stacked training of the papers' models against the floor"}
 
 
 # ---- where a run happened ----------------------------------------------------------------------------
@@ -237,7 +238,7 @@ def heading(runs: pd.DataFrame, name: str):
     run = runs.loc[name]
     args = dict(run["args"] or {})
     by_device = args if args and all(isinstance(v, dict) for v in args.values()) else {"": args}
-    line = (f"**Machine** {run['machine']} · **device** {run['device']} · **threads** {run['threads']} · "
+    line = (f"**Machine** `{run['machine']}` · **device** {run['device']} · **threads** {run['threads']} · "
             f"**date** {str(run['date'])[:16].replace('T', ' ')} UTC · **commit** `{run['commit']}`")
     parts = [f"### {title(name)}", line]
     for device, device_args in by_device.items():
@@ -279,6 +280,7 @@ CLOCKS = {" (wall)": "wall time", " (CPU time)": "CPU time"}
 def ratio_table(ratios: pd.DataFrame) -> pd.DataFrame:
     """All ratios, by benchmark, with one column per clock (a ratio named "... (wall)" or "... (CPU time)")."""
     shown = ratios.assign(benchmark=ratios["benchmark"].map(title), clock="value")
+    shown["ratio"] = shown["ratio"].map(plain_name)
     for suffix, clock in CLOCKS.items():
         hit = shown["ratio"].str.endswith(suffix)
         shown.loc[hit, "clock"] = clock
@@ -286,6 +288,13 @@ def ratio_table(ratios: pd.DataFrame) -> pd.DataFrame:
     table = shown.pivot_table(index=["benchmark", "ratio"], columns="clock", values="value", sort=False)
     table.columns.name = None
     return table[[c for c in ["wall time", "CPU time", "value"] if c in table]]
+
+
+def plain_name(ratio: str) -> str:
+    """A recorded ratio's name in words: ``gpt_vmap_vs_devinterp (wall)`` -> "GPT vmapped ÷ devinterp (wall)"."""
+    from plateau_lib.book.pages import header_words
+    name, space, clock = ratio.partition(" ")
+    return " ÷ ".join(header_words(part) for part in name.split("_vs_")) + space + clock
 
 
 def plot_vs_floor(rows: pd.DataFrame):

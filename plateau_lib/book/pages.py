@@ -5,14 +5,17 @@ otherwise define for itself lives here or in ``plots`` / ``widgets``.
 """
 from __future__ import annotations
 
+import html
 import os
+import re
 import warnings
+from pathlib import Path
 
 import matplotlib as mpl
 import pandas as pd
 import seaborn as sns
 
-from plateau_lib.engine.utils import cpu_threads, in_book_build
+from plateau_lib.engine.utils import atomic_path, cpu_threads, in_book_build
 
 # Figures are drawn for the book's text column (about 780 px at a 1,400 px window): 7.5 inches at 100 dpi,
 # with no text smaller than 9 pt, so the smallest label is >= 9 px on screen.
@@ -42,13 +45,96 @@ def setup() -> None:
 
 
 MISSING = "–"
+# a code name (a setting, a task, a preset): shown as code in a table's cells, and as words in its headers
+CODE_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+CODE_WORD = re.compile(rf"\b{CODE_NAME.pattern}\b")
+PATH = re.compile(r"[\w.-]*/[\w./-]+")  # a file or folder, e.g. results/plateau_llc-0251330af588c8be
+HEADER_WORDS = {"apm": "APM", "llc": "λ̂", "se": "s.e.", "acc": "accuracy", "rel": "relative", "mala": "MALA",
+                "sgld": "SGLD", "kq": "KQ", "ov": "OV", "mlp": "MLP", "ln": "LN", "attn": "attention", "tf": "TF",
+                "ood": "OOD", "rho": "ρ", "mae": "MAE", "dmmse": "dMMSE", "init": "initial", "num": "number of",
+                "s": "(s)", "pct": "%", "cpu": "CPU", "gpu": "GPU", "lr": "learning rate", "embed": "embedding",
+                "gpt": "GPT", "llm": "LLM", "icl": "ICL", "vmap": "vmapped", "bf16": "bf16", "fp32": "fp32"}
+HEADER_SYMBOLS = {"t_crit": "tᶜʳⁱᵗ"}  # a paper's symbol (Carroll et al.'s t_M^crit)
 
 
-def frame_html(frame: pd.DataFrame) -> str:
-    """A DataFrame as the page shows it: pandas' own HTML (display options kept) with missing values as ``MISSING``."""
-    return frame.to_html(na_rep=MISSING, border=1,
-                         max_rows=pd.get_option("display.max_rows"), max_cols=pd.get_option("display.max_columns"),
-                         show_dimensions=pd.get_option("display.show_dimensions") is True)
+class Verbatim(str):
+    """Text a table shows as code, as it is: a model's generations, say, which are data and not prose."""
+
+
+def frame_html(frame: pd.DataFrame, **to_html) -> str:
+    """A DataFrame as the page shows it: pandas' own HTML (display options kept), missing values as
+    ``MISSING``, code names in headers as words (``apm_before_jump`` -> "APM before jump") and in cells as
+    code (a setting such as ``d_model``, a preset such as ``cpu_long``), as are paths and ``Verbatim`` cells.
+    ``to_html`` overrides pandas' options (``index``, ``classes``, ``border``, ``na_rep``)."""
+    shown = frame.copy()
+    shown.columns = _relabel(shown.columns, _header)
+    shown.index = _relabel(shown.index, _cell)
+    for i, dtype in enumerate(shown.dtypes):
+        if pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype):
+            shown.isetitem(i, shown.iloc[:, i].astype(object).map(_cell))
+    options = dict(na_rep=MISSING, border=1, max_rows=pd.get_option("display.max_rows"),
+                   max_cols=pd.get_option("display.max_columns"),
+                   show_dimensions=pd.get_option("display.show_dimensions") is True)
+    return shown.to_html(escape=False, **{**options, **to_html})
+
+
+def formatted(values, fmt: str):
+    """A Series or DataFrame of numbers as text by ``fmt`` (e.g. ``"{:.3g}"``), a missing value as ``MISSING``."""
+    return values.map(lambda v: MISSING if pd.isna(v) else fmt.format(v))
+
+
+def header_words(label: str) -> str:
+    """``apm_before_jump`` -> "APM before jump"; a label that is not a code name is returned as it is."""
+    if label in HEADER_SYMBOLS or not CODE_NAME.fullmatch(label):
+        return HEADER_SYMBOLS.get(label, label)
+    return " ".join(HEADER_WORDS.get(word, word) for word in label.split("_"))
+
+
+def _header(label):
+    return html.escape(header_words(label)) if isinstance(label, str) else label
+
+
+def _cell(value):
+    if not isinstance(value, str):
+        return value
+    if isinstance(value, Verbatim) or PATH.fullmatch(value):
+        return f"<code>{html.escape(value)}</code>"
+    return CODE_WORD.sub(r"<code>\g<0></code>", html.escape(value))
+
+
+def _relabel(labels: pd.Index, rename) -> pd.Index:
+    names = [_header(name) for name in labels.names]
+    if isinstance(labels, pd.MultiIndex):
+        return pd.MultiIndex.from_tuples([tuple(rename(v) for v in key) for key in labels], names=names)
+    return pd.Index([rename(v) for v in labels], name=names[0])
+
+
+# The CSV files behind a page's figures, beside the executed notebooks (book/figures/), for MyST's download role.
+DATA_FOLDER = Path("book/figures/_data")
+DATA_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+
+
+def data_downloads(page: str, frames: dict[str, pd.DataFrame]) -> None:
+    """Offer the data behind a page's figures as CSV files. In the book build (run from the repository root)
+    each frame is written to ``book/figures/_data/PAGE-NAME.csv`` and the page lists the files as downloads; a
+    live notebook has the frames themselves, and nothing is written."""
+    from IPython.display import Markdown, display
+    if not isinstance(frames, dict) or not frames:
+        raise ValueError(f"frames must be a non-empty dict {{name: DataFrame}}, got {frames!r}")
+    for name, frame in frames.items():
+        if not (isinstance(name, str) and DATA_NAME.fullmatch(name)):
+            raise ValueError(f"frames: each name must be lower-case letters, digits, '_' or '-', got {name!r}")
+        if not isinstance(frame, pd.DataFrame):
+            raise ValueError(f"frames[{name!r}] must be a DataFrame, got {type(frame).__name__}")
+    if not in_book_build():
+        return
+    links = []
+    for name, frame in frames.items():
+        file = f"{page}-{name}.csv"
+        with atomic_path(DATA_FOLDER / file) as tmp:
+            frame.to_csv(tmp, index=not isinstance(frame.index, pd.RangeIndex))
+        links.append(f"{{download}}`{file} <{DATA_FOLDER.name}/{file}>` ({len(frame):,} rows)")
+    display(Markdown("**The data behind the figures** (CSV): " + " · ".join(links)))
 
 
 def scrolling(frame: pd.DataFrame):
@@ -186,9 +272,11 @@ def provenance_summary(results: dict) -> dict:
 
 
 def show_provenance(rows: list[dict], note: str = ""):
-    """The page's one provenance block: a collapsed dropdown (``<details id="provenance">``) with a table."""
+    """The page's one provenance block: a collapsed dropdown (``<details id="provenance">``) with a table, and
+    ``note`` above it (plain text; `backticks` mark code)."""
     from IPython.display import HTML
-    table = pd.DataFrame(rows).to_html(index=False, classes="dataframe provenance-table", border=0, na_rep="")
+    table = frame_html(pd.DataFrame(rows), index=False, classes="dataframe provenance-table", border=0, na_rep="")
+    note = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(note))
     return HTML(f'<details class="provenance" id="provenance"><summary>Provenance of every run on this page '
                 f'({len(rows)} runs)</summary>{f"<p>{note}</p>" if note else ""}'
                 f'<div class="table-scroll">{table}</div></details>')
@@ -234,11 +322,12 @@ def reproducibility(table: pd.DataFrame, sanity: bool = False):
     rows = table[table["sanity check"] == sanity]
 
     def source(where, quote):
-        folded = (f'<details><summary>quote</summary>“{html_lib.escape(quote)}”</details>' if quote else "")
-        return html_lib.escape(where) + folded
-    shown = rows.map(lambda v: html_lib.escape(v) if isinstance(v, str) else v)
+        folded = (f'<details class="source-quote"><summary>quote</summary>“{html_lib.escape(quote)}”</details>'
+                  if quote else "")
+        return _cell(where) + folded
+    shown = rows.map(_cell)
     shown = shown.assign(**{"paper value from": [source(w, q) for w, q in zip(rows["paper value from"], rows["quote"])],
-                           "source": [f'<a href="{page}.html#provenance">{page}</a>' for page in rows["source"]]})
+                           "source": [f'<a href="{page}.html#provenance">provenance</a>' for page in rows["source"]]})
     shown = shown.drop(columns=["quote", "sanity check"]).rename(columns={"source": "page"})
     body = shown.to_html(index=False, escape=False, border=0, classes="dataframe reproducibility-table")
     return HTML(f'<div class="table-scroll">{body}</div>')

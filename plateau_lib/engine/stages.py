@@ -113,6 +113,9 @@ class GPStages:
     fit_note: str
 
 
+PINNED_NAMES = {"k1__constant_value": "the amplitude", "k2__length_scale": "the length scale"}  # scikit-learn's names
+
+
 def gp_smooth(x, y, amplitude_bounds=(1e-3, 1e3), length_scale=3.0, length_scale_bounds=(0.5, 1e3),
               n_restarts: int = 10, seed: int = 0):
     """GP posterior mean of y at x with Hoogland et al.'s kernel C(1, amplitude_bounds) · RBF(length_scale,
@@ -212,8 +215,11 @@ def gp_stage_boundaries(steps, values, slope_tol: float = SLOPE_TOL, min_step: i
     slope = centred_slope(x, smooth)
     idx = between_changes(slope, slope_minima(slope, slope_tol), slope_tol)
     boundaries, rule = prune_boundaries(steps[idx], np.abs(slope[idx]), min_step, merge_ratio)
-    note = (f"fitted kernel {kernel}; " + (f"{', '.join(pinned)} at a bound of its range (amplitude bounds "
-            f"{kernel.k1.constant_value_bounds}, length-scale bounds {kernel.k2.length_scale_bounds} in ln-steps)"
-            if pinned else "no hyperparameter at a bound"))
+    (amp_lo, amp_hi), (len_lo, len_hi) = kernel.k1.constant_value_bounds, kernel.k2.length_scale_bounds
+    note = (f"fitted kernel: amplitude {np.sqrt(kernel.k1.constant_value):.3g}², length scale "
+            f"{kernel.k2.length_scale:.2g} ln-steps; "
+            + (f"{' and '.join(PINNED_NAMES.get(p, p) for p in pinned)} at a bound of its range (amplitude "
+               f"{amp_lo:g} to {amp_hi:g}, length scale {len_lo:g} to {len_hi:g} ln-steps)"
+               if pinned else "no hyperparameter at a bound"))
     return GPStages(steps, values, smooth, slope, [int(s) for s in steps[idx]], boundaries, rule, str(kernel),
                     pinned, note)

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from plateau_lib.book.pages import formatted
 from plateau_lib.book.plots import PAGE_WIDTH
 from plateau_lib.engine import cache
 from plateau_lib.engine.runs import TrainResult
@@ -123,8 +124,8 @@ def transient_note(s: Sweep) -> str:
     crit = ", ".join(f"{div.label_M(M)}: {int(t.loc[M, 't_crit']):,}" for M in Ms)
     finite = [M for M in f.index if M != icl_presets.INF]
     lines = [f"- **M with a transient** (the rule above): {', '.join(div.label_M(M) for M in Ms) or 'none'}"
-             + (f"; t_crit {crit}" if Ms else "")
-             + (f"; the smallest step up of t_crit between consecutive M: {order:.0f} evaluation(s) of the grid "
+             + (f"; tᶜʳⁱᵗ {crit}" if Ms else "")
+             + (f"; the smallest step up of tᶜʳⁱᵗ between consecutive M: {order:.0f} evaluation(s) of the grid "
                 f"({'resolved' if order >= 3 else 'a tie or a reversal' if order <= 0 else 'not resolved at this grid'})"
                 if order is not None else "") + "."]
     for M in (min(finite), max(finite)):
@@ -350,7 +351,7 @@ def llc_over_training_figure(s: Sweep, llc: pd.DataFrame, title: str = ""):
     for ax in (top, bottom):
         ax.set_xscale("log")
     top.set_xlim(left=100)  # nothing moves before step 100
-    bottom.set_xlabel("step (dotted: t_crit of the seed-mean curve)")
+    bottom.set_xlabel("step (dotted: tᶜʳⁱᵗ of the seed-mean curve)")
     if title:
         fig.suptitle(title)
     return fig
@@ -365,12 +366,12 @@ def per_M_table(s: Sweep) -> pd.DataFrame:
     f = s.final.groupby("M")[["delta_dmmse", "delta_ridge", "id_loss", "ood_loss"]].mean()
     rule = transients(s).reindex(f.index)
     t = f.join(rule[["t_crit", "ood_rise"]].astype(float))
-    table = pd.DataFrame({"Δ to dMMSE_M": t["delta_dmmse"].map("{:.2e}".format),
-                          "Δ to ridge": t["delta_ridge"].map("{:.3f}".format),
-                          "loss on q_M": t["id_loss"].map("{:.3f}".format),
-                          "OOD loss": t["ood_loss"].map("{:.3f}".format),
-                          "t_crit": t["t_crit"].map("{:,.0f}".format),
-                          "OOD rise after t_crit": t["ood_rise"].map("{:.1%}".format)},
+    table = pd.DataFrame({"Δ to dMMSE_M": formatted(t["delta_dmmse"], "{:.2e}"),
+                          "Δ to ridge": formatted(t["delta_ridge"], "{:.3f}"),
+                          "loss on q_M": formatted(t["id_loss"], "{:.3f}"),
+                          "OOD loss": formatted(t["ood_loss"], "{:.3f}"),
+                          "t_crit": formatted(t["t_crit"], "{:,.0f}"),
+                          "OOD rise after tᶜʳⁱᵗ": formatted(t["ood_rise"], "{:.1%}")},
                          index=t.index)
     if s.llc_table is not None:
         llc = s.llc_table.groupby("M")[["llc_mean", "llc_se"]].mean().reindex(t.index)
@@ -504,7 +505,7 @@ def transient_values(s: Sweep, n_components: int = 2) -> dict:
         "final Δ to dMMSE ÷ Δ to ridge at the smallest M (on q_M)": f.loc[lo, "delta_dmmse"] / f.loc[lo, "delta_ridge"],
         "share of the M in 16–128 with a transient (the page's rule: a dip, then a rise > 5%; Δ to ridge regrows)":
             transient_share(finite, transient),
-        "t_crit's smallest step up between consecutive M with a transient (evaluations of the grid)": t_crit_order(s),
+        "tᶜʳⁱᵗ's smallest step up between consecutive M with a transient (evaluations of the grid)": t_crit_order(s),
         "final Δ to ridge ÷ Δ to dMMSE at the largest finite M (on q_M)": f.loc[hi, "delta_ridge"] / f.loc[hi, "delta_dmmse"],
         "behavioural switch: smallest M whose final model is nearer ridge": div.switch_M(s.final),
     }
@@ -531,11 +532,11 @@ def diversity_values(s: Sweep) -> dict:
     finite = [M for M in f.index if M != icl_presets.INF]
     lo, hi = min(finite), max(finite)
     ideal = s.ideal()
-    values = {"Δ^Pretrain(PT, dMMSE) ÷ D at the smallest M": f.loc[lo, "delta_dmmse"] / D,
-              "Δ^True(PT, ridge) ÷ Δ^True(dMMSE_M, ridge) at the largest finite M":
+    values = {"Δᴾʳᵉᵗʳᵃⁱⁿ(PT, dMMSE) ÷ D at the smallest M": f.loc[lo, "delta_dmmse"] / D,
+              "Δᵀʳᵘᵉ(PT, ridge) ÷ Δᵀʳᵘᵉ(dMMSE_M, ridge) at the largest finite M":
                   f.loc[hi, "delta_ridge_ood"] / ideal.loc[hi, "delta_dmmse_ridge_ood"]}
     if icl_presets.INF in f.index:
-        values["Δ^True(PT, ridge) ÷ D at M = ∞"] = f.loc[icl_presets.INF, "delta_ridge_ood"] / D
+        values["Δᵀʳᵘᵉ(PT, ridge) ÷ D at M = ∞"] = f.loc[icl_presets.INF, "delta_ridge_ood"] / D
     return {k: float(v) for k, v in values.items()}
 
 
@@ -676,7 +677,7 @@ def closing_note(shown: dict) -> str:
         for M, r in t.iterrows():
             llc = f", λ̂ {r['λ̂']}" if "λ̂" in t else ""
             lines.append(f"- M = {M}: Δ to dMMSE {r['Δ to dMMSE_M']}, Δ to ridge {r['Δ to ridge']} "
-                         f"(nearer {r['nearer to']}), t_crit {r['t_crit']}{llc}")
+                         f"(nearer {r['nearer to']}), tᶜʳⁱᵗ {r['t_crit']}{llc}")
         switch = div.switch_M(s.final)
         lines.append(f"- behavioural switch: {'none in this grid' if switch is None else f'M = {switch}'}; "
                      f"M with a transient: {transient_Ms(s) or 'none'}")

@@ -338,7 +338,7 @@ def mechanism_table(single: dict, two: dict, swap: dict | None = None, sharpness
     rows += [
         ("M = 2", "predicts as dMMSE₂", "largest Δ(model, dMMSE) / Var(dMMSE) over k",
          f"< {two['tol']:g}", t["rel_delta"].max(), bool((t["rel_delta"] < two["tol"]).all())),
-        ("M = 2", "its weight on t₁ is the posterior p_k", "largest mean |p̂ − p_k| over k",
+        ("M = 2", "its weight on t₁ is the posterior pₖ", "largest mean |p̂ − pₖ| over k",
          f"< {two['weight_tol']:g}", t["weight_mae"].max(), bool((t["weight_mae"] < two["weight_tol"]).all())),
     ]
     if sharpness is not None:

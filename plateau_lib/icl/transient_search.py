@@ -29,6 +29,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from plateau_lib.book.pages import formatted
 from plateau_lib.engine import cache
 from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.runs import TrainConfig, TrainResult
@@ -247,7 +248,7 @@ def stored_llc_over_training():
 # ---- the page's section: "Finding a CPU-sized transient" ---------------------------------------------------------
 
 SHOWN = {"trial": "trial", "M": "M", "seed": "seed", "params": "parameters", "steps_shown": "steps", "device": "device",
-         "cpu_min": "CPU minutes", "gpu_min": "GPU minutes", "t_crit": "t_crit", "ood_rise": "OOD rise after t_crit",
+         "cpu_min": "CPU minutes", "gpu_min": "GPU minutes", "t_crit": "tᶜʳⁱᵗ", "ood_rise": "OOD rise after tᶜʳⁱᵗ",
          "ridge_regrowth": "Δ-to-ridge regrowth", "final_delta_dmmse": "final Δ to dMMSE_M",
          "final_delta_ridge": "final Δ to ridge", "transient": "transient"}
 
@@ -273,7 +274,7 @@ def readable(search: pd.DataFrame) -> pd.DataFrame:
                       transient=search["transient"].map({True: "yes", False: "no"}) + stopped.map(
                           {True: " (so far)", False: ""}))
     for c in ("final_delta_dmmse", "final_delta_ridge"):
-        t[c] = t[c].map("{:.3g}".format)
+        t[c] = formatted(t[c], "{:.3g}")
     return t[list(SHOWN)].rename(columns=SHOWN).set_index(["trial", "M", "seed"])
 
 
@@ -304,7 +305,7 @@ def search_note(search: pd.DataFrame) -> str:
                          for r in found.sort_values(["M", "seed"]).itertuples())
         lo, hi = found["ood_rise"].min(), found["ood_rise"].max()
         rise = f"{lo:.0%}" if round(lo, 2) == round(hi, 2) else f"{lo:.0%}–{hi:.0%}"
-        lines.append(f"{head}: a transient in {len(found)} of {len(g)} runs{' so far' if stopped else ''} (t_crit by M: {crit}; "
+        lines.append(f"{head}: a transient in {len(found)} of {len(g)} runs{' so far' if stopped else ''} (tᶜʳⁱᵗ by M: {crit}; "
                      f"the OOD loss stays {rise} above its minimum after it).")
     return " ".join(lines)
 
@@ -352,7 +353,7 @@ def search_figure(search: pd.DataFrame, curves: pd.DataFrame):
             ax.set_xscale("log")
         bottom.set_yscale("log")
         bottom.set_xlabel("step")
-    axes[0, 0].set_ylabel("OOD loss (○ t_crit)")
+    axes[0, 0].set_ylabel("OOD loss (○ tᶜʳⁱᵗ)")
     axes[1, 0].set_ylabel("Δ to ridge (Gaussian tasks)")
     widest = max(range(len(trials)), key=lambda k: len(axes[0, k].get_lines()))  # the panel with every M
     axes[0, -1].legend(*axes[0, widest].get_legend_handles_labels(), title="M", loc="center left",

@@ -13,14 +13,21 @@ SETTING_NOTES = {
     "d_model": "transformer width", "golden_draws": "draws per golden model",
     "golden_chains": "chains per polynomial golden model",
     "golden_train_steps": "full-batch Adam steps, reduced-rank regression",
-    "epsilons": "sweep: SGLD step sizes ε", "nbetas": "sweep: nβ (None = m / ln m)",
+    "epsilons": "sweep: SGLD step sizes ε", "nbetas": "sweep: nβ (default: m / ln m)",
     "gammas": "sweep: localization strengths γ", "n_data": "SGLD data set (sequences)"}
 
 
 def settings_table(settings: dict, preset: str) -> pd.DataFrame:
     """The page's settings (``llc.presets.llc_page``) as a two-column table: value and meaning."""
-    return pd.DataFrame({preset: {k: str(v) for k, v in settings.items()},
+    return pd.DataFrame({preset: {k: _setting(v) for k, v in settings.items()},
                          "meaning": {k: SETTING_NOTES.get(k, "") for k in settings}}).rename_axis("setting")
+
+
+def _setting(value) -> str:
+    """A setting as the table shows it: a list as its items, None (nβ) as the estimator's default."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_setting(v) for v in value)
+    return "default" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def sgld_device() -> str:

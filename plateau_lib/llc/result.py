@@ -179,8 +179,8 @@ def summarize(loss_all: np.ndarray, init_loss: float, hyper: dict, chain_ids, el
     notes = []
     if diverged.any():
         bad = [c for c, d in zip(chain_ids, diverged) if d]
-        notes.append(f"{len(bad)} of {len(chain_ids)} chains diverged (NaN/inf, λ̂ more than {runaway_sds:g} robust "
-                     f"SDs above the median chain, or loss > init_loss + {max_loss_ratio:g} x {scale:.3g}) and are "
+        notes.append(f"{len(bad)} of {len(chain_ids)} chains diverged (a loss that is not finite, λ̂ more than {runaway_sds:g} "
+                     f"robust SDs above the median chain, or a loss above L(w*) + {max_loss_ratio:g} × {scale:.3g}) and are "
                      f"excluded: chains {bad}. Lower epsilon or raise gamma.")
     if len(ok) == 0:
         mean = std = se = float("nan")

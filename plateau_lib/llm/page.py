@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from plateau_lib.book import plots
-from plateau_lib.book.pages import PAGE_WIDTH_IN
+from plateau_lib.book.pages import PAGE_WIDTH_IN, Verbatim
 from plateau_lib.book.params import int_list, one_number, overrides_dict, parsed
 from plateau_lib.engine import presets as engine_presets
 from plateau_lib.llm import checkpoints as llm_checkpoints, collapse as llm, miniature as llm_miniature, presets
@@ -198,17 +198,23 @@ def heatmap_figure(panel: Panel, steps: list[int]):
     return fig
 
 
+def summaries(panels: list[Panel]) -> pd.DataFrame:
+    """Every panel's per-step summary (cosine, repetition, ...) in one table, with a ``model`` column."""
+    return pd.concat([panel.summary.assign(model=panel.label) for panel in panels], ignore_index=True)
+
+
 def shown_text(text: str) -> str:
     """A generation on one line: newlines as ⏎, tabs as ⇥."""
     return text.replace("\n", "⏎").replace("\t", "⇥")
 
 
 def generations(panel: Panel, steps: list[int], n: int = 4) -> pd.DataFrame:
-    """The first ``n`` prompts and their 8 greedy tokens at each of ``steps`` (newlines shown as ⏎)."""
+    """The first ``n`` prompts and their 8 greedy tokens at each of ``steps`` (newlines shown as ⏎), the
+    generations as ``Verbatim`` text."""
     from plateau_lib.llm.corpus import prompts
     questions = prompts(int(panel.rows["prompt"].max()) + 1, panel.meta.get("spec", {}).get("prompt_seed", 0))
     table = panel.rows[panel.rows["step"].isin(steps) & (panel.rows["prompt"] < n)]
-    wide = table.pivot(index="prompt", columns="step", values="text").map(lambda t: repr(shown_text(t))[1:-1])
+    wide = table.pivot(index="prompt", columns="step", values="text").map(lambda t: Verbatim(repr(shown_text(t))[1:-1]))
     wide.columns = [f"step {c}" for c in wide.columns]
     wide.insert(0, "prompt (ARC-Easy)", [questions[i][:70] + ("…" * (len(questions[i]) > 70)) for i in wide.index])
     return wide.reset_index(drop=True)

@@ -67,12 +67,12 @@ CLAIMS = [
       for task in ("addition", "permutation", "histogram", "concat MWS")],
     *[Claim(_OT, f"{task}: peak cosine before the jump", "collapse present", (0.7, 1.0), (0.5, 1.0), fmt="{:.2f}")
       for task in ("addition", "permutation", "histogram", "concat MWS")],
-    Claim(_OT, "repeat_1: cosine after one step", "≈ 0.5 after a single gradient step", (0.4, 0.6), (0.3, 0.7),
+    Claim(_OT, "REPEAT1: cosine after one step", "≈ 0.5 after a single gradient step", (0.4, 0.6), (0.3, 0.7),
           fmt="{:.2f}", sanity="the untrained model's states already have this cosine in our measure, before any "
                                "step"),
-    Claim(_OT, "repeat_1: step at which α_1 reaches 0.9", "early (α_1 → 1 in early training)", (0, 50), (0, 100),
+    Claim(_OT, "REPEAT1: step at which α_1 reaches 0.9", "early (α_1 → 1 in early training)", (0, 50), (0, 100),
           scale_bound=True, fmt="{:.0f}", missing="α_1 never reached 0.9", missing_as=INF),
-    Claim(_OT, "repeat_1: plateau span ÷ run length", "almost no plateau", (0, 0.05), (0, 0.15), fmt="{:.2f}",
+    Claim(_OT, "REPEAT1: plateau span ÷ run length", "almost no plateau", (0, 0.05), (0, 0.15), fmt="{:.2f}",
           missing="no jump in the run", missing_as=INF),
     # == other tasks (Figs. 6-22): claims above this line ==
     # Gopalani et al. Figs. 26-40: the plateau, the collapse and the repetition hold across optimizers (SGD, Muon)
@@ -98,9 +98,9 @@ CLAIMS = [
           sanity="untrained embeddings are as unlike each other; the rise after attention carries the finding"),
     Claim("Figs. 41–42 (collapse at every location)", "peak cosine before the jump, residual after attention",
           "high: collapse appears after the attention layer", (0.8, 1.0), (0.6, 1.0), fmt="{:.2f}"),
-    Claim("Figs. 41–42 (collapse at every location)", "peak cosine before the jump, after ln_f", "≈ 0.95",
+    Claim("Figs. 41–42 (collapse at every location)", "peak cosine before the jump, after the final layer norm", "≈ 0.95",
           (0.9, 1.0), (0.8, 1.0), fmt="{:.2f}"),
-    Claim("Figs. 41–42 (collapse at every location)", "peak cosine after attention ÷ after the MLP (before ln_f)",
+    Claim("Figs. 41–42 (collapse at every location)", "peak cosine after attention ÷ after the MLP (before the final layer norm)",
           "≈ 1: the collapse is in place before the MLP", (0.8, 1.25), (0.6, 1.5), fmt="{:.2f}"),
     # == MWS probe and collapse locations (Figs. 20, 41-42): claims above this line ==
     # == λ̂ across the MWS plateau: claims above this line ==
@@ -173,11 +173,11 @@ SOURCES = {
         'Histogram | Partial bins | Present | Present'),
     'concat MWS: peak cosine before the jump': Source('inference', 'Gopalani et al. summary, Main Results: Multi-Task Validation',
         'All three phenomena are consistently observed across all tasks, confirming the universality of the findings.'),
-    'repeat_1: cosine after one step': Source('text', 'Gopalani et al. summary, Key Findings',
+    'REPEAT1: cosine after one step': Source('text', 'Gopalani et al. summary, Key Findings',
         'a single gradient step drives COS to approximately 0.5'),
-    'repeat_1: step at which α_1 reaches 0.9': Source('text', 'Gopalani et al. summary, Key Findings',
+    'REPEAT1: step at which α_1 reaches 0.9': Source('text', 'Gopalani et al. summary, Key Findings',
         'The α₁ metric ((1/n) Σ 1[y_i = y_1]) rapidly approaches 1.0 in early training'),
-    'repeat_1: plateau span ÷ run length': Source('text', 'Gopalani et al. summary, Key Findings',
+    'REPEAT1: plateau span ÷ run length': Source('text', 'Gopalani et al. summary, Key Findings',
         'The REPEAT1 task (y_i = x_1) exhibits almost no loss plateau'),
     'runs that learn y₁ first, then plateau (fraction)': Source('text', 'Gopalani et al. summary, Loss & Training',
         'Consistency of findings verified across different optimizers (SGD, Muon) and hyperparameter settings.'),
@@ -193,9 +193,9 @@ SOURCES = {
         'Comparison of residual streams before and after the attention layer confirms that collapse occurs after the attention layer.'),
     'peak cosine before the jump, residual after attention': Source('text', 'Gopalani et al. summary, Key Findings',
         'Comparison of residual streams before and after the attention layer confirms that collapse occurs after the attention layer.'),
-    'peak cosine before the jump, after ln_f': Source('text', 'Gopalani et al. summary, Key Finding 3: Representation Collapse',
+    'peak cosine before the jump, after the final layer norm': Source('text', 'Gopalani et al. summary, Key Finding 3: Representation Collapse',
         'the average cosine similarity across output positions (excluding the already-learned first position) rapidly rises to approximately 0.95'),
-    'peak cosine after attention ÷ after the MLP (before ln_f)': Source('inference', 'Gopalani et al. summary, Key Findings',
+    'peak cosine after attention ÷ after the MLP (before the final layer norm)': Source('inference', 'Gopalani et al. summary, Key Findings',
         'The attention layer, not the MLP, causes collapse'),
 }
 CLAIMS = sourced(CLAIMS, SOURCES)

@@ -33,13 +33,13 @@ EXCLUSIONS = {
 
 # Ω per task (reference §4.6), in words; ``Task.omega`` implements it.
 OMEGAS = {
-    "prefix_sum": "y₁ reads x₁; y_{i+1} reads x_{i+1} and the previous output y_i",
+    "prefix_sum": "y₁ reads x₁; yᵢ₊₁ reads xᵢ₊₁ and the previous output yᵢ",
     "repeat": "every output reads x₁ (ours: the paper logs no APM for repeat)",
     "addition": "each sum digit reads its two operand digits and the two below (the carry); '=' reads the units",
-    "permutation": "layer 2: y_j reads its source x_{π(j)} (layer 1: its pointer token π(j)+1)",
-    "histogram": "layer 1: y_i reads its own x_i",
-    "copy": "y_i reads x_i",
-    "reverse": "y_i reads x_{n+1−i}",
+    "permutation": "layer 2: yⱼ reads its source, the x at position π(j) (layer 1: its pointer token π(j)+1)",
+    "histogram": "layer 1: yᵢ reads its own xᵢ",
+    "copy": "yᵢ reads xᵢ",
+    "reverse": "yᵢ reads xₙ₊₁₋ᵢ",
     "concat_mws": "each output reads its window (1, 2 or 3 inputs)",
 }
 
@@ -134,9 +134,9 @@ def survey_values(results: dict, configs: dict) -> dict:
                            f"{label}: peak cosine before the jump": s[label]["peak_cosine"]})
     if "repeat_1" in s:
         r, steps = s["repeat_1"], configs["repeat_1"].steps
-        values.update({"repeat_1: cosine after one step": r["cosine_step_1"],
-                       "repeat_1: step at which α_1 reaches 0.9": r["alpha_1_90_step"],
-                       "repeat_1: plateau span ÷ run length": (np.nan if r["plateau_span"] is None
+        values.update({"REPEAT1: cosine after one step": r["cosine_step_1"],
+                       "REPEAT1: step at which α_1 reaches 0.9": r["alpha_1_90_step"],
+                       "REPEAT1: plateau span ÷ run length": (np.nan if r["plateau_span"] is None
                                                                else max(r["plateau_span"], 0) / steps)})
     return {k: np.nan if v is None else float(v) for k, v in values.items()}
 

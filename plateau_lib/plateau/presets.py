@@ -23,7 +23,7 @@ MWS_PAPER = TrainConfig(task="mws", task_kwargs={"n": 16, "p": 17, "k": 2}, d_mo
 # It keeps the task, the architecture and the optimizer.
 MWS_CPU = MWS_PAPER.replace(d_model=64, lr=1e-3, batch_size=128, steps=600)
 
-WHAT_CPU_CHANGES = ("d_model 64 (paper 256), Adam lr 1e-3 (paper 1e-4), batch 128 (paper 256), 600 steps "
+WHAT_CPU_CHANGES = ("width 64 (paper 256), Adam lr 1e-3 (paper 1e-4), batch 128 (paper 256), 600 steps "
                     "(paper 400: at this width some seeds jump only after step 400); same task (n=16, p=17, k=2), "
                     "same 1-layer 1-head linear-attention model, same optimizer.")
 
@@ -136,7 +136,7 @@ OTHER_TASKS = {  # label: (task, task_kwargs, layers, grad clip, paper steps)
 # for addition and histogram, tried; the others jump inside them).
 OTHER_TASK_CPU_STEPS = {"prefix sum": 500, "repeat_1": 60, "repeat_2": 100, "repeat_4": 100, "addition": 1000,
                         "permutation": 1000, "histogram": 1000, "copy": 80, "reverse": 120, "concat MWS": 1000}
-OTHER_TASKS_CPU_CHANGES = ("d_model 64 (paper 256), Adam lr 1e-3 (paper 1e-4), batch 128 (paper 256), one seed, "
+OTHER_TASKS_CPU_CHANGES = ("width 64 (paper 256), Adam lr 1e-3 (paper 1e-4), batch 128 (paper 256), one seed, "
                            "about 50 evaluations on 128 held-out sequences (paper preset: about 100 on 256) and "
                            "step budgets of 60–1,000 (paper 100–10,000); the same tasks, layer counts, grad clip "
                            "and optimizer.")
@@ -185,8 +185,8 @@ def other_tasks_note(preset: str) -> str:
 TRAINING_SETUPS = {
     "paper": {
         "baseline": ("baseline", {}),
-        "d_model 128": ("width", {"d_model": 128}),
-        "d_model 512": ("width", {"d_model": 512}),
+        "width 128": ("width", {"d_model": 128}),
+        "width 512": ("width", {"d_model": 512}),
         "lr 5e-5": ("learning rate", {"lr": 5e-5, "steps": 800}),
         "lr 2e-4": ("learning rate", {"lr": 2e-4}),
         "batch 128": ("batch", {"batch_size": 128}),
@@ -206,8 +206,8 @@ TRAINING_SETUPS = {
     },
     "cpu": {
         "baseline": ("baseline", {}),
-        "d_model 32": ("width", {"d_model": 32}),
-        "d_model 128": ("width", {"d_model": 128}),
+        "width 32": ("width", {"d_model": 32}),
+        "width 128": ("width", {"d_model": 128}),
         "lr 5e-4": ("learning rate", {"lr": 5e-4, "steps": 1000}),
         "lr 2e-3": ("learning rate", {"lr": 2e-3}),
         "batch 64": ("batch", {"batch_size": 64}),

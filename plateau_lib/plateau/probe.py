@@ -29,7 +29,7 @@ from plateau_lib.plateau import metrics, milestones, presets
 
 # hidden state -> what the page calls it; a per-layer state is read at the last layer (MWS has one)
 LOCATIONS = {"embed": "embedding (token + position)", "attn_out": "attention output",
-             "post_attn": "residual after attention", "post_mlp": "residual after MLP", "final_ln": "after ln_f"}
+             "post_attn": "residual after attention", "post_mlp": "residual after MLP", "final_ln": "after the final layer norm"}
 NORM_LOCATIONS = ("embed", "attn_out", "post_attn")  # the paper logs norms at these three
 PROBE_LOCATION = "attn_out"
 KIND = "probe"
@@ -196,8 +196,8 @@ def location_values(phases: pd.DataFrame) -> dict:
     mean = {name: milestones.mean_of(phases, f"peak_{name}") for name in LOCATIONS}
     return {"peak cosine before the jump, embedding (before attention)": mean["embed"],
             "peak cosine before the jump, residual after attention": mean["post_attn"],
-            "peak cosine before the jump, after ln_f": mean["final_ln"],
-            "peak cosine after attention ÷ after the MLP (before ln_f)": mean["post_attn"] / mean["post_mlp"]}
+            "peak cosine before the jump, after the final layer norm": mean["final_ln"],
+            "peak cosine after attention ÷ after the MLP (before the final layer norm)": mean["post_attn"] / mean["post_mlp"]}
 
 
 def norms_at(tables: dict) -> pd.DataFrame:
