@@ -185,7 +185,7 @@ def test_an_order_is_read_on_the_evaluation_grid():
     """A hand-built tie gives at most partly; 1-2 evaluations apart is not resolved; 3 or more is an order."""
     from plateau_lib.icl import diversity_page as dp
     from plateau_lib.icl.claims import claims_of
-    (claim,) = [c for c in claims_of("Carroll Figs. 1, 3 (transient ridge)") if c.metric.startswith("t_crit")]
+    (claim,) = [c for c in claims_of("Carroll Figs. 1, 3 (transient ridge)") if c.metric.startswith("tᶜʳⁱᵗ")]
     grid = [0, 100, 200, 300, 400, 500, 600, 700]
     assert dp.resolved_steps([200, 200, 500], grid).tolist() == [0, 3]
     assert claim.judge(dp.resolved_steps([200, 200, 500], grid).min(), "paper") == "partly"       # a tie
