@@ -18,12 +18,15 @@ import seaborn as sns
 
 from plateau_lib.book.plots import PAGE_WIDTH
 from plateau_lib.icl import development
-from plateau_lib.icl.development import PAPER_BOUNDARIES, PAPER_LLC, PAPER_POINTS, PAPER_STEPS, PAPER_WEIGHT_NORM
+from plateau_lib.icl.development import (PAPER_BOUNDARIES, PAPER_DELTA_RIDGE, PAPER_EVAL_LOSS, PAPER_LLC, PAPER_LLC_SEEDS,
+                                         PAPER_POINTS, PAPER_STEPS, PAPER_WEIGHT_NORM)
 
 FIGURE = "Hoogland Fig. 1(b) (LR stages)"
 MATCH_FACTOR = 2.0  # a found boundary "matches" a paper boundary when their (step + 1) differ by < this factor
 # (log-spaced, linear-spaced) checkpoint counts of each preset; tests check they rebuild presets.py's steps.
 LABELS = {"cpu": "cpu miniature", "cpu_long": "long CPU run", "paper": "paper preset"}
+
+PAPER_COLOUR = "#c0392b"  # the paper's values and boundaries on every figure of this page
 
 
 # ---- configuration and runs ------------------------------------------------------------------------
@@ -355,7 +358,7 @@ def shade_stages(ax, boundaries, last_step: int, paper_lines=None, label: bool =
     for s in boundaries:
         ax.axvline(s + 1, color="#33475b", lw=0.8, zorder=1)
     for s in paper_lines if paper_lines is not None else ():
-        ax.axvline(s + 1, color="#c0392b", lw=1.0, ls=":", zorder=1)
+        ax.axvline(s + 1, color=PAPER_COLOUR, lw=1.0, ls=":", zorder=1)
 
 
 def layer_head_scores(train) -> pd.DataFrame:
@@ -457,10 +460,20 @@ def show_stored_run(shown: dict, found: dict, which: str, live: str) -> None:
         display(Markdown(missing_note(which)))
 
 
+PAPER_MARKERS = {"delta_ridge": PAPER_DELTA_RIDGE, "weight_norm": PAPER_WEIGHT_NORM}  # the authors' logged seed 1
+
+
+def _paper_points(ax, values: dict, label: str | None = None) -> None:
+    """The published run's values ``{step: value}`` as crosses on ``ax`` (x: step + 1, as our curves)."""
+    ax.plot(np.array(list(values)) + 1, list(values.values()), "x", color=PAPER_COLOUR, ms=7, mew=2, label=label)
+
+
 def stages_figure(dev, stages, title: str = ""):
     """Hoogland Fig. 1(b) for one run: λ̂ (± se at each checkpoint, GP mean) and the evaluation loss over
     log(step + 1), the detected stages shaded and numbered, the paper's boundaries at the same fraction of the
-    schedule dotted; below, each marker of reference §4.2 on the same x-axis (two per row)."""
+    schedule dotted; below, each marker of reference §4.2 on the same x-axis (two per row). A run of the paper's
+    500k steps also shows the authors' logged seed 1 (λ̂, loss, Δ to ridge, weight norm) as crosses, and their
+    seeds' range of λ̂."""
     steps = run_steps(dev)
     last = int(max(dev.llc["step"].max(), dev.train.metrics["step"].max()))
     paper_lines = from_paper_step(PAPER_BOUNDARIES, steps)
@@ -476,20 +489,32 @@ def stages_figure(dev, stages, title: str = ""):
     longer = llc[llc["budget"] != "reduced"] if "budget" in llc else llc.iloc[:0]
     if len(longer):
         top.plot(longer["step"] + 1, longer["llc_mean"], "D", ms=5, color="C2",
-                 label=f"{longer['budget'].iloc[0]} (the reduced budget failed its check)")
+                 label=f"{longer['budget'].iloc[0]} (reduced budget failed)")
     top.plot(stages.steps + 1, stages.smooth, color="C1", lw=1.5, label="GP mean")
-    top.plot([], [], color="#c0392b", ls=":", label="paper's boundaries (same fraction)")
+    paper_run = steps == PAPER_STEPS  # the paper's schedule: its published values sit at the same steps
+    if paper_run:
+        low, high = zip(*PAPER_LLC_SEEDS.values())
+        top.vlines(np.array(list(PAPER_LLC_SEEDS)) + 1, low, high, color=PAPER_COLOUR, lw=2.5, alpha=0.35,
+                   label="paper, seeds 0–4 (range)")
+        _paper_points(top, PAPER_LLC, "paper, seed 1")
+    top.plot([], [], color=PAPER_COLOUR, ls=":", label="paper's boundaries")
     top.set(ylabel="λ̂", title="local learning coefficient")
-    top.legend(loc="center left")
+    # the legend goes above the curve, in the room the raised limit leaves, under the stage numbers
+    top.set_ylim(top=1.9 * max(float(llc["llc_mean"].max()), max(PAPER_LLC.values()) if paper_run else 0))
+    top.legend(loc="upper left", bbox_to_anchor=(0, 0.9), ncols=3, columnspacing=1.0, handlelength=1.5)
     m = dev.train.metrics.sort_values("step")
     loss_ax.plot(m["step"] + 1, m["loss"], color="C0", label="transformer")
     loss_ax.plot(m["step"] + 1, m["loss_ridge"], color="grey", ls="--", lw=1, label="ridge (Bayes)")
+    if paper_run:
+        _paper_points(loss_ax, PAPER_EVAL_LOSS, "paper, seed 1")
     loss_ax.set(ylabel="MSE", title="evaluation loss (held-out batch, per token)")
     loss_ax.legend(loc="upper right")
     shade_stages(top, stages.boundaries, last, paper_lines, label=True)
     shade_stages(loss_ax, stages.boundaries, last, paper_lines)
     for ax, (key, panel, ylabel, log) in zip(marker_axes, MARKERS):
         _marker(ax, key, dev)
+        if paper_run and key in PAPER_MARKERS:
+            _paper_points(ax, PAPER_MARKERS[key])
         shade_stages(ax, stages.boundaries, last, paper_lines)
         ax.set(title=panel, ylabel=ylabel)
         if log:
@@ -670,7 +695,7 @@ def in_progress_figure(metrics: pd.DataFrame, llc: pd.DataFrame, steps: int, tit
                      label=f"λ̂ ± se, {budget} (the reduced\nbudget failed its check here)" if longer
                      else "λ̂ ± se, reduced budget")
     paper = pd.Series(PAPER_LLC)
-    top.plot(paper.index + 1, paper.values, "s", color="#c0392b", ms=4, mfc="none", label="paper's λ̂ (seed 1)")
+    top.plot(paper.index + 1, paper.values, "s", color=PAPER_COLOUR, ms=4, mfc="none", label="paper's λ̂ (seed 1)")
     top.set(ylabel="λ̂", title="local learning coefficient")
     top.legend(loc="center left", fontsize=8)
     m = metrics.sort_values("step")
@@ -681,7 +706,7 @@ def in_progress_figure(metrics: pd.DataFrame, llc: pd.DataFrame, steps: int, tit
     reached = int(m["step"].max()) if len(m) else 0
     for ax in (top, bottom):
         for b in PAPER_BOUNDARIES:
-            ax.axvline(b + 1, color="#c0392b", ls=":", lw=1)
+            ax.axvline(b + 1, color=PAPER_COLOUR, ls=":", lw=1)
         if reached < steps:
             ax.axvspan(reached + 1, steps + 1, color="0.92", zorder=0)
     top.set_xscale("log")
