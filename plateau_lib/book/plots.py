@@ -18,6 +18,12 @@ PAGE_WIDTH = 7.5  # inches: the text column of the built book at 100 dpi
 # of three seeds left it: accuracy above 1, cosine below 0).
 SEED_RANGE = ("pi", 100)
 
+def condition_colours(n: int) -> list:
+    """``n`` distinguishable colours, one per condition: seaborn's colour-blind-safe qualitative palette up to its
+    10 colours, viridis (ordered, less distinct) beyond."""
+    return sns.color_palette("colorblind" if n <= 10 else "viridis", max(1, n))
+
+
 CURVES = (  # (column, panel title, y label)
     ("loss", "loss, all positions", "cross-entropy (nats)"),
     ("acc", "greedy accuracy", "fraction correct"),
@@ -52,7 +58,8 @@ def training_curves(metrics: pd.DataFrame, hue: str | None = None, curves=CURVES
             ax.legend(title=None)
         else:
             sns.lineplot(data=metrics, x="step", y=col, hue=hue, errorbar=SEED_RANGE, ax=ax,
-                         palette="viridis" if hue else None, legend=(col == curves[-1][0]) if hue else False)
+                         palette=condition_colours(metrics[hue].nunique()) if hue else None,
+                         legend=(col == curves[-1][0]) if hue else False)
         if col == "rho":
             ax.axhline(metrics["rho_data"].mean(), ls="--", c="grey", lw=1, label="data ρ")
         ax.set(xlabel="training step", ylabel=label, title=panel)

@@ -16,7 +16,7 @@ import pandas as pd
 import seaborn as sns
 
 from plateau_lib.book.pages import formatted
-from plateau_lib.book.plots import PAGE_WIDTH
+from plateau_lib.book.plots import PAGE_WIDTH, condition_colours
 from plateau_lib.engine import cache
 from plateau_lib.engine.runs import TrainResult
 from plateau_lib.engine.sweep import sweep
@@ -185,9 +185,9 @@ def missing_note(preset: str) -> str:
 # ---- figures -----------------------------------------------------------------------------------------
 
 def palette(Ms) -> dict:
-    """One colour per M, dark (low M) to light (high M), ∞ in black."""
+    """One colour per M (``plots.condition_colours``, in M's order), ∞ in black."""
     finite = sorted(M for M in set(Ms) if M != icl_presets.INF)
-    colours = sns.color_palette("viridis", max(1, len(finite)))
+    colours = condition_colours(len(finite))
     out = {M: colours[i] for i, M in enumerate(finite)}
     out[icl_presets.INF] = (0.0, 0.0, 0.0)
     return out
@@ -706,7 +706,8 @@ def calibration_traces_figure(traces: pd.DataFrame, title: str = ""):
         bad = cell.groupby(["M", "chain"])["diverged"].any()
         keep = cell.set_index(["M", "chain"]).index.map(lambda k: not bad[k])
         sns.lineplot(cell[keep], x="draw", y="value", hue="M", units="chain", estimator=None, lw=0.8, ax=ax,
-                     legend=ax is np.atleast_1d(axes)[-1], palette="viridis", hue_order=sorted(t["M"].unique()))
+                     legend=ax is np.atleast_1d(axes)[-1], palette=condition_colours(t["M"].nunique()),
+                     hue_order=sorted(t["M"].unique()))
         ax.set_title(f"ε = {e:g}" + (f" ({int(bad.sum())} diverged)" if bad.any() else ""))
         ax.set_ylabel("running λ̂" if e == eps[0] else "")
     sns.move_legend(np.atleast_1d(axes)[-1], "center left", bbox_to_anchor=(1.01, 0.5), title="M")
