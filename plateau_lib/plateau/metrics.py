@@ -125,11 +125,6 @@ def bias_mask(task, c, batch=1, device=None, include_first=False):
     return mask.unsqueeze(1)
 
 
-def chance_accuracy(task):
-    """Accuracy of guessing uniformly over the output vocabulary."""
-    return 1.0 / task.vocab_size
-
-
 def data_repetition(task, generator, n=4096):
     """ρ of the ground-truth outputs (the data's own repetition frequency)."""
     seqs = task.sample(n, generator)
