@@ -63,6 +63,12 @@ def test_llc_rows_are_kept_and_not_redone(store, monkeypatch):
     assert trace.shape == (2, 4)  # chains x steps, the estimate is its window (0, 4)
     row = table.iloc[0]
     assert diagnosis.window_llc(trace, row["init_loss"], small["nbeta"], 0, 4) == pytest.approx(row["llc_mean"], rel=1e-4)
+    monkeypatch.setattr(diagnosis, "ICL_LLC_REDUCED", {"num_burnin_steps": 2, "num_draws": 2})
+    windows = diagnosis.estimator_windows(TINY, "cpu", small)  # every draw, and the last two, on the same chains
+    assert windows["step"].tolist() == [984]
+    assert windows["authors' window"].iloc[0] == pytest.approx(row["llc_mean"], rel=1e-4)
+    assert windows["stages page's window"].iloc[0] == pytest.approx(
+        diagnosis.window_llc(trace, row["init_loss"], small["nbeta"], 2, 2))
     longer = {**small, "num_burnin_steps": 2}  # another budget at the same step is a new row
     diagnosis.llc_at([(TINY, "cpu")], [984], llc=longer)
     assert len(calls) == 2 and diagnosis.llc_table(TINY, "cpu")["budget"].tolist() == [

@@ -206,6 +206,24 @@ def window_llc(trace: np.ndarray, init_loss: float, nbeta: float, start: int, dr
     return float(np.mean(nbeta * (trace[:, start:start + draws].mean(axis=1) - init_loss)))
 
 
+def estimator_windows(cfg: TrainConfig, stream: str = "cpu", llc: dict = LLC_AS_RUN) -> pd.DataFrame:
+    """For each step with a ``llc`` row and its traces: λ̂ over the authors' window (every draw from the first)
+    and over the stages page's (``ICL_LLC_REDUCED``: 800 draws after 200 steps), on the same chains."""
+    table = llc_table(cfg, stream)
+    rows = []
+    if not table.empty:
+        for row in table[table["budget"] == budget_label(llc)].itertuples():
+            path = trace_path(cfg, stream, int(row.step), llc)
+            if not path.exists():
+                continue
+            trace = np.load(path)
+            book = (ICL_LLC_REDUCED["num_burnin_steps"], ICL_LLC_REDUCED["num_draws"])
+            rows.append({"step": int(row.step),
+                         "authors' window": window_llc(trace, row.init_loss, llc["nbeta"], 0, llc["num_draws"]),
+                         "stages page's window": window_llc(trace, row.init_loss, llc["nbeta"], *book)})
+    return pd.DataFrame(rows, columns=["step", "authors' window", "stages page's window"])
+
+
 STREAMS = {"cpu": "CPU", "cuda": "GPU"}
 EVAL_SEED = 20_000_003  # the common held-out sequences every run is scored on (``markers``)
 MARKERS = ("loss", "delta_ridge", "loss_ood_inputs", "loss_ood_tasks", "pred_sq", "weight_norm")
