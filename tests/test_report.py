@@ -198,7 +198,7 @@ def test_data_downloads_write_csv_only_in_the_book_build(tmp_path, monkeypatch):
     pages.data_downloads("page", {"curves": frame})
     assert not (tmp_path / pages.DATA_FOLDER).exists()  # a live notebook writes nothing
     monkeypatch.setenv("PLATEAU_BOOK_BUILD", "1")
-    pages.data_downloads("page", {"curves": frame})
+    pages.data_downloads("page", {"curves": frame, "empty": frame.iloc[:0]})  # an empty table is not offered
     written = tmp_path / pages.DATA_FOLDER / "page-curves.csv"
     assert pd.read_csv(written).equals(frame) and [p.name for p in written.parent.iterdir()] == ["page-curves.csv"]
 

@@ -116,8 +116,8 @@ DATA_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 
 def data_downloads(page: str, frames: dict[str, pd.DataFrame]) -> None:
     """Offer the data behind a page's figures as CSV files. In the book build (run from the repository root)
-    each frame is written to ``book/figures/_data/PAGE-NAME.csv`` and the page lists the files as downloads; a
-    live notebook has the frames themselves, and nothing is written."""
+    each frame with rows is written to ``book/figures/_data/PAGE-NAME.csv`` and the page lists the files as
+    downloads; a live notebook has the frames themselves, and nothing is written."""
     from IPython.display import Markdown, display
     if not isinstance(frames, dict) or not frames:
         raise ValueError(f"frames must be a non-empty dict {{name: DataFrame}}, got {frames!r}")
@@ -130,11 +130,14 @@ def data_downloads(page: str, frames: dict[str, pd.DataFrame]) -> None:
         return
     links = []
     for name, frame in frames.items():
+        if frame.empty:  # nothing to offer (a table this build did not fill)
+            continue
         file = f"{page}-{name}.csv"
         with atomic_path(DATA_FOLDER / file) as tmp:
             frame.to_csv(tmp, index=not isinstance(frame.index, pd.RangeIndex))
         links.append(f"{{download}}`{file} <{DATA_FOLDER.name}/{file}>` ({len(frame):,} rows)")
-    display(Markdown("**The data behind the figures** (CSV): " + " · ".join(links)))
+    if links:
+        display(Markdown("**The data behind the figures** (CSV): " + " · ".join(links)))
 
 
 def scrolling(frame: pd.DataFrame):
