@@ -190,7 +190,8 @@ def llc_at(runs: list[tuple[TrainConfig, str]], steps, llc: dict = ICL_LLC_REDUC
             with atomic_path(trace_path(cfg, stream, step, llc)) as tmp:
                 with open(tmp, "wb") as f:
                     np.save(f, results[step].loss_trace_all.astype(np.float32))
-            table = pd.concat([done, row], ignore_index=True).sort_values(["step", "budget"])
+            # read again: another process (another step, another budget) may have added its row meanwhile
+            table = pd.concat([llc_table(cfg, stream), row], ignore_index=True).sort_values(["step", "budget"])
             with atomic_path(state_folder(cfg, stream) / "llc.csv") as tmp:
                 table.to_csv(tmp, index=False)
             print(f"{name(cfg, stream)}: λ̂ at {step} = {float(row['llc_mean'].iloc[0]):.1f} ({budget})", flush=True)
