@@ -150,7 +150,7 @@ def llc_table(cfg: TrainConfig, stream: str = "cpu") -> pd.DataFrame:
 
 
 # Hoogland et al.'s estimator as their code ran it (reference §5.1): 5,000 draws averaged from the first (no
-# burn-in), from n = 2^20 sequences, at 2 chains instead of 10 (about half an hour a checkpoint on one CPU core).
+# burn-in), from n = 2^20 sequences, at 2 chains instead of 10 (about 22 minutes a checkpoint on one CPU core).
 # Its loss traces also give the stages page's window (200 steps of burn-in, then 800 draws) on the same chains.
 LLC_AS_RUN = {**ICL_LLC_PAPER, "num_chains": 2}
 
