@@ -220,7 +220,7 @@ def test_provenance_and_closing_note():
     found = {"cpu": SimpleNamespace(boundaries=[76], candidates=[76]),
              "paper": SimpleNamespace(boundaries=[984], candidates=[9, 984])}
     note = stages_page.closing_note(runs, found)
-    assert "boundaries [76]" in note and "12.5 s training, 30.0 s LLC" in note and "same fraction" in note
+    assert "boundaries 76 (" in note and "12.5 s training, 30.0 s LLC" in note and "same fraction" in note
     assert stages_page.richest(runs) == "paper"
 
 

@@ -628,6 +628,11 @@ def provenance_summary(dev) -> dict:
             "configs": [dev.train.config]}
 
 
+def _steps(steps) -> str:
+    """``[984, 40292]`` -> "984, 40,292"; none -> "none"."""
+    return ", ".join(f"{int(s):,}" for s in steps) or "none"
+
+
 def closing_note(devs: dict, found: dict) -> str:
     """Markdown: per run shown, the boundaries found (candidates and rule), λ̂ at the paper's points (or this
     run's matching fractions, labelled) and the wall times of training and LLC."""
@@ -640,10 +645,10 @@ def closing_note(devs: dict, found: dict) -> str:
         scaled = ("" if steps == PAPER_STEPS
                   else f" (this run's steps at the same fraction of its {steps:,}-step schedule)")
         lines.append(
-            f"- **{LABELS.get(preset, preset)}** ({steps:,} steps): boundaries {stages.boundaries or 'none'} "
-            f"(raw candidates {stages.candidates}); λ̂ at the paper's points{scaled}: {at}; wall time "
-            f"{dev.meta.get('train_wall_s')} s training, {dev.meta.get('llc_wall_s')} s LLC on "
-            f"{dev.meta.get('device')}.")
+            f"- **{LABELS.get(preset, preset)}** ({steps:,} steps): boundaries {_steps(stages.boundaries)} "
+            f"(the rule's candidates before pruning: {_steps(stages.candidates)}); λ̂ at the paper's "
+            f"points{scaled}: {at}; wall time {dev.meta.get('train_wall_s')} s training, "
+            f"{dev.meta.get('llc_wall_s')} s LLC on {dev.meta.get('device')}.")
     return "\n".join(lines)
 
 
