@@ -167,8 +167,8 @@ def test_a_page_table_shows_a_missing_value_as_a_dash():
     import numpy as np
     import pandas as pd
     from plateau_lib.book import pages
-    html = pages.frame_html(pd.DataFrame({"jump": [120.0, np.nan], "note": ["x", None]}))
-    assert "NaN" not in html and "None" not in html and html.count(f"<td>{pages.MISSING}</td>") == 2
+    html = pages.frame_html(pd.DataFrame({"jump": [120.0, np.nan], "note": ["x", None], "mixed": [1, None]}))
+    assert "NaN" not in html and "None" not in html and html.count(f"<td>{pages.MISSING}</td>") == 3
     assert 'class="dataframe"' in html
 
 

@@ -95,8 +95,8 @@ def _header(label):
 
 
 def _cell(value):
-    if not isinstance(value, str):
-        return value
+    if not isinstance(value, str):  # None in an object column is missing too (pandas' na_rep skips it there)
+        return MISSING if pd.api.types.is_scalar(value) and pd.isna(value) else value
     if isinstance(value, Verbatim) or PATH.fullmatch(value):
         return f"<code>{html.escape(value)}</code>"
     return CODE_WORD.sub(r"<code>\g<0></code>", html.escape(value))
