@@ -211,3 +211,14 @@ def test_a_figure_without_a_paper_run_shows_its_stand_ins_column_in_the_box(summ
     box = pages.verdict_box_html([figure], PAPER_PENDING)
     assert "No verdict at the paper's configuration: needs the real Pythia checkpoints" in box
     assert "Standing in (trained here in the paper&#x27;s model shapes): 1 reproduced." in box
+
+
+def test_the_reference_note_says_when_the_reference_never_jumped():
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from plateau_lib.book import pages
+    flat = pd.DataFrame({"step": [0, 10, 20], "acc_first": 0.1, "acc_rest": 0.05, "acc": 0.06, "cosine": 0.5,
+                         "rho": 0.1, "apm": 0.1})
+    note = pages.reference_note(SimpleNamespace(metrics=flat, config={"seed": 0, "steps": 20}))
+    assert "no jump in its 20 steps" in note and "None" not in note and "not solved the task" in note

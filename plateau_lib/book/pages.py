@@ -309,8 +309,9 @@ def reference_note(reference) -> str:
     """A line on the Fig. 5 reference run: its jump and final accuracy, and a warning if it is unsolved."""
     from plateau_lib.engine.stages import plateau_summary
     s = plateau_summary(reference.metrics)
-    line = (f"Reference (seed {reference.config['seed']}): jump at step {s['jump_step']}, final accuracy "
-            f"{s['final_acc']:.3f}.")
+    jump = (f"jump at step {s['jump_step']}" if s["jump_step"] is not None and pd.notna(s["jump_step"])
+            else f"no jump in its {reference.config['steps']:,} steps")
+    line = f"Reference (seed {reference.config['seed']}): {jump}, final accuracy {s['final_acc']:.3f}."
     if s["final_acc"] < 0.95:
         line += (" **It has not solved the task, so its weights are not optimal:** train longer (`steps`) or pick "
                  "another `reference_seed`.")
