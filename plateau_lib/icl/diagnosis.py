@@ -153,6 +153,7 @@ def llc_table(cfg: TrainConfig, stream: str = "cpu") -> pd.DataFrame:
 # burn-in), from n = 2^20 sequences, at 2 chains instead of 10 (about 22 minutes a checkpoint on one CPU core).
 # Its loss traces also give the stages page's window (200 steps of burn-in, then 800 draws) on the same chains.
 LLC_AS_RUN = {**ICL_LLC_PAPER, "num_chains": 2}
+LATE_DRAWS = 1_000  # the draws after these steps are read apart: nearer equilibrium where the chains rise slowly
 
 
 def budget_label(llc: dict) -> str:
@@ -208,8 +209,9 @@ def window_llc(trace: np.ndarray, init_loss: float, nbeta: float, start: int, dr
 
 
 def estimator_windows(cfg: TrainConfig, stream: str = "cpu", llc: dict = LLC_AS_RUN) -> pd.DataFrame:
-    """For each step with a ``llc`` row and its traces: λ̂ over the authors' window (every draw from the first)
-    and over the stages page's (``ICL_LLC_REDUCED``: 800 draws after 200 steps), on the same chains."""
+    """For each step with a ``llc`` row and its traces: λ̂ over the authors' window (every draw from the first),
+    over the stages page's (``ICL_LLC_REDUCED``: 800 draws after 200 steps) and over the draws after the first
+    1,000 steps (nearer the chains' equilibrium), all on the same chains."""
     table = llc_table(cfg, stream)
     rows = []
     if not table.empty:
@@ -221,8 +223,11 @@ def estimator_windows(cfg: TrainConfig, stream: str = "cpu", llc: dict = LLC_AS_
             book = (ICL_LLC_REDUCED["num_burnin_steps"], ICL_LLC_REDUCED["num_draws"])
             rows.append({"step": int(row.step),
                          "authors' window": window_llc(trace, row.init_loss, llc["nbeta"], 0, llc["num_draws"]),
-                         "stages page's window": window_llc(trace, row.init_loss, llc["nbeta"], *book)})
-    return pd.DataFrame(rows, columns=["step", "authors' window", "stages page's window"])
+                         "stages page's window": window_llc(trace, row.init_loss, llc["nbeta"], *book),
+                         "after 1,000 steps": (window_llc(trace, row.init_loss, llc["nbeta"], LATE_DRAWS,
+                                                          trace.shape[1] - LATE_DRAWS)
+                                               if trace.shape[1] > LATE_DRAWS else float("nan"))})
+    return pd.DataFrame(rows, columns=["step", "authors' window", "stages page's window", "after 1,000 steps"])
 
 
 STREAMS = {"cpu": "CPU", "cuda": "GPU"}

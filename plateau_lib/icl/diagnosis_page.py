@@ -100,14 +100,15 @@ def estimator_result() -> str:
     windows = diagnosis.estimator_windows(diagnosis.variant(1))
     if windows.empty:
         return "Open: not estimated yet."
-    values = "; ".join(f"step {r.step:,}: {r[1]:.1f} over every draw, {r[2]:.1f} over the stages page's window"
-                       for r in windows.itertuples(index=False))
+    values = "; ".join(f"step {r[0]:,}: {r[1]:.1f} over every draw, {r[2]:.1f} over the stages page's window, "
+                       f"{r[3]:.1f} after the first 1,000 steps" for r in windows.itertuples(index=False))
     at = windows.set_index("step")
     if {STEP_40K, LATE_STEP} <= set(at.index):
         falls = at.loc[LATE_STEP] / at.loc[STEP_40K]
         values += (f". From {STEP_40K:,} to {LATE_STEP:,} λ̂ falls to {falls.iloc[0]:.2f} of its value over every "
-                   f"draw and to {falls.iloc[1]:.2f} over the stages page's window (the paper: "
-                   f"{dev.PAPER_LLC[320_000] / dev.PAPER_LLC[40_000]:.2f})")
+                   f"draw, {falls.iloc[1]:.2f} over the stages page's window and {falls.iloc[2]:.2f} after the first "
+                   f"1,000 steps (the paper: {dev.PAPER_LLC[320_000] / dev.PAPER_LLC[40_000]:.2f}). Averaging from the "
+                   f"first draw does not make the paper's fall")
     return values + "."
 
 
