@@ -49,7 +49,8 @@ def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs) -> pd.DataFrame:
                {"loss": float(retrain["loss"].iloc[0]), "delta_ridge": float(retrain["delta_ridge"].iloc[0])})
     cpu_where = ("the committed CPU run (its own data and held-out set)" if retrain.empty else
                  "the CPU retrain (the committed run's data, the same held-out set)")
-    at_40k = llc[llc["step"] == STEP_40K] if not llc.empty else llc
+    at_40k = (llc[(llc["step"] == STEP_40K) & (llc["budget"] == diagnosis.budget_label(ICL_LLC_REDUCED))]
+              if not llc.empty else llc)  # the stages run's setting; the estimator-as-run rows have their own row
     paper_low, paper_high = dev.PAPER_LLC_SEEDS[40_000]
     if at_40k.empty:
         llc_result = "Not estimated yet (4 chains × 800 draws, about 9 CPU-minutes a seed)."
