@@ -22,6 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from plateau_lib.book.pages import DATA_FOLDER
 from plateau_lib.book.run import check_parameters
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +30,7 @@ NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = ROOT / "book" / "figures"
 HTML = ROOT / "book" / "_build" / "html"
 SUMMARIES = EXECUTED / "_summaries"
-DATA = EXECUTED / "_data"  # the pages' CSV downloads (plateau_lib.book.pages.data_downloads)
+DATA = ROOT / DATA_FOLDER  # the pages' CSV downloads (plateau_lib.book.pages.data_downloads)
 TOC = ROOT / "_toc.yml"
 PRESETS = ("cpu", "paper")
 LAST = "reproducibility"  # summarises the others, so it runs alone after them

@@ -341,11 +341,11 @@ def verdict_counts(table: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     """How many claims each preset column reproduced, partly reproduced, and so on, with the sanity checks counted
     apart (they are never verdicts); per ``by`` (a column of ``table``, e.g. the chapter) when given."""
     from plateau_lib.book.summaries import PRESET_COLUMNS
-    from plateau_lib.book.verdicts import SANITY, VERDICTS
+    from plateau_lib.book.verdicts import SANITY, VERDICTS, count_verdicts
     groups = table.groupby(by, sort=False) if by else [(None, table)]
     frames = []
-    for name, rows in groups:
-        counts = pd.DataFrame({column: [rows[column].str.endswith(f"({v})").sum() for v in (*VERDICTS, *SANITY)]
+    for name, rows in groups:  # a cell reads "value (verdict)"
+        counts = pd.DataFrame({column: count_verdicts(rows[column].str.extract(r"\(([^()]*)\)$")[0].dropna())
                                for column in PRESET_COLUMNS.values()}, index=list(VERDICTS + SANITY))
         frames.append(counts.rename_axis("verdict").assign(**({by: name} if by else {})))
     out = pd.concat(frames)
@@ -403,10 +403,10 @@ def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | 
 
 def _tally(rows: list[dict]) -> str:
     """"3 reproduced, 1 partly; 2 sanity checks, not counted" of a summary's rows."""
-    from plateau_lib.book.verdicts import SANITY, VERDICTS
-    counted = [r["verdict"] for r in rows if r["verdict"] not in SANITY]
-    tally = ", ".join(f"{counted.count(v)} {v}" for v in VERDICTS if counted.count(v))
-    checks = sum(r["verdict"] in SANITY for r in rows)
+    from plateau_lib.book.verdicts import SANITY, VERDICTS, count_verdicts
+    counts = count_verdicts(r["verdict"] for r in rows)
+    tally = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v])
+    checks = sum(counts[v] for v in SANITY)
     return tally + (f"; {checks} sanity check{'s' * (checks != 1)}, not counted" if checks else "")
 
 

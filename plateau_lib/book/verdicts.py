@@ -117,6 +117,13 @@ def sourced(claims: list[Claim], sources: dict) -> list[Claim]:
     return [replace(c, source=sources[c.metric]) for c in claims]
 
 
+def count_verdicts(verdicts) -> dict[str, int]:
+    """``{verdict: how many}`` over ``VERDICTS`` then ``SANITY`` (zeros kept) of an iterable of verdicts; any other
+    string (a missing run, say) is not counted."""
+    verdicts = list(verdicts)
+    return {v: verdicts.count(v) for v in (*VERDICTS, *SANITY)}
+
+
 def select(claims: list[Claim], figure: str) -> list[Claim]:
     """The claims of ``figure`` among ``claims``, in order; ValueError naming the figures there are."""
     found = [c for c in claims if c.figure == figure]

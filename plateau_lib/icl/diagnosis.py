@@ -26,7 +26,7 @@ from plateau_lib.engine.train import Stopped, train_many
 from plateau_lib.engine.utils import atomic_path, git_commit, resolve_device, write_json
 from plateau_lib.icl.development import llc_data
 from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER
-from plateau_lib.llc import llc_over_checkpoints
+from plateau_lib.llc import llc_over_checkpoints, summarize
 
 IN_PROGRESS = cache.COMMITTED / "in_progress"
 KIND = "icl_diagnosis"
@@ -198,14 +198,18 @@ def llc_at(runs: list[tuple[TrainConfig, str]], steps, llc: dict = ICL_LLC_REDUC
             print(f"{name(cfg, stream)}: λ̂ at {step} = {float(row['llc_mean'].iloc[0]):.1f} ({budget})", flush=True)
 
 
-def window_llc(trace: np.ndarray, init_loss: float, nbeta: float, start: int, draws: int) -> float:
-    """λ̂ from chains' loss traces (chains x steps) over one window of steps: the mean over chains of
-    nβ · (mean loss over steps ``start`` .. ``start + draws - 1`` − L(w*)). Window (0, 5000) is Hoogland et
+def window_llc(trace: np.ndarray, init_loss: float, nbeta: float, start: int, draws: int,
+               num_params: int = 0) -> float:
+    """λ̂ from chains' loss traces (chains x steps) over one window of steps, by the estimator's own rule
+    (``llc.summarize``: nβ · (mean loss over steps ``start`` .. ``start + draws - 1`` − L(w*)), averaged over the
+    chains that did not diverge; ``num_params`` sets its divergence bound). Window (0, 5000) is Hoogland et
     al.'s estimate; (200, 800) is the stages page's."""
     trace = np.asarray(trace, dtype=float)
     if trace.ndim != 2 or not 0 <= start or not 0 < draws or start + draws > trace.shape[1]:
         raise ValueError(f"the window {start}..{start + draws - 1} must lie inside the trace's {trace.shape[-1]} steps")
-    return float(np.mean(nbeta * (trace[:, start:start + draws].mean(axis=1) - init_loss)))
+    hyper = {"nbeta": nbeta, "num_burnin_steps": start, "num_steps_bw_draws": 1, "num_draws": draws,
+             "num_params": num_params}
+    return summarize(trace[:, :start + draws], init_loss, hyper, range(len(trace)), 0.0, warn=False).llc_mean
 
 
 def estimator_windows(cfg: TrainConfig, stream: str = "cpu", llc: dict = LLC_AS_RUN) -> pd.DataFrame:
@@ -215,17 +219,19 @@ def estimator_windows(cfg: TrainConfig, stream: str = "cpu", llc: dict = LLC_AS_
     table = llc_table(cfg, stream)
     rows = []
     if not table.empty:
+        book = (ICL_LLC_REDUCED["num_burnin_steps"], ICL_LLC_REDUCED["num_draws"])
+        num_params = sum(p.numel() for p in cfg.make_task().build_model(cfg).parameters())
         for row in table[table["budget"] == budget_label(llc)].itertuples():
             path = trace_path(cfg, stream, int(row.step), llc)
             if not path.exists():
                 continue
             trace = np.load(path)
-            book = (ICL_LLC_REDUCED["num_burnin_steps"], ICL_LLC_REDUCED["num_draws"])
-            rows.append({"step": int(row.step),
-                         "authors' window": window_llc(trace, row.init_loss, llc["nbeta"], 0, llc["num_draws"]),
-                         "stages page's window": window_llc(trace, row.init_loss, llc["nbeta"], *book),
-                         "after 1,000 steps": (window_llc(trace, row.init_loss, llc["nbeta"], LATE_DRAWS,
-                                                          trace.shape[1] - LATE_DRAWS)
+
+            def window(start, draws):
+                return window_llc(trace, row.init_loss, llc["nbeta"], start, draws, num_params)
+            rows.append({"step": int(row.step), "authors' window": window(0, llc["num_draws"]),
+                         "stages page's window": window(*book),
+                         "after 1,000 steps": (window(LATE_DRAWS, trace.shape[1] - LATE_DRAWS)
                                                if trace.shape[1] > LATE_DRAWS else float("nan"))})
     return pd.DataFrame(rows, columns=["step", "authors' window", "stages page's window", "after 1,000 steps"])
 
