@@ -4,6 +4,7 @@ to results/in_progress/; commit that folder afterwards.
     OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 1 --budget-s 9000            # the retrain, one core
     OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 2 --operands bfloat16 --budget-s 9000
     python scripts/icl_diagnosis.py --seeds 0 1 2 3 4 --cuda-graphs --budget-s 400 --out /tmp/lease   # a GPU
+    OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 0 --stream cuda --budget-s 9000   # a GPU's run, here
     OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 0 2 --stream cuda --llc-at 40292 --budget-s 3600
     OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 1 --llc-at 40292 318181 --as-run --budget-s 3600
 """
@@ -24,8 +25,9 @@ def main(argv=None) -> None:
     parser.add_argument("--as-run", action="store_true",
                         help="with --llc-at: the estimator as the authors' code ran it (diagnosis.LLC_AS_RUN: 5,000 "
                              "draws from the first, n = 2^20), at 2 chains, instead of the stages page's budget")
-    parser.add_argument("--stream", choices=("cpu", "cuda"), default="cpu",
-                        help="with --llc-at: the runs whose data a CPU or a GPU drew (default: cpu)")
+    parser.add_argument("--stream", choices=("cpu", "cuda"), default=None,
+                        help="the runs whose data a CPU or a GPU drew (default: this device's); training a GPU's "
+                             "run here goes on with this device's data")
     parser.add_argument("--cuda-graphs", action="store_true", help="stacked steps from a CUDA graph (a GPU)")
     parser.add_argument("--compile", action="store_true", help="the stacked step through torch.compile")
     parser.add_argument("--out", default=None, help="save the states here instead of results/in_progress/")
@@ -35,10 +37,10 @@ def main(argv=None) -> None:
     configs = [diagnosis.variant(s, args.operands) for s in args.seeds]
     if args.llc_at:
         llc = diagnosis.LLC_AS_RUN if args.as_run else diagnosis.ICL_LLC_REDUCED
-        diagnosis.llc_at([(c, args.stream) for c in configs], args.llc_at, llc, budget_s=args.budget_s)
+        diagnosis.llc_at([(c, args.stream or "cpu") for c in configs], args.llc_at, llc, budget_s=args.budget_s)
         return
     for record in diagnosis.retrain(configs, args.budget_s, not args.no_progress, args.out, args.cuda_graphs,
-                                    args.compile):
+                                    args.compile, args.stream):
         print(record["status"], record["step"], record.get("seconds_by_device"), flush=True)
 
 

@@ -65,9 +65,9 @@ def state_folder(cfg: TrainConfig, stream: str | None = None) -> Path:
     return IN_PROGRESS / name(cfg, stream)
 
 
-def run_folder(cfg: TrainConfig) -> Path:
+def run_folder(cfg: TrainConfig, stream: str | None = None) -> Path:
     """This machine's working folder (resume state and every checkpoint the run writes)."""
-    return cache.LOCAL / f"{name(cfg)}.partial"
+    return cache.LOCAL / f"{name(cfg, stream)}.partial"
 
 
 def progress(cfg: TrainConfig, stream: str | None = None) -> dict | None:
@@ -79,9 +79,9 @@ def _step_of(resume: Path) -> int:
     return int(torch.load(resume, weights_only=True, map_location="cpu")["step"]) if resume.exists() else -1
 
 
-def restore(cfg: TrainConfig, run_dir: Path) -> int:
+def restore(cfg: TrainConfig, run_dir: Path, stream: str | None = None) -> int:
     """Copy the committed resume state into ``run_dir`` if it is further along; the step training resumes from."""
-    src = state_folder(cfg) / "resume.pt"
+    src = state_folder(cfg, stream) / "resume.pt"
     run_dir.mkdir(parents=True, exist_ok=True)
     if _step_of(src) > _step_of(run_dir / "resume.pt"):
         shutil.copy2(src, run_dir / "resume.pt")
@@ -111,19 +111,22 @@ def save(cfg: TrainConfig, run_dir: Path, result=None, dst: Path | None = None) 
             record.update(status="not started", step=0)
         else:
             state = torch.load(dst / "resume.pt", weights_only=True, map_location="cpu")
-            record.update(status="in progress", step=int(state["step"]), seconds_by_device=state.get("by_device"))
+            record.update(status="in progress", step=int(state["step"]), seconds_by_device=state.get("by_device"),
+                          data_stream_reseeded_at=state.get("reseeded_at"))
     write_json(dst / "progress.json", record)
     return record
 
 
 def retrain(configs: list[TrainConfig], budget_s: float, progress_bar: bool = True, out: Path | None = None,
-            cuda_graphs: bool = False, compile: bool = False) -> list:
+            cuda_graphs: bool = False, compile: bool = False, stream: str | None = None) -> list:
     """Train ``configs`` (stacked where the device stacks; ``cuda_graphs``, ``compile`` as ``train_many``'s) from
     their committed states for at most ``budget_s`` seconds, then save each one's state (into ``out/<name>``
-    instead of the repository when given)."""
-    dirs = [run_folder(c) for c in configs]
+    instead of the repository when given). ``stream`` (default: this device's) names the runs to continue: a run
+    begun on a GPU ("cuda") goes on here with data drawn by this device from a new seed (``data_stream_reseeded_at``
+    in its record), kept in its own folder."""
+    dirs = [run_folder(c, stream) for c in configs]
     for c, d in zip(configs, dirs):
-        restore(c, d)
+        restore(c, d, stream)
     finished = {}
     try:
         train_many(configs, run_dirs=dirs, progress=progress_bar, deadline=time.time() + budget_s,
@@ -131,7 +134,7 @@ def retrain(configs: list[TrainConfig], budget_s: float, progress_bar: bool = Tr
                    compile=compile)
     except Stopped as stop:
         print(stop, flush=True)
-    return [save(c, d, finished.get(i), None if out is None else Path(out) / name(c))
+    return [save(c, d, finished.get(i), state_folder(c, stream) if out is None else Path(out) / name(c, stream))
             for i, (c, d) in enumerate(zip(configs, dirs))]
 
 
