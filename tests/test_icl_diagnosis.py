@@ -99,3 +99,44 @@ def test_seed_spread_and_precision_gap_on_a_hand_built_table():
     # so the seeds' spread is step 10's
     assert gap["pairs"] == 3 and gap["max gap"] == pytest.approx(0.1) and gap["last step"] == 20
     assert gap["min seed sd"] == pytest.approx(spread["sd"])
+
+
+def test_a_gpu_run_goes_on_here_with_a_new_data_stream(store):
+    """A state whose generator is another device's (a GPU run's) continues on the CPU, reseeded at its step, in
+    its own folder; its progress says where its stream was reseeded."""
+    (first,) = diagnosis.retrain([TINY], budget_s=0.0, progress_bar=False)
+    gpu = diagnosis.state_folder(TINY, "cuda")
+    gpu.mkdir(parents=True)
+    state = torch.load(diagnosis.state_folder(TINY) / "resume.pt", weights_only=True)
+    state["gen"] = torch.zeros(16, dtype=torch.uint8)  # a CUDA generator's state: seed and offset, 16 bytes
+    torch.save(state, gpu / "resume.pt")
+    (done,) = diagnosis.retrain([TINY], budget_s=600, progress_bar=False, stream="cuda")
+    assert done["status"] == "finished" and done["meta"]["data_stream_reseeded_at"] == first["step"]
+    assert (gpu / "metrics.csv").exists() and diagnosis.progress(TINY, "cpu")["status"] == "in progress"
+
+
+class Zero(torch.nn.Module):
+    """Predicts 0 for every token: its loss is the targets' mean square."""
+
+    def forward(self, xs, ys, **_):
+        return torch.zeros_like(ys)
+
+
+def test_the_authors_ood_losses_use_noise_of_std_not_variance_0_125():
+    """Closed form for the zero predictor: E[(g wᵀx + ε)²] = g² D + σ², σ = 0.125 (σ² = 0.0156, not 0.125)."""
+    for g, D in ((1e-3, 4), (5.0, 4)):
+        task = ICL_PAPER.replace(task_kwargs={**ICL_PAPER.task_kwargs, "ood_scale": g}).make_task()
+        out = diagnosis.authors_ood_losses(Zero(), task, 2**14)
+        expected = g**2 * D + 0.125**2
+        assert out["loss_ood_inputs_authors"] == pytest.approx(expected, rel=0.03 if g > 1 else 0.02)
+        assert out["loss_ood_tasks_authors"] == pytest.approx(expected, rel=0.03 if g > 1 else 0.02)
+
+
+def test_layer_norm_weights_are_each_norms_mean_absolute_weight():
+    model = TINY.make_task().build_model(TINY)
+    for i, (key, path) in enumerate(diagnosis.LAYER_NORMS.items()):
+        weight = dict(model.named_modules())[path].weight
+        with torch.no_grad():
+            weight.copy_(torch.tensor([(-1) ** j * 0.1 * (i + 1) for j in range(len(weight))]))
+    assert diagnosis.layer_norm_weights(model) == pytest.approx({k: 0.1 * (i + 1) for i, k in
+                                                                 enumerate(diagnosis.LAYER_NORMS)})

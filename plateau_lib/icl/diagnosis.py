@@ -24,6 +24,7 @@ from plateau_lib.engine import cache
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped, train_many
 from plateau_lib.engine.utils import atomic_path, git_commit, resolve_device, write_json
+from plateau_lib.icl import data
 from plateau_lib.icl.development import llc_data
 from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER
 from plateau_lib.llc import llc_over_checkpoints, summarize
@@ -242,6 +243,32 @@ def estimator_windows(cfg: TrainConfig, stream: str = "cpu", llc: dict = LLC_AS_
 STREAMS = {"cpu": "CPU", "cuda": "GPU"}
 EVAL_SEED = 20_000_003  # the common held-out sequences every run is scored on (``markers``)
 MARKERS = ("loss", "delta_ridge", "loss_ood_inputs", "loss_ood_tasks", "pred_sq", "weight_norm")
+# The authors' notebook built its OOD sets with noise of std 0.125 where training has variance 0.125 (reference
+# §4.2): the markers recompute the g = 5 losses that way too, so the paper's 72.2 -> 84.8 compares like with like.
+AUTHORS_NOISE_STD = 0.125
+# Each layer norm's mean |weight| (Hoogland et al. App. D: the final LN collapses in LR3; in LR4 the collapse
+# spreads to every LN but the second block's MLP one, most of all the LN before the first attention).
+LAYER_NORMS = {"ln_f": "ln_f", "ln_attn_1": "blocks.0.ln_1", "ln_mlp_1": "blocks.0.ln_2",
+               "ln_attn_2": "blocks.1.ln_1", "ln_mlp_2": "blocks.1.ln_2"}
+COLUMNS = (*MARKERS, "loss_ood_inputs_authors", "loss_ood_tasks_authors", *LAYER_NORMS)
+
+
+def layer_norm_weights(model) -> dict:
+    """``LAYER_NORMS``' mean |weight| of ``model`` (keys as there)."""
+    modules = dict(model.named_modules())
+    return {key: float(modules[path].weight.detach().abs().mean()) for key, path in LAYER_NORMS.items()}
+
+
+def authors_ood_losses(model, task, n: int, seed: int = EVAL_SEED) -> dict:
+    """The g = ``task.ood_scale`` losses as the authors' notebook computed them: ``n`` held-out sequences whose
+    noise has std ``AUTHORS_NOISE_STD`` (not variance), inputs or tasks scaled as in ``data.ood_batch``."""
+    batch = data.sample(n, task.K, task.D, AUTHORS_NOISE_STD ** 2, torch.Generator().manual_seed(seed))
+    out = {}
+    with torch.no_grad():
+        for kind in ("inputs", "tasks"):
+            xs, ys, _ = data.ood_batch(batch, task.ood_scale, kind)
+            out[f"loss_ood_{kind}_authors"] = float((model(xs, ys) - ys).square().mean())
+    return out
 
 
 def runs_present(seeds=range(5), operands=("float32", "bfloat16")) -> list[tuple[TrainConfig, str]]:
@@ -262,14 +289,16 @@ def _kept(cfg: TrainConfig, stream: str) -> list[int]:
 def markers(runs: list[tuple[TrainConfig, str]], n: int = 2**13) -> pd.DataFrame:
     """Hoogland et al.'s markers at every kept checkpoint of ``runs``, all scored on the same ``n`` held-out
     sequences (so seeds differ by their weights alone): evaluation loss, Δ to ridge, loss on inputs and on tasks
-    scaled by g = 5, the mean-square prediction, the weight norm and the final layer norm's mean |weight|.
-    Each run's rows are kept in its state folder (``markers.csv``, per ``n``) and only new checkpoints are scored.
-    Tidy: one row per run and step."""
+    scaled by g = 5 (also as the authors computed them: ``authors_ood_losses``), the mean-square prediction, the
+    weight norm and each layer norm's mean |weight| (``LAYER_NORMS``). Each run's rows are kept in its state
+    folder (``markers.csv``, per ``n``); only checkpoints new or missing a column are scored. Tidy: one row per
+    run and step."""
     tables = []
     for cfg, stream in runs:
         path = state_folder(cfg, stream) / "markers.csv"
         kept = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["step", "n"])
-        kept = kept[kept["n"] == n]
+        kept = kept[kept["n"] == n].reindex(columns=["step", "n", *COLUMNS])
+        kept = kept[kept[list(COLUMNS)].notna().all(axis=1)]
         todo = [s for s in _kept(cfg, stream) if s not in set(kept["step"])]
         if todo:
             task = cfg.make_task()
@@ -278,8 +307,8 @@ def markers(runs: list[tuple[TrainConfig, str]], n: int = 2**13) -> pd.DataFrame
             for step in todo:
                 model.load_state_dict(load_checkpoint(cfg, step, stream))
                 out = task.evaluate(model, batch)
-                rows.append({"step": step, "n": n, **{k: float(out[k]) for k in MARKERS if k in out},
-                             "ln_f": float(model.ln_f.weight.detach().abs().mean())})
+                rows.append({"step": step, "n": n, **{k: float(out[k]) for k in MARKERS},
+                             **authors_ood_losses(model, task, n), **layer_norm_weights(model)})
             kept = pd.concat([kept, pd.DataFrame(rows)], ignore_index=True).sort_values("step")
             with atomic_path(path) as tmp:
                 kept.to_csv(tmp, index=False)
