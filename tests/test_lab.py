@@ -101,15 +101,16 @@ def test_lab_serves_the_notebooks_on_loopback_with_a_token(tmp_path):
 
 
 # Run every cell of the notebook at path arguments[0] through JupyterLab's own command, once its kernel is idle.
-# The panel is found by its path and activated (a headless browser may never give it focus, so the shell's current
+# The app may not exist yet when the page's load event fires. The panel is found by its path and activated (a headless browser may never give it focus, so the shell's current
 # widget can stay empty); the script answers within SCRIPT_S, "waiting" while the kernel is not idle yet.
 SCRIPT_S = 60  # each script's bound; selenium's own HTTP client gives up on a command at 120 s
 RUN_ALL = """
 const done = arguments[arguments.length - 1];
 const path = arguments[0], until = Date.now() + 1000 * (arguments[1] - 5);
-const app = window.jupyterapp;
-if (!app) { done("no window.jupyterapp"); return; }
 (async () => {
+  while (!window.jupyterapp && Date.now() < until) await new Promise((r) => setTimeout(r, 200));
+  const app = window.jupyterapp;
+  if (!app) { done("waiting"); return; }
   await app.restored;
   while (Date.now() < until) {
     const panel = [...app.shell.widgets("main")].find((w) => w.context && w.context.path === path);
