@@ -33,14 +33,16 @@ book: venv vendor notebooks
 test: venv
 	$(PY) -m pytest -q tests
 
-# JupyterLab on the notebooks, on this machine only (127.0.0.1), with a fresh token; offline. The venv's Python is the
-# notebooks' kernel ("python3"). PORT=8889 make lab picks another port.
+# JupyterLab on a working copy of the notebooks (.cache/lab: citations as author-year text, plateau_lib.book.lab;
+# copies you edit there are kept), on this machine only (127.0.0.1), with a fresh token; offline. The venv's Python
+# is the notebooks' kernel ("python3"). PORT=8889 make lab picks another port.
 PORT ?= 8888
 lab: venv
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (plateau-companion .venv)" >/dev/null
+	$(PY) -c "from plateau_lib.book import lab; lab.main()"
 	@token=$$($(PY) -c 'import secrets; print(secrets.token_hex(16))'); \
 	echo "JupyterLab: http://127.0.0.1:$(PORT)/lab?token=$$token  (Ctrl-C stops it)"; \
-	$(VENV)/bin/jupyter lab --ip 127.0.0.1 --port $(PORT) --no-browser --notebook-dir notebooks \
+	$(VENV)/bin/jupyter lab --ip 127.0.0.1 --port $(PORT) --no-browser --notebook-dir .cache/lab \
 	  --IdentityProvider.token=$$token --ServerApp.port_retries=0 --LabApp.extension_manager=readonly \
 	  $(if $(filter 0,$(shell id -u)),--allow-root)
 

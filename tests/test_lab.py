@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from plateau_lib.book import lab as lab_copy
+
 REPO = Path(__file__).resolve().parent.parent
 JUPYTER = Path(__import__("sys").executable).with_name("jupyter")
 
@@ -84,7 +86,8 @@ def lab(notebook_dir: Path, cwd: Path, token: str = "plateau-test-token", expose
 
 @pytest.mark.skipif(NO_LAB, reason=NO_LAB_REASON)
 def test_lab_serves_the_notebooks_on_loopback_with_a_token(tmp_path):
-    with lab(REPO / "notebooks", tmp_path) as (base, token):
+    lab_copy.prepare(dst=tmp_path / "notebooks")  # what `make lab` serves
+    with lab(tmp_path / "notebooks", tmp_path) as (base, token):
         status, _ = get(f"{base}/api/status?token={token}")
         assert status == 200
         with pytest.raises(urllib.error.HTTPError) as refused:  # no token, no notebook
@@ -146,17 +149,19 @@ return imgs.length ? (imgs[imgs.length - 1].getAttribute("src") || "") : null;
 
 @pytest.mark.skipif(NO_LAB, reason=NO_LAB_REASON)
 def test_a_live_panel_runs_in_jupyterlab_in_a_real_browser(browser, tmp_path):
-    """Open the MWS plateau notebook in JupyterLab, run all cells, move the seed slider, press Run: a new figure
-    appears, and the browser console has no severe error. Served from a copy of notebooks/ (autosave stays
-    there), on the loopback address only, bounded in time."""
+    """Open the MWS plateau notebook in JupyterLab: its citation reads as author–year text. Run all cells, move
+    the seed slider, press Run: a new figure appears, and the browser console has no severe error. Served from
+    `make lab`'s copy of notebooks/, on the loopback address only, bounded in time."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
-    shutil.copytree(REPO / "notebooks", tmp_path / "notebooks")
+    lab_copy.prepare(dst=tmp_path / "notebooks")  # what `make lab` serves (autosave stays there)
     with lab(tmp_path / "notebooks", tmp_path, expose_app=True) as (base, token):
         browser.get_log("browser")  # drop what earlier pages logged
         browser.get(f"{base}/lab/tree/mws_plateau.ipynb?token={token}")
         assert run_all_cells(browser, "mws_plateau.ipynb") == "ran"
+        opening = browser.find_element(By.CSS_SELECTOR, ".jp-RenderedMarkdown").text
+        assert "Gopalani and Hu, 2025" in opening and "{cite}" not in opening, opening[:300]
         run = WebDriverWait(browser, 240, poll_frequency=1).until(
             lambda d: next((b for b in d.find_elements(By.CSS_SELECTOR, "button.widget-button")
                             if b.text.strip() == "Run"), None))
