@@ -95,8 +95,9 @@ def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs) -> pd.DataFrame:
          "seconds a checkpoint", layer_norm_result(markers)),
         ("λ̂ at the peak depends on the seed", "λ̂ at the 40k checkpoint of every seed, the stages run's SGLD "
          "setting", "about 9 CPU-minutes a run", llc_result),
-        ("λ̂ falls in LR3–LR4 at the other seeds", "Train seeds 0, 2, 3, 4 to 500k steps; λ̂ at 126k, 320k and "
-         "the end", "about 5 more GPU leases at this speed", "Open: the runs stand at the steps above."),
+        ("λ̂ falls in LR3–LR4 at the other seeds", "Seeds 0 and 2 go on from their GPU states on a CPU core (data "
+         "drawn there from then on), seeds 3 and 4 wait for a GPU; λ̂ at the kept checkpoints of LR3–LR4 and the end",
+         "about 4.5 CPU-hours a seed to 500k (one core), 9 CPU-minutes a λ̂", later_seeds_result(llc, runs)),
         ("The estimator as the authors ran it", "No burn-in, losses from the SGLD minibatches, n = 2²⁰, 5,000 "
          "draws, at 40k, 320k and 500k: 2 chains on a CPU (the full 10 in a GPU lease); the same chains read "
          "over the stages page's window too", "about 22 CPU-minutes a checkpoint (one core, measured at 40k)", estimator_result()),
@@ -138,6 +139,25 @@ def layer_norm_result(markers: pd.DataFrame) -> str:
     return (f"Mean |weight| at steps {', '.join(f'{s:,}' for s in steps)}: {shown}. The final LN collapses in "
             f"LR3 and the others follow in LR4, most the first attention's, the second MLP's not at all: the "
             f"paper's description (App. D). The structure develops; λ̂ does not follow it.")
+
+
+def later_seeds_result(llc: pd.DataFrame, runs) -> str:
+    """The hypotheses table's result for λ̂ through LR3–LR4 at the other seeds: where each float32 GPU-begun run
+    stands, and its λ̂ rows past the peak (the stages run's SGLD setting) against the paper's seeds."""
+    parts = []
+    for cfg, stream in runs:
+        if stream != "cuda" or cfg.seed == 1 or cfg.matmul_operands != "float32":
+            continue
+        record = diagnosis.progress(cfg, stream) or {}
+        where = (f"step {record.get('step', 0):,}" + (f", on a CPU from {record['data_stream_reseeded_at']:,}"
+                                                      if record.get("data_stream_reseeded_at") else ""))
+        rows = llc[(llc["seed"] == cfg.seed) & (llc["data"] == "GPU") & (llc["operands"] == "float32")
+                   & (llc["step"] > STEP_40K) & (llc["budget"] == diagnosis.budget_label(ICL_LLC_REDUCED))]
+        values = ", ".join(f"{r.llc_mean:.1f} at {r.step:,}" for r in rows.sort_values("step").itertuples())
+        parts.append(f"seed {cfg.seed}: {where}" + (f"; λ̂ {values}" if values else ""))
+    paper = "; ".join(f"{dev.PAPER_LLC_SEEDS[s][0]}–{dev.PAPER_LLC_SEEDS[s][1]} at {s // 1000}k"
+                      for s in (126_000, 200_000, 320_000, 500_000))
+    return f"Open. {'; '.join(parts) or 'No run yet'}. The paper's seeds: {paper}."
 
 
 def estimator_result() -> str:
