@@ -50,9 +50,10 @@ import torch
 
 from plateau_lib import chapters
 from plateau_lib.engine import cache, presets as engine_presets
-from plateau_lib.engine.train import Stopped
+from plateau_lib.engine.train import Stopped, train
 from plateau_lib.engine.utils import cpu_threads, resolve_device, write_json
-from plateau_lib.llm import presets as llm_presets
+from plateau_lib.icl import long_run
+from plateau_lib.llm import collapse as llm, presets as llm_presets
 
 COMMITTED, ON_CPU, MISSING = "committed", "committed, computed on CPU", "missing"
 
@@ -197,7 +198,6 @@ def measure_cpu(cfg, steps: int = 8, least_s: float = 1.0, extra_evals: int = 4,
     2 x ``steps`` steps, each the fastest of ``repeats`` (a shared machine only ever adds time). Differences
     cancel the fixed cost of building and starting a run; while the extra steps take less than ``least_s``
     (noise), ``steps`` grows eightfold."""
-    from plateau_lib.engine.train import train
 
     def timed(n, extra=()):
         probe = cfg.replace(steps=n, eval_every=n, eval_steps=extra, checkpoint_steps=(), device="cpu",
@@ -330,7 +330,6 @@ def run_analyses(pages=None, preset: str = "paper", device: str = "auto", deadli
 
 def llm_status(preset: str = "paper") -> list[tuple]:
     """``(label, config, status)`` of the collapse page's miniatures for ``preset`` (committed or missing)."""
-    from plateau_lib.llm import collapse as llm
     return [(f"{arch} miniature, seed {seed}", cfg,
              COMMITTED if llm.stored(cfg, prompt_seed=cfg.prompt_seed(0), committed_only=True) else MISSING)
             for (arch, seed), cfg in llm_presets.llm_miniatures(preset).items()]
@@ -338,7 +337,6 @@ def llm_status(preset: str = "paper") -> list[tuple]:
 
 def run_llm(preset: str = "paper", device: str = "auto", deadline: float | None = None) -> list[Path]:
     """Train, analyse and commit the missing miniatures of the collapse page; returns the folders written."""
-    from plateau_lib.llm import collapse as llm
     written = []
     for label, cfg, state in llm_status(preset):
         if state == COMMITTED:
@@ -407,7 +405,6 @@ def pack(tar_path: Path, written: list[Path], preset: str = "paper", carry_mib: 
 def declared_names() -> set[str]:
     """The folder name of every result any page declares, in any preset: training runs, the analyses' tables
     and the miniatures' tables."""
-    from plateau_lib.llm import collapse as llm
     names = {f"train-{cache.cache_key(e.config, e.extra)}" for preset in engine_presets.PRESETS for e in _entries(None, preset)}
     names |= {name for preset in engine_presets.PRESETS for a in chapters.analyses(preset) for name in a.outputs}
     return names | {llm.stored_name(cfg, prompt_seed=cfg.prompt_seed(0)) for preset in engine_presets.PRESETS
@@ -474,7 +471,6 @@ def write_index(path: Path | None = None) -> Path:
 def made_across_sessions(cfg) -> str | None:
     """"in progress on a CPU: step N of M" for a run made across work sessions (the stages page's paper run,
     ``icl.long_run``), "made on a CPU: ..." once it is finished, else None."""
-    from plateau_lib.icl import long_run
     state = long_run.progress(cfg)
     if state is None:
         return None

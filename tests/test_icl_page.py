@@ -240,7 +240,7 @@ def test_negative_llc_note():
 
 def test_detect_stages_scales_the_first_step(monkeypatch):
     seen = {}
-    monkeypatch.setattr("plateau_lib.engine.stages.gp_stage_boundaries", lambda s, v, **kw: seen.update(kw))
+    monkeypatch.setattr(stages_page, "gp_stage_boundaries", lambda s, v, **kw: seen.update(kw))
     stages_page.detect_stages(fake_run(20_000, {0: 0.0, 10: 1.0, 100: 2.0, 1_000: 3.0, 20_000: 4.0}))
     assert seen == {"min_step": 4}
 

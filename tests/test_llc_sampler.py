@@ -434,7 +434,7 @@ def test_page_settings_and_provenance():
     table = calibration_page.settings_table(settings, "cpu")
     assert list(table.index) == list(settings) and (table["meaning"] != "").all()
     assert table.loc["epsilons", "cpu"] == ", ".join(f"{e:g}" for e in settings["epsilons"])  # 0.0003, 0.001, 0.003
-    assert table.loc["nbetas", "cpu"] == "default, 100"  # None: the estimator's default m / ln m
+    assert table.loc["nbetas", "cpu"] == "default (batch ÷ ln batch), 100"  # None: the estimator's default m / ln m
 
     class Estimate:  # the two fields the row reads
         wall_s = 1.25

@@ -222,3 +222,9 @@ def test_the_reference_note_says_when_the_reference_never_jumped():
                          "rho": 0.1, "apm": 0.1})
     note = pages.reference_note(SimpleNamespace(metrics=flat, config={"seed": 0, "steps": 20}))
     assert "no jump in its 20 steps" in note and "None" not in note and "not solved the task" in note
+
+
+def test_a_setting_reads_as_the_settings_tables_show_it():
+    from plateau_lib.book.pages import setting_text
+    assert setting_text([3e-4, 1e-3, None]) == "0.0003, 0.001, default (batch ÷ ln batch)"
+    assert setting_text(1024) == "1024" and setting_text(0.1 + 0.2) == "0.3" and setting_text("adam") == "adam"

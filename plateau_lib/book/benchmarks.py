@@ -12,8 +12,6 @@ The timing helpers (``timed``, ``floor_step``) live here so that both scripts ti
 """
 from __future__ import annotations
 
-from plateau_lib.engine.utils import REPO_ROOT
-
 import json
 import math
 import os
@@ -26,7 +24,8 @@ from typing import Callable
 
 import pandas as pd
 
-from plateau_lib.engine.utils import write_json
+from plateau_lib.book.pages import header_words, MIN_FONT_PT, PAGE_WIDTH_IN
+from plateau_lib.engine.utils import git_commit, REPO_ROOT, write_json
 
 
 BENCH_DIR = REPO_ROOT / "results" / "benchmarks"
@@ -174,7 +173,6 @@ def write_benchmark(name: str, rows: list[dict], ratios: dict, threads: int, /, 
     field; ratios of other names stay), so one file holds a benchmark's CPU and GPU figures. Its
     ``device`` then lists every device, and ``args`` is keyed by device.
     """
-    from plateau_lib.engine.utils import git_commit
     for row in rows:
         missing = {"workload", "variant"} - set(row)
         if missing:
@@ -292,7 +290,6 @@ def ratio_table(ratios: pd.DataFrame) -> pd.DataFrame:
 
 def plain_name(ratio: str) -> str:
     """A recorded ratio's name in words: ``gpt_vmap_vs_devinterp (wall)`` -> "GPT vmapped ÷ devinterp (wall)"."""
-    from plateau_lib.book.pages import header_words
     name, space, clock = ratio.partition(" ")
     return " ÷ ".join(header_words(part) for part in name.split("_vs_")) + space + clock
 
@@ -303,7 +300,6 @@ def plot_vs_floor(rows: pd.DataFrame):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from plateau_lib.book.pages import MIN_FONT_PT, PAGE_WIDTH_IN
     shown = rows.dropna(subset=["x_floor"]) if "x_floor" in rows else rows.iloc[:0]
     names = list(dict.fromkeys(shown["benchmark"]))
     sizes = [int((shown["benchmark"] == n).sum()) for n in names] or [1]

@@ -15,6 +15,11 @@ import matplotlib as mpl
 import pandas as pd
 import seaborn as sns
 
+from plateau_lib.book import summaries
+from plateau_lib.book.summaries import load_summaries, PRESET_COLUMNS, slug
+from plateau_lib.book.verdicts import count_verdicts, SANITY, VERDICTS
+from plateau_lib.engine.cache import cache_key, cached_train, cached_train_many, find, load_committed
+from plateau_lib.engine.stages import plateau_summary
 from plateau_lib.engine.utils import atomic_path, cpu_threads, in_book_build
 
 # Figures are drawn for the book's text column (about 780 px at a 1,400 px window): 7.5 inches at 100 dpi,
@@ -76,6 +81,14 @@ def frame_html(frame: pd.DataFrame, **to_html) -> str:
                    max_cols=pd.get_option("display.max_columns"),
                    show_dimensions=pd.get_option("display.show_dimensions") is True)
     return shown.to_html(escape=False, **{**options, **to_html})
+
+
+def setting_text(value) -> str:
+    """A setting as a settings table shows it: a list as its items, None (SGLD's nβ) as the estimator's default,
+    a float in its shortest form."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(setting_text(v) for v in value)
+    return "default (batch ÷ ln batch)" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def formatted(values, fmt: str):
@@ -161,7 +174,6 @@ def train_runs(configs: dict, use_cache: bool = True, init_states: dict | None =
                extras: dict | None = None) -> dict:
     """``{label: TrainResult}`` for ``{label: TrainConfig}`` through the cache, the runs of one architecture
     trained together by ``train_many`` (stacked on a GPU, one after another on a CPU)."""
-    from plateau_lib.engine.cache import cached_train_many
     groups = {}
     for label, cfg in configs.items():
         groups.setdefault(cfg.model_config(), []).append(label)
@@ -177,7 +189,6 @@ def train_runs(configs: dict, use_cache: bool = True, init_states: dict | None =
 def committed_runs(configs: dict, extra=None) -> dict:
     """The committed results among ``{label: TrainConfig}`` (e.g. the ``paper`` runs shown beside a ``cpu``
     build); labels with no committed result are left out."""
-    from plateau_lib.engine.cache import load_committed
     found = {label: load_committed(cfg, extra) for label, cfg in configs.items()}
     return {label: r for label, r in found.items() if r is not None}
 
@@ -235,7 +246,6 @@ def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: di
     the Reproducibility page has no column for get their own columns here, headed by ``labels[preset]``,
     judged by the miniature's rule and not recorded.
     """
-    from plateau_lib.book import summaries
     table = pd.DataFrame({"metric": [c.metric for c in claims], "paper": [c.paper for c in claims]})
     rules = {c.metric: c.rule() for c in claims}
     for preset, by_metric in values.items():
@@ -295,7 +305,6 @@ def copied_runs(reference_cfg, configs: dict, use_cache: bool = True):
     """Fig. 5: the reference run and ``{label: TrainResult}`` for configs whose ``copy_groups`` are copied
     from the reference's trained weights. The reference's weights (not committed) are recomputed only
     when a copied run has to be computed."""
-    from plateau_lib.engine.cache import cache_key, cached_train, find
     reference_key = cache_key(reference_cfg)
     extra = {label: {"reference": reference_key} if cfg.copy_groups else None for label, cfg in configs.items()}
     need_weights = any(cfg.copy_groups and (not use_cache or find("train", cache_key(cfg, extra[label])) is None)
@@ -307,7 +316,6 @@ def copied_runs(reference_cfg, configs: dict, use_cache: bool = True):
 
 def reference_note(reference) -> str:
     """A line on the Fig. 5 reference run: its jump and final accuracy, and a warning if it is unsolved."""
-    from plateau_lib.engine.stages import plateau_summary
     s = plateau_summary(reference.metrics)
     jump = (f"jump at step {s['jump_step']}" if s["jump_step"] is not None and pd.notna(s["jump_step"])
             else f"no jump in its {reference.config['steps']:,} steps")
@@ -340,8 +348,6 @@ def reproducibility(table: pd.DataFrame, sanity: bool = False):
 def verdict_counts(table: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     """How many claims each preset column reproduced, partly reproduced, and so on, with the sanity checks counted
     apart (they are never verdicts); per ``by`` (a column of ``table``, e.g. the chapter) when given."""
-    from plateau_lib.book.summaries import PRESET_COLUMNS
-    from plateau_lib.book.verdicts import SANITY, VERDICTS, count_verdicts
     groups = table.groupby(by, sort=False) if by else [(None, table)]
     frames = []
     for name, rows in groups:  # a cell reads "value (verdict)"
@@ -355,7 +361,6 @@ def verdict_counts(table: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
 def tally(table: pd.DataFrame, by: str) -> pd.DataFrame:
     """The Reproducibility page's opening tally: one row per (``by``, kind of run) that has any verdict, one
     column per verdict (the sanity checks last, apart)."""
-    from plateau_lib.book.verdicts import SANITY, VERDICTS
     counts = verdict_counts(table, by).rename_axis(columns="kind of run").stack().unstack("verdict")
     order = {name: i for i, name in enumerate(dict.fromkeys(table[by]))}  # book order, not alphabetical
     counts = counts.sort_index(level=0, key=lambda names: names.map(order), sort_remaining=False)
@@ -373,9 +378,7 @@ def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | 
     configuration (the ``paper`` column this build recorded), with the tally (sanity checks apart), or why the
     column is empty (the page's recorded status, else ``pending``: ``chapters.paper_pending()``)."""
     import html as html_lib
-    from plateau_lib.book import summaries as store
-    from plateau_lib.book.verdicts import SANITY, VERDICTS
-    found = {(s["figure"], s["preset"]): s for s in (store.load_summaries() if summaries is None else summaries)}
+    found = {(s["figure"], s["preset"]): s for s in (load_summaries() if summaries is None else summaries)}
     parts = []
     for figure in figures:
         summary = found.get((figure, "paper"))
@@ -383,7 +386,7 @@ def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | 
         head = f'<p class="verdict-box-figure">{html_lib.escape(figure)}</p>'
         if not rows:
             why = (summary or {}).get("status") or pending.get(figure, "no run at the paper's configuration yet")
-            stand_ins = [f" Standing in ({store.PRESET_COLUMNS[p]}): {_tally(found[(figure, p)]['rows'])}."
+            stand_ins = [f" Standing in ({PRESET_COLUMNS[p]}): {_tally(found[(figure, p)]['rows'])}."
                          for p in ("paper_data", "trained_shape") if found.get((figure, p), {}).get("rows")]
             more = "".join(stand_ins)
             parts.append(f'{head}<p>No verdict at the paper\'s configuration: {html_lib.escape(why)}.'
@@ -394,7 +397,7 @@ def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | 
         body = "".join(
             f'<tr class="{"sanity-row" if r["verdict"] in SANITY else ""}"><td>{html_lib.escape(r["metric"])}</td>'
             f'<td>{html_lib.escape(r["paper"])}</td><td>{html_lib.escape(r["shown"])}</td>'
-            f'<td class="verdict-{store.slug(r["verdict"])}">{html_lib.escape(r["verdict"])}</td></tr>' for r in ordered)
+            f'<td class="verdict-{slug(r["verdict"])}">{html_lib.escape(r["verdict"])}</td></tr>' for r in ordered)
         parts.append(f'{head}<p class="verdict-box-tally">At the paper\'s configuration: {tally}.</p>'
                      f'<div class="table-scroll"><table class="verdict-box-table"><thead><tr><th>claim</th>'
                      f'<th>paper</th><th>ours</th><th>verdict</th></tr></thead><tbody>{body}</tbody></table></div>')
@@ -403,7 +406,6 @@ def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | 
 
 def _tally(rows: list[dict]) -> str:
     """"3 reproduced, 1 partly; 2 sanity checks, not counted" of a summary's rows."""
-    from plateau_lib.book.verdicts import SANITY, VERDICTS, count_verdicts
     counts = count_verdicts(r["verdict"] for r in rows)
     tally = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v])
     checks = sum(counts[v] for v in SANITY)

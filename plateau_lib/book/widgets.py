@@ -14,6 +14,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from plateau_lib.book.plots import snapshot
+
 DPI = 100  # figures are PAGE_WIDTH inches wide: 750 px images, scaled to the column by CSS
 
 
@@ -50,7 +52,6 @@ def image_selector(images: dict[str, Figure | bytes], description: str, kind: st
 def step_frames(result, jump_step, query_rows, title: str = "", n: int = 10) -> dict:
     """About ``n`` snapshots (attention map and cosine matrix) of one run, from step 0 to a little after its
     jump (the whole run if it never jumps), plus the evaluations just before and at the jump."""
-    from plateau_lib.book.plots import snapshot
     steps = np.asarray(result.arrays["step"])
     every = int(steps[1] - steps[0]) if len(steps) > 1 else 1
     jumped = jump_step is not None and np.isfinite(jump_step)

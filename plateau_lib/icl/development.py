@@ -26,6 +26,7 @@ import torch
 from plateau_lib.engine import cache
 from plateau_lib.engine.runs import TrainConfig, TrainResult
 from plateau_lib.engine.utils import atomic_path, cpu_threads, git_commit, resolve_device, write_json
+from plateau_lib.icl.presets import ICL_STAGES, icl_stages
 from plateau_lib.llc import llc_over_checkpoints
 
 KIND = "icl_stages"
@@ -216,7 +217,6 @@ def commit(cfg: TrainConfig, llc: dict) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    from plateau_lib.icl.presets import ICL_STAGES, icl_stages
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="cpu_long", choices=sorted(ICL_STAGES))
     parser.add_argument("--device", default="auto")

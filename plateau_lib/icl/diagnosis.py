@@ -230,13 +230,11 @@ def estimator_windows(cfg: TrainConfig, stream: str = "cpu", llc: dict = LLC_AS_
             if not path.exists():
                 continue
             trace = np.load(path)
-
-            def window(start, draws):
-                return window_llc(trace, row.init_loss, llc["nbeta"], start, draws, num_params)
-            rows.append({"step": int(row.step), "authors' window": window(0, llc["num_draws"]),
-                         "stages page's window": window(*book),
-                         "after 1,000 steps": (window(LATE_DRAWS, trace.shape[1] - LATE_DRAWS)
-                                               if trace.shape[1] > LATE_DRAWS else float("nan"))})
+            windows = {"authors' window": (0, llc["num_draws"]), "stages page's window": book,
+                       "after 1,000 steps": (LATE_DRAWS, trace.shape[1] - LATE_DRAWS)}
+            rows.append({"step": int(row.step)} | {
+                name: window_llc(trace, row.init_loss, llc["nbeta"], start, draws, num_params) if draws > 0
+                else float("nan") for name, (start, draws) in windows.items()})
     return pd.DataFrame(rows, columns=["step", "authors' window", "stages page's window", "after 1,000 steps"])
 
 

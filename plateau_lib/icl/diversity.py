@@ -26,11 +26,16 @@ import pandas as pd
 import torch
 
 from plateau_lib.engine import cache
+from plateau_lib.engine.sweep import sweep
 from plateau_lib.engine.tasks import make_task
-from plateau_lib.engine.utils import resolve_device
+from plateau_lib.engine.utils import cpu_threads, resolve_device
 from plateau_lib.icl import baselines, data
 
-from plateau_lib.icl.presets import INF, check_Ms
+from plateau_lib.icl.development import llc_data
+from plateau_lib.icl.presets import check_Ms, DIVERSITY, diversity, DIVERSITY_CALIBRATION, INF
+from plateau_lib.llc import calibration_sweep, estimate_llc
+from plateau_lib.llc.callbacks import llc_over_checkpoints, llc_row
+from plateau_lib.llc.result import traces_table
 
 
 def curves(results: dict) -> pd.DataFrame:
@@ -200,9 +205,6 @@ def llc_vs_M(configs: dict, llc: dict, use_cache: bool = True, progress: bool = 
     for every M (``n_data`` fixed sequences, ``development.llc_data``; the other keys go to the estimator).
     Returns (one row per (M, seed) with ``init_loss``, the model's loss on q_M; meta). Each row is kept as
     soon as it is estimated, so an interrupted table resumes. Trains what is not cached locally."""
-    from plateau_lib.icl.development import llc_data
-    from plateau_lib.llc import estimate_llc
-    from plateau_lib.llc.callbacks import llc_row
     spec = table_spec(configs, llc=llc)
     if use_cache and (found := load_llc(configs, llc)) is not None:
         return found
@@ -256,8 +258,6 @@ def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: b
     meta), stored; each run's rows are kept as they are estimated, so an interrupted table resumes. ``only``:
     estimate just these (M, seed) (e.g. half the runs in each of two processes) and take the others' kept rows;
     returns None while any run's rows are incomplete."""
-    from plateau_lib.icl.development import llc_data
-    from plateau_lib.llc.callbacks import llc_over_checkpoints
     if only is not None and not set(map(tuple, only)) <= set(runs):
         raise ValueError(f"parameter 'only' names runs not in 'runs': {sorted(set(map(tuple, only)) - set(runs))}; "
                          f"allowed: {sorted(runs)}")
@@ -304,9 +304,6 @@ def llc_calibration(configs: dict, llc: dict, grid: dict, use_cache: bool = True
     """The SGLD calibration on these models (``llc.calibration.calibration_sweep`` over ``grid``'s epsilons,
     nbetas and gammas, the rest of ``llc`` fixed) for each run of ``configs`` (pick a few M). Returns
     (table: one row per (M, seed, cell); traces: λ̂ running mean per draw, tidy; meta), stored."""
-    from plateau_lib.icl.development import llc_data
-    from plateau_lib.llc import calibration_sweep
-    from plateau_lib.llc.result import traces_table
     spec = table_spec(configs, llc=llc, grid=grid)
     if use_cache and (found := cache.load_tables(CALIBRATION_KIND, spec)) is not None:
         return found[0]["table"], found[0]["traces"], found[1]
@@ -385,9 +382,6 @@ def main(argv=None) -> int:
     """Run a preset's sweep (optionally on a dask LocalCluster), its SGLD calibration and LLC table, and commit."""
     import argparse
     import time
-    from plateau_lib.engine.sweep import sweep
-    from plateau_lib.engine.utils import cpu_threads
-    from plateau_lib.icl.presets import DIVERSITY, DIVERSITY_CALIBRATION, diversity
     parser = argparse.ArgumentParser(description="Task-diversity sweep: training, SGLD calibration, LLC against M.")
     parser.add_argument("--preset", default="cpu_long", choices=sorted(DIVERSITY))
     parser.add_argument("--device", default="auto")

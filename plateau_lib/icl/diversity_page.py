@@ -15,12 +15,16 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from plateau_lib.book.pages import formatted
+from plateau_lib.book.pages import formatted, provenance_summary as summary, run_provenance, setting_text, verdicts
+from plateau_lib.book.params import int_list, parsed
 from plateau_lib.book.plots import PAGE_WIDTH, condition_colours
-from plateau_lib.engine import cache
+from plateau_lib.engine import cache, trajectory
+from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.runs import TrainResult
 from plateau_lib.engine.sweep import sweep
 from plateau_lib.icl import diversity as div, presets as icl_presets
+from plateau_lib.icl.claims import claims_of
+from plateau_lib.icl.presets import DIVERSITY, diversity, DIVERSITY_LLC, DIVERSITY_MS, DIVERSITY_PAPER
 
 LABELS = {"cpu": "live cpu sweep", "cpu_long": "long CPU sweep", "cpu_d8": "CPU transient sweep (D = 8, width 64)",
           "cpu_d8_50k": "CPU transient sweep (D = 8, width 64, 50k steps)", "paper": "paper preset"}
@@ -57,9 +61,6 @@ def assemble(preset, configs, llc, results, llc_found) -> Sweep:
 def sweep_settings(preset: str, Ms=None, seeds=None, steps=None, overrides=None, **llc_fields) -> tuple[dict, dict]:
     """``presets.diversity`` with the pages' knobs: ``steps`` (None: the preset's) rebuilds the log + linear
     evaluation steps for the new length; ``seeds`` None is [0]."""
-    from plateau_lib.book.params import int_list, parsed
-    from plateau_lib.engine.presets import log_linear_steps
-    from plateau_lib.icl.presets import DIVERSITY, diversity
     Ms, seeds = parsed(Ms, "Ms"), int_list(seeds, "seeds", [0])
     changes = dict(overrides or {})
     if steps is not None:
@@ -244,7 +245,6 @@ def curves_figure(s: Sweep, title: str = ""):
 def pca_figure(s: Sweep, n_components: int = 2, smooth_window: int = 3, title: str = ""):
     """Carroll Fig. 1 (right): every run's trajectory in the PC1-PC2 plane of the joint PCA (lightly smoothed,
     start ○, end ●), with the dMMSE_M predictors (★, M's colour) and ridge (✕) projected, not fitted."""
-    from plateau_lib.engine import trajectory
     pca, proj, pred = pca_of(s, n_components)
     colours = palette(s.curves["M"])
     fig, ax = plt.subplots(figsize=(PAGE_WIDTH * 0.75, 4.6))
@@ -275,7 +275,6 @@ def pca_of(s: Sweep, n_components: int = 2):
 
 
 def _fit_pca(s: Sweep, n_components: int):
-    from plateau_lib.engine import trajectory
     rows, steps = div.trajectory_rows(s.results)
     pca = trajectory.fit_joint_pca(rows, n_components)
     proj = trajectory.projections(pca, rows, steps)
@@ -434,7 +433,6 @@ def transient_Ms(s: Sweep) -> list:
 def provenance_rows(shown: dict, tables: dict | None = None) -> list[dict]:
     """One row per training run and one per LLC table of every sweep shown, then one per other stored table of
     ``tables`` (``{(preset, what): meta}``)."""
-    from plateau_lib.book.pages import run_provenance
     rows = []
     for preset, s in shown.items():
         rows += run_provenance({(div.label_M(M), seed): r for (M, seed), r in s.results.items()}, preset)
@@ -450,7 +448,6 @@ def _table_row(preset: str, what: str, meta: dict) -> dict:
 
 
 def provenance_summary(s: Sweep) -> dict:
-    from plateau_lib.book.pages import provenance_summary as summary
     return summary(s.results)
 
 
@@ -552,8 +549,6 @@ RECORD_AS = {TRANSIENT_FIGURE: {"cpu_d8_50k": "paper_data", "cpu_long": None}}
 def verdict_table(figure: str, shown: dict, values_of, page: str) -> pd.DataFrame:
     """``book.pages.verdicts`` of ``figure`` over the sweeps shown (``values_of(sweep)`` gives each one's numbers),
     recorded for the Reproducibility page as ``RECORD_AS`` says."""
-    from plateau_lib.book.pages import verdicts
-    from plateau_lib.icl.claims import claims_of
     record_as = RECORD_AS.get(figure, {}) if "cpu_d8_50k" in shown else {}
     return verdicts(claims_of(figure), {p: values_of(s) for p, s in shown.items()}, page,
                     {p: provenance_summary(s) for p, s in shown.items()}, LABELS, record_as=record_as)
@@ -565,14 +560,8 @@ SETTINGS = ["steps", "d_model", "n_head", "n_layer", "batch_size", "lr", "schedu
 TASK_SETTINGS = ["D", "K", "noise_var", "d_mlp", "doubled_residual", "n_root"]
 
 
-def _setting(value):
-    """An SGLD setting for the table: None (nbeta) is the estimator's default m / ln m."""
-    return "default (batch ÷ ln batch)" if value is None else value
-
-
 def settings_table(s: Sweep) -> pd.DataFrame:
     """The sweep's task, model, training and SGLD settings beside the ``paper`` preset's (≠ marks a change)."""
-    from plateau_lib.icl.presets import DIVERSITY_LLC, DIVERSITY_MS, DIVERSITY_PAPER
     cfg = next(iter(s.configs.values())).to_dict()
     ref = DIVERSITY_PAPER.to_dict()
     rows = [{"setting": "M grid", "this sweep": ", ".join(div.label_M(M) for M in sorted({M for M, _ in s.configs})),
@@ -581,7 +570,7 @@ def settings_table(s: Sweep) -> pd.DataFrame:
     rows += [{"setting": f"task {k}", "this sweep": cfg["task_kwargs"].get(k), "paper preset": ref["task_kwargs"].get(k)}
              for k in TASK_SETTINGS]
     rows += [{"setting": f"training {k}", "this sweep": cfg[k], "paper preset": ref[k]} for k in SETTINGS]
-    rows += [{"setting": f"SGLD {k}", "this sweep": _setting(v), "paper preset": _setting(DIVERSITY_LLC["paper"].get(k))}
+    rows += [{"setting": f"SGLD {k}", "this sweep": setting_text(v), "paper preset": setting_text(DIVERSITY_LLC["paper"].get(k))}
              for k, v in s.llc.items()]
     table = pd.DataFrame(rows).set_index("setting").astype(str)
     table["changed"] = np.where(table["this sweep"] != table["paper preset"], "≠", "")

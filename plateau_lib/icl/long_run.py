@@ -54,6 +54,7 @@ from plateau_lib.engine.train import Stopped
 from plateau_lib.engine.utils import atomic_path, cpu_threads, git_commit, write_json
 from plateau_lib.icl import development
 from plateau_lib.icl.development import PAPER_POINTS
+from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
 from plateau_lib.llc import llc_over_checkpoints
 
 IN_PROGRESS = cache.COMMITTED / "in_progress"
@@ -476,7 +477,6 @@ def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR, shard:
 
 
 def main(argv=None) -> int:
-    from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=("train", "llc", "check", "save", "status"))
     parser.add_argument("--budget-s", type=float, default=3600.0, help="stop after this many seconds (default 3600)")

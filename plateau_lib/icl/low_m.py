@@ -28,7 +28,9 @@ import seaborn as sns
 import torch
 
 from plateau_lib.book.plots import PAGE_WIDTH
+from plateau_lib.engine import cache
 from plateau_lib.icl import baselines as B
+from plateau_lib.icl.diversity import final_model, has_final_weights
 
 SINGLE_TOL = 0.02   # M = 1: E[(ŷ − t₁ᵀx)²] < 2% of E[(t₁ᵀx)²] at every token (ignoring the context scores 1)
 DELTA_TOL = 0.02    # M = 2: Δ(model, dMMSE) < 2% of the variance of the dMMSE prediction at every token
@@ -366,8 +368,6 @@ def stored_mechanism_tests(configs: dict, llc_table: pd.DataFrame | None = None,
     """``mechanism_tests`` of a sweep's M = 1 and M = 2 runs (``configs`` {(M, seed): TrainConfig}), as a stored
     table: weights are never committed, so a committed sweep carries this table instead. Loaded if stored,
     computed (and stored locally) if the final weights are on this machine, else None."""
-    from plateau_lib.engine import cache
-    from plateau_lib.icl.diversity import final_model, has_final_weights
     runs = {M: configs[(M, 0)] for M in (1, 2)}
     spec = {"runs": {M: cache.cache_key(c) for M, c in runs.items()}, "n": n, "seed": seed,
             "llc": None if llc_table is None else llc_table[["M", "llc_mean", "llc_se"]].round(6).to_dict("list")}

@@ -16,10 +16,19 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from plateau_lib.book import summaries as report
+from plateau_lib.book.benchmarks import load_benchmarks
+from plateau_lib.book.pages import verdicts
 from plateau_lib.book.plots import PAGE_WIDTH
-from plateau_lib.icl import development
+from plateau_lib.engine import cache
+from plateau_lib.engine.presets import log_linear_steps
+from plateau_lib.engine.stages import gp_stage_boundaries, slope_sign_changes
+from plateau_lib.icl import development, long_run
+from plateau_lib.icl.claims import claims_of
 from plateau_lib.icl.development import (PAPER_BOUNDARIES, PAPER_DELTA_RIDGE, PAPER_EVAL_LOSS, PAPER_LLC, PAPER_LLC_SEEDS,
                                          PAPER_POINTS, PAPER_STEPS, PAPER_WEIGHT_NORM)
+from plateau_lib.icl.presets import ICL_CHECKPOINTS, ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER, ICL_STAGES, icl_stages
+from plateau_lib.llc import LLCWarning
 
 FIGURE = "Hoogland Fig. 1(b) (LR stages)"
 MATCH_FACTOR = 2.0  # a found boundary "matches" a paper boundary when their (step + 1) differ by < this factor
@@ -35,8 +44,6 @@ def live_config(preset: str, steps=None, d_model=None, seed=None, overrides=None
     """(TrainConfig, SGLD settings) of ``preset`` with the page's knobs. A new ``steps`` rebuilds the
     checkpoints (and the extra evaluations) with the preset's log + linear counts and scales ``eval_every``;
     None keeps a preset value. ``llc_fields``: SGLD settings (``num_chains``, ``num_draws``, ``batch_size``...)."""
-    from plateau_lib.engine.presets import log_linear_steps
-    from plateau_lib.icl.presets import ICL_CHECKPOINTS, ICL_STAGES, icl_stages
     if preset not in ICL_STAGES:
         raise ValueError(f"preset must be one of {sorted(ICL_STAGES)}, got {preset!r}")
     base = ICL_STAGES[preset]
@@ -59,7 +66,6 @@ SGLD = ["epsilon", "gamma", "nbeta", "batch_size", "num_chains", "num_draws", "n
 
 def settings_table(cfg, llc: dict) -> pd.DataFrame:
     """This run's training and SGLD settings beside the paper preset's (which follow the reference)."""
-    from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_PAPER
     ours, ref = cfg.to_dict(), ICL_PAPER.to_dict()
     rows = [{"setting": f"training {k}", "this run": ours[k], "paper": ref[k]} for k in SETTINGS]
     rows.append({"setting": "checkpoints (LLC at each)", "this run": len(cfg.checkpoint_steps),
@@ -80,7 +86,6 @@ EXPECTED = {"cpu": "about 2.5 minutes with a core to itself (55 s training, 96 s
 
 def expected_time_note(preset: str, cfg, llc: dict, use_cache: bool) -> str:
     """A sentence with the expected time when this build is about to compute the run, else ''."""
-    from plateau_lib.engine import cache
     k = development.key(cfg, llc)
     stored = any((base / f"{development.KIND}-{k}" / "meta.json").exists() for base in (cache.COMMITTED, cache.LOCAL))
     if use_cache and stored:
@@ -93,8 +98,6 @@ def other_runs(live_preset: str) -> dict:
     """``{preset: Development}`` of the stored long runs ("cpu_long", "paper") other than the live one; a
     preset with no stored result is left out (``missing_note`` says so). Without a run at the paper's SGLD
     budget, "paper" is the paper's training run made on a CPU with λ̂ at a reduced budget, once it is finished."""
-    from plateau_lib.icl import long_run
-    from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER, icl_stages
     found = {}
     for preset in ("cpu_long", "paper"):
         if preset != live_preset:
@@ -130,7 +133,6 @@ def _duration(seconds: float) -> str:
 def paper_cost(folder=None) -> str:
     """What the benchmark record ``icl.json`` (``benchmarks/icl_bench.py``) says the ``paper`` preset costs on
     each device it was measured on, extrapolated from short timed runs; '' without a record."""
-    from plateau_lib.book.benchmarks import load_benchmarks
     _, _, ratios = load_benchmarks(folder)
     values = ratios[ratios["benchmark"] == "icl"].set_index("ratio")["value"]
     parts = []
@@ -156,7 +158,6 @@ def richest(shown: dict) -> str:
 def develop(cfg, llc: dict, use_cache: bool = True, progress: bool = True):
     """``development.run`` with the estimator's negative-λ̂ warnings kept off the page (λ̂ < 0 near
     initialisation is expected; ``negative_note`` reports it)."""
-    from plateau_lib.llc import LLCWarning
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LLCWarning)
         return development.run(cfg, llc, use_cache=use_cache, progress=progress)
@@ -208,7 +209,6 @@ def min_step(steps: int) -> int:
 def detect_stages(dev, **kwargs):
     """``stages.gp_stage_boundaries`` of λ̂ (mean over chains) over the run's checkpoints; unless given,
     ``min_step`` is ``min_step(steps)`` of the run."""
-    from plateau_lib.engine.stages import gp_stage_boundaries
     llc = dev.llc.dropna(subset=["llc_mean"]).sort_values("step")
     kwargs.setdefault("min_step", min_step(run_steps(dev)))
     return gp_stage_boundaries(llc["step"].to_numpy(), llc["llc_mean"].to_numpy(), **kwargs)
@@ -231,8 +231,6 @@ def boundaries_by_budget(dev, curves: dict) -> pd.DataFrame:
 def budget_stages(dev):
     """For the paper's run made on a CPU (whose λ̂ curve mixes the reduced budget with 4x longer chains where the
     budget check failed): (Markdown, ``boundaries_by_budget`` table) of the stages found on each budget; else None."""
-    from plateau_lib.icl import long_run
-    from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
     if not made_on_cpu(dev):
         return None
     curves = long_run.budget_curves(ICL_PAPER, ICL_LLC_REDUCED)
@@ -326,8 +324,6 @@ def llc_at_paper_step(llc: pd.DataFrame, paper_step: int, steps: int, tolerance:
 def verdict_table(values: dict, page: str, provenance: dict, status: dict | None = None) -> pd.DataFrame:
     """``book.pages.verdicts`` of this figure: "cpu" and "paper" recorded for the Reproducibility page, the long CPU
     run in its own columns, judged by the miniature's rule; ``status``: why a preset's other claims wait."""
-    from plateau_lib.book.pages import verdicts
-    from plateau_lib.icl.claims import claims_of
     return verdicts(claims_of(FIGURE), values, page, provenance, LABELS, status)
 
 
@@ -656,7 +652,6 @@ def closing_note(devs: dict, found: dict) -> str:
 
 def paper_in_progress_note(cfg, llc: dict) -> str:
     """A paragraph on the paper's run being made on a CPU: the step reached, CPU-hours, λ̂ rows; '' without one."""
-    from plateau_lib.icl import long_run
     state = long_run.progress(cfg)
     if state is None or state["status"] != "in progress":
         return ""
@@ -744,7 +739,6 @@ CHECK_SHOWN = ["reduced", "longer at half its draws", "longer", "relative differ
 def _check_view(table: pd.DataFrame, index) -> pd.DataFrame:
     """A check table as shown: ``CHECK_SHOWN`` with its verdict, a column no row recorded left out, and "–" where
     an older row did not record it (the estimate at half the draws is recorded from the late checks on)."""
-    from plateau_lib.icl import long_run
     shown = (table.assign(passes=table["relative difference"] < long_run.CHECK_TOLERANCE)
              .reindex(columns=[*index, *CHECK_SHOWN]).set_index(index).round(3).dropna(axis=1, how="all"))
     return shown.astype(object).where(shown.notna(), "–")
@@ -754,8 +748,6 @@ def show_budget_check() -> None:
     """The reduced SGLD budget's check against chains ``long_run.CHECK_FACTOR``× longer, and the budgets tried
     before it with the same check."""
     from IPython.display import Markdown, display
-    from plateau_lib.icl import long_run
-    from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
     check = long_run.budget_table(ICL_PAPER, ICL_LLC_REDUCED)
     earlier = long_run.earlier_budget_table(ICL_PAPER, ICL_LLC_REDUCED)
     if not earlier.empty:
@@ -776,7 +768,6 @@ def show_budget_check() -> None:
 
 def paper_cpu_note(dev) -> str:
     """What the paper's run made on a CPU is, and each of its deviations from the paper's configuration."""
-    from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_PAPER
     llc, hours = dev.meta["llc"], (float(dev.meta["train_wall_s"]) + float(dev.meta["llc_wall_s"])) / 3600
     burn = llc.get("num_burnin_steps", 0)
     longer = int((dev.llc["budget"] != "reduced").sum()) if "budget" in dev.llc else 0
@@ -802,7 +793,6 @@ def paper_findings(dev, stages) -> str:
     """What the paper's own run shows that the miniature cannot, read from its λ̂ rows, stages and structure: where
     λ̂ peaks and how long it stays near the peak, its fall and what follows, the stages and boundaries found against
     the paper's (and the critical points the rule steps over between checkpoints), and the weight norm's growth."""
-    from plateau_lib.engine.stages import slope_sign_changes
     llc = dev.llc.dropna(subset=["llc_mean"]).sort_values("step").reset_index(drop=True)
     at = llc.set_index("step")["llc_mean"]
     peak_step = int(at.idxmax())
@@ -841,9 +831,6 @@ def show_paper_run(shown: dict, found: dict, live: str) -> None:
     the paper's points reached and the budget check, and the status "in progress" recorded for the
     Reproducibility page; else where the run will come from."""
     from IPython.display import Markdown, display
-    from plateau_lib.book import summaries as report
-    from plateau_lib.icl import long_run
-    from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
     note = paper_in_progress_note(ICL_PAPER, ICL_LLC_REDUCED)
     if "paper" in shown or live == "paper" or not note:
         cpu = made_on_cpu(shown.get("paper"))

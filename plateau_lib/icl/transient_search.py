@@ -30,12 +30,14 @@ import numpy as np
 import pandas as pd
 
 from plateau_lib.book.pages import formatted
+from plateau_lib.book.plots import PAGE_WIDTH
 from plateau_lib.engine import cache
 from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.runs import TrainConfig, TrainResult
 from plateau_lib.engine.train import Stopped
 from plateau_lib.engine.utils import atomic_path, cpu_threads
 from plateau_lib.icl import diversity
+from plateau_lib.icl.diversity_page import palette
 from plateau_lib.icl.presets import DIVERSITY_CPU_D8, DIVERSITY_MORE_SEEDS, check_Ms, configs, diversity as diversity_sweep
 
 TABLE = cache.COMMITTED / "icl_transient_search.csv"
@@ -331,8 +333,6 @@ def search_figure(search: pd.DataFrame, curves: pd.DataFrame):
     """One panel per trial: each M's OOD loss over training (t_crit circled when the rule found a transient,
     dMMSE_M's OOD loss dashed, ridge's dotted); below, Δ to ridge on Gaussian tasks."""
     import matplotlib.pyplot as plt
-    from plateau_lib.book.plots import PAGE_WIDTH
-    from plateau_lib.icl.diversity_page import palette
     trials = list(dict.fromkeys(search["trial"]))
     colours = palette(curves["M"])
     fig, axes = plt.subplots(2, len(trials), figsize=(PAGE_WIDTH, 5.2), squeeze=False, sharex="col")

@@ -5,7 +5,13 @@ import datetime as dt
 
 import pandas as pd
 
-from plateau_lib.engine.utils import resolve_device
+from plateau_lib.book.pages import setting_text
+from plateau_lib.book.panels import try_it
+from plateau_lib.engine.utils import git_commit, resolve_device
+from plateau_lib.llc import golden
+from plateau_lib.llc.calibration import FLAT_TOL, MIN_MALA
+from plateau_lib.llc.estimator import estimate_llc
+from plateau_lib.llc.plots import plot_traces
 
 SETTING_NOTES = {
     "num_chains": "SGLD chains per estimate (transformer)", "num_draws": "draws per chain (transformer)",
@@ -19,15 +25,8 @@ SETTING_NOTES = {
 
 def settings_table(settings: dict, preset: str) -> pd.DataFrame:
     """The page's settings (``llc.presets.llc_page``) as a two-column table: value and meaning."""
-    return pd.DataFrame({preset: {k: _setting(v) for k, v in settings.items()},
+    return pd.DataFrame({preset: {k: setting_text(v) for k, v in settings.items()},
                          "meaning": {k: SETTING_NOTES.get(k, "") for k in settings}}).rename_axis("setting")
-
-
-def _setting(value) -> str:
-    """A setting as the table shows it: a list as its items, None (nβ) as the estimator's default."""
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_setting(v) for v in value)
-    return "default" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def sgld_device() -> str:
@@ -37,7 +36,6 @@ def sgld_device() -> str:
 
 def golden_provenance_row(estimates, preset: str) -> dict:
     """A provenance row (the columns of ``book.pages.run_provenance``) for the golden estimates of this build."""
-    from plateau_lib.engine.utils import git_commit
     return {"preset": preset, "run": f"golden models ({len(estimates)} SGLD estimates)", "device": "cpu",
             "wall time (s)": round(sum(e.wall_s for e in estimates), 1), "source": "computed in this build",
             "commit": git_commit(), "date": dt.date.today().isoformat()}
@@ -62,9 +60,6 @@ GOLDEN_NOTE = "Each change redraws in about 1–2 s on one core (8 chains, vmapp
 def golden_run(case: str, epsilon: float, gamma: float, nbeta: float, draws: int, seed: int = 0):
     """λ̂ on the golden polynomial ``case`` (n = 1000, full batch, 8 chains) with these SGLD settings: the traces
     against the exact λ. Returns the figure and the estimate."""
-    from plateau_lib.llc import golden
-    from plateau_lib.llc.estimator import estimate_llc
-    from plateau_lib.llc.plots import plot_traces
     if case not in GOLDEN_CASES:
         raise ValueError(f"unknown golden case {case!r}; allowed: {list(GOLDEN_CASES)}")
     powers = GOLDEN_CASES[case]
@@ -80,7 +75,6 @@ def golden_run(case: str, epsilon: float, gamma: float, nbeta: float, draws: int
 def golden_panel(static=None, live: bool | None = None):
     """The LLC page's panel: ε, γ, nβ and draws on a golden model; continuous (every change redraws)."""
     import ipywidgets as widgets
-    from plateau_lib.book.panels import try_it
     style = {"description_width": "initial"}
     controls = {
         "case": widgets.Dropdown(options=list(GOLDEN_CASES), value=list(GOLDEN_CASES)[1], description="model",
@@ -98,7 +92,6 @@ def golden_panel(static=None, live: bool | None = None):
 def criteria_note(checked: pd.DataFrame) -> str:
     """Markdown: which cells of the sweep (``calibration.criteria``) meet the page's own criteria, and, where none
     does, what fails and what rests on the sweep (no verdict of the book)."""
-    from plateau_lib.llc.calibration import FLAT_TOL, MIN_MALA
     good = checked[checked["meets the criteria"]]
     rule = (f"flat in ε (within {FLAT_TOL:.0%} of the next smaller ε), MALA acceptance ≥ {MIN_MALA} "
             "(devinterp's guidance: about 0.9), no diverged chain, converged traces")

@@ -18,7 +18,8 @@ import torch
 import torch.nn as nn
 from tqdm.auto import tqdm
 
-from plateau_lib.engine.utils import in_book_build
+from plateau_lib.engine.train import train
+from plateau_lib.engine.utils import git_commit, in_book_build
 from plateau_lib.llc.estimator import estimate_llc, estimate_llc_stacked
 from plateau_lib.llc.result import LLCResult
 
@@ -167,8 +168,6 @@ def llc_over_training(cfg, loss_fn: Callable, data, steps: Iterable[int], *, see
     and a fresh seed per step. Returns the tidy curve (one row per (seeding, step), column ``seeding``) and
     the TrainResult of the run (not cached: the callbacks need the live model).
     """
-    from plateau_lib.engine.train import train
-    from plateau_lib.engine.utils import git_commit
     same = LLCCallback(loss_fn, data, steps, seed=seed, progress=False, **llc_kwargs)
     fresh = LLCCallback(loss_fn, data, steps, seed=seed, progress=False, fresh_seed=True, **llc_kwargs)
     ticks = StepProgress(same.steps, per_step=2, progress=progress)

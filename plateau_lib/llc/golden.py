@@ -16,6 +16,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from plateau_lib.llc.estimator import estimate_llc
+
 
 def mse_loss(model, batch) -> torch.Tensor:
     """Mean squared error of ``model(x)`` against ``y`` for ``batch = (x, y)`` (devinterp's evaluate_mse)."""
@@ -195,7 +197,6 @@ def golden_estimates(settings: dict, seed: int = 0, device: str = "cpu") -> list
     - reduced-rank regression at the trained point: ε = 1e-3, γ = 1, nβ = 50, 8 chains, burn-in draws/10;
     - the regular model at its exact least-squares fit (d = 10): ε = 1e-4, γ = 0, 16 chains, burn-in draws/10.
     """
-    from plateau_lib.llc.estimator import estimate_llc
     draws = settings["golden_draws"]
     # many chains of tiny models: the cost of a step is Python overhead, so batching the chains (vmap) is
     # about 10x faster than the sequential CPU default here; the two give the same draws

@@ -28,7 +28,9 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from plateau_lib.engine.utils import resolve_device
+from plateau_lib.engine import cache, presets
+from plateau_lib.engine.utils import cpu_threads, resolve_device
+from plateau_lib.llm import presets as llm_presets
 from plateau_lib.llm.checkpoints import N_NEW, NEAR_TIE, load_model
 from plateau_lib.llm.corpus import LLM_VERSION, TOKENIZER_FILES, prompts
 from plateau_lib.llm.miniature import MiniatureConfig, run_dir, train_miniature
@@ -204,7 +206,6 @@ def miniature_collapse(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: 
                        use_cache: bool = True, progress: bool = True, deadline: float | None = None):
     """``({"prompts": rows, "losses": training loss}, meta)`` of a miniature: loaded (committed first), or
     trained and analysed (resuming both) and stored locally. ``use_cache=False`` recomputes from scratch."""
-    from plateau_lib.engine import cache
     spec = collapse_spec({"miniature": cfg.key()}, n_prompts, prompt_seed)
     if use_cache:
         hit = cache.load_tables(KIND, spec)
@@ -227,7 +228,6 @@ def miniature_collapse(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: 
 
 def _store(spec: dict, tables: dict, meta: dict):
     """Store a fresh result, drop its partial rows, and return it as computed (not a committed copy)."""
-    from plateau_lib.engine import cache
     path = cache.store_tables(KIND, spec, tables, meta)
     cache.drop_partial(KIND, cache.table_key(spec))
     return tables, {**json.loads((path / "meta.json").read_text()), "cache": None}
@@ -236,7 +236,6 @@ def _store(spec: dict, tables: dict, meta: dict):
 def real_collapse(model: str, checkpoints: dict, n_prompts: int = 100, prompt_seed: int | None = 0,
                   use_cache: bool = True, device: str = "auto", progress: bool = True):
     """``({"prompts": rows}, meta)`` of a real model's checkpoints (``real_checkpoints``), stored locally only."""
-    from plateau_lib.engine import cache
     spec = collapse_spec({"real": model, "steps": sorted(checkpoints)}, n_prompts, prompt_seed)
     key = cache.table_key(spec)
     hit = cache.load_tables(KIND, spec) if use_cache else None
@@ -253,13 +252,11 @@ def real_collapse(model: str, checkpoints: dict, n_prompts: int = 100, prompt_se
 
 def stored_name(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0) -> str:
     """The folder name (``llm_collapse-<key>``) of the analysis of ``cfg`` under ``results/`` or the local cache."""
-    from plateau_lib.engine import cache
     return f"{KIND}-{cache.table_key(collapse_spec({'miniature': cfg.key()}, n_prompts, prompt_seed))}"
 
 
 def stored(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0, committed_only: bool = False):
     """The folder of the stored analysis of ``cfg`` (committed first; only committed with ``committed_only``)."""
-    from plateau_lib.engine import cache
     name = stored_name(cfg, n_prompts, prompt_seed)
     if committed_only:
         return cache.COMMITTED / name if (cache.COMMITTED / name / "meta.json").exists() else None
@@ -268,16 +265,12 @@ def stored(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None =
 
 def commit(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0) -> Path:
     """Copy the local analysis of ``cfg`` (tables and provenance, no checkpoints) into ``results/``."""
-    from plateau_lib.engine import cache
     return cache.commit_tables(KIND, collapse_spec({"miniature": cfg.key()}, n_prompts, prompt_seed))
 
 
 def main(argv=None) -> int:
     """Train and analyse the collapse page's miniatures: ``python -m plateau_lib.llm.collapse --preset cpu --commit``."""
     import argparse
-    from plateau_lib.engine import presets
-    from plateau_lib.engine.utils import cpu_threads
-    from plateau_lib.llm import presets as llm_presets
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--preset", default="cpu", choices=presets.PRESETS)
     parser.add_argument("--seeds", type=int, nargs="*", help="Pythia miniature seeds (default: the preset's)")

@@ -10,12 +10,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from plateau_lib.book import plots
+from plateau_lib.book import pages, plots
 from plateau_lib.book.pages import PAGE_WIDTH_IN, Verbatim
 from plateau_lib.book.params import int_list, one_number, overrides_dict, parsed
 from plateau_lib.engine import presets as engine_presets
 from plateau_lib.llm import checkpoints as llm_checkpoints, collapse as llm, miniature as llm_miniature, presets
 from plateau_lib.llm.claims import claims_of
+from plateau_lib.llm.corpus import prompts
 
 SOURCES = ("miniature", "hf")
 FIGURE = "Fig. 8 (Pythia/OLMo collapse and repetition)"
@@ -211,7 +212,6 @@ def shown_text(text: str) -> str:
 def generations(panel: Panel, steps: list[int], n: int = 4) -> pd.DataFrame:
     """The first ``n`` prompts and their 8 greedy tokens at each of ``steps`` (newlines shown as ⏎), the
     generations as ``Verbatim`` text."""
-    from plateau_lib.llm.corpus import prompts
     questions = prompts(int(panel.rows["prompt"].max()) + 1, panel.meta.get("spec", {}).get("prompt_seed", 0))
     table = panel.rows[panel.rows["step"].isin(steps) & (panel.rows["prompt"] < n)]
     wide = table.pivot(index="prompt", columns="step", values="text").map(lambda t: Verbatim(repr(shown_text(t))[1:-1]))
@@ -275,7 +275,6 @@ def verdict_tables(panels: list[Panel], preset: str) -> dict:
     """``{figure: verdict table}`` for each figure shown. Real checkpoints are the paper's models, so they fill the
     ``paper`` column; models trained here at the paper preset (Pythia's and OLMo-2's shapes, far smaller) fill their
     own column (``trained_shape``); the cpu miniature fills its preset's."""
-    from plateau_lib.book import pages
     column = "paper" if panels[0].kind == "real checkpoints" else "trained_shape" if preset == "paper" else preset
     tables = {}
     for figure, values in verdict_values(panels).items():

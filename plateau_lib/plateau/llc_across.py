@@ -23,11 +23,13 @@ import torch
 from plateau_lib.engine import cache, stages
 from plateau_lib.engine.cache import resume_rows
 from plateau_lib.engine.runs import TrainConfig
-from plateau_lib.engine.utils import resolve_device
+from plateau_lib.engine.utils import cpu_threads, resolve_device
 from plateau_lib.llc.calibration import calibration_sweep
 from plateau_lib.llc.callbacks import llc_over_checkpoints
 from plateau_lib.plateau.llc_transformer import sequence_loss, sgld_sequences
+from plateau_lib.plateau.milestones import milestones as run_milestones, value_at
 from plateau_lib.plateau.model import GPT
+from plateau_lib.plateau.presets import plateau_llc as preset_runs, PLATEAU_LLC_CALIBRATION, PLATEAU_LLC_SGLD
 
 KIND = "plateau_llc"
 CALIBRATION_KIND = "plateau_llc_calibration"
@@ -223,7 +225,6 @@ def plateau_changes(llc: pd.DataFrame, metrics: pd.DataFrame, milestones: pd.Dat
     after the partial step and the last one before the jump, and from there to the last checkpoint, the change of
     λ̂ (in its combined standard errors too), of the APM and of the loss (at the evaluation nearest each
     checkpoint). NaN for a run without a partial solution or a jump."""
-    from plateau_lib.plateau.milestones import value_at
     rows = []
     for _, m in milestones.iterrows():
         curve, run = llc[llc["seed"] == m["seed"]], metrics[metrics["seed"] == m["seed"]]
@@ -293,7 +294,6 @@ class Analysis:
 def analyse(tables: dict, meta: dict) -> Analysis:
     """``milestones.milestones`` of the metrics, ``llc_stages``, ``phase_table``, ``boundary_table`` and
     ``plateau_changes``."""
-    from plateau_lib.plateau.milestones import milestones as run_milestones
     stones = run_milestones(tables["metrics"])
     found = llc_stages(tables["llc"])
     return Analysis(tables, meta, stones, found, phase_table(tables["llc"], stones), boundary_table(found, stones),
@@ -303,7 +303,6 @@ def analyse(tables: dict, meta: dict) -> Analysis:
 def stored(preset: str = "cpu_long") -> tuple[Analysis, pd.DataFrame, dict] | None:
     """The stored run of ``preset``, its calibration table and the calibration's meta (committed first, then
     local; never computed), or None."""
-    from plateau_lib.plateau.presets import PLATEAU_LLC_CALIBRATION, plateau_llc as preset_runs
     runs, sgld = preset_runs(preset)
     found = cache.load_tables(KIND, spec(runs, sgld))
     calibration = cache.load_tables(CALIBRATION_KIND, calibration_spec(runs[min(runs)], PLATEAU_LLC_CALIBRATION, sgld))
@@ -338,8 +337,6 @@ def provenance_rows(analyses: dict, calibration: dict | None = None) -> list[dic
 # ---- the CLI ---------------------------------------------------------------------------------------------------
 
 def main(argv=None) -> int:
-    from plateau_lib.engine.utils import cpu_threads
-    from plateau_lib.plateau.presets import PLATEAU_LLC_CALIBRATION, PLATEAU_LLC_SGLD, plateau_llc as preset_runs
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="cpu_long", choices=sorted(PLATEAU_LLC_SGLD))
     parser.add_argument("--device", default=None, help="the SGLD device (default: cpu for cpu presets, else auto)")

@@ -5,8 +5,10 @@ import ipywidgets as widgets
 import pandas as pd
 
 from plateau_lib.book import plots
+from plateau_lib.book.pages import copied_runs
 from plateau_lib.book.panels import try_it
 from plateau_lib.engine import cache
+from plateau_lib.engine.runs import COPY_GROUPS
 from plateau_lib.plateau import presets
 
 MWS_NOTE = ("A Run takes about 5 s at width 32 and 300 steps, and about 17 s at width 64 and 600 steps (the miniature), "
@@ -110,7 +112,6 @@ INIT_NOTE = ("The first Run also retrains the reference (600 steps, about 17 s: 
 def init_run(groups, seed: int, steps: int, progress: bool = True):
     """Fig. 5 live: the miniature with ``groups`` copied from the trained reference (seed 0) and frozen, the rest
     freshly initialised with ``seed``, beside the committed baseline (nothing copied, seed 1)."""
-    from plateau_lib.book.pages import copied_runs
     reference, runs = presets.optimal_init_runs("cpu", seeds=[seed], conditions={"this run": list(groups)},
                                                 steps=steps)
     _, results = copied_runs(reference.replace(steps=presets.MWS_CPU.steps), {"this run": runs[("this run", seed)]})
@@ -124,7 +125,6 @@ def init_run(groups, seed: int, steps: int, progress: bool = True):
 
 def init_panel(static: widgets.Widget | None = None, live: bool | None = None) -> widgets.Widget:
     """Fig. 5's panel: which parameter groups are copied (and frozen), the seed and the steps."""
-    from plateau_lib.engine.runs import COPY_GROUPS
     style = {"description_width": "initial"}
     controls = {
         "groups": widgets.SelectMultiple(options=list(COPY_GROUPS), value=("kq", "embed"),

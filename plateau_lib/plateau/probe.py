@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from plateau_lib.book import pages
-from plateau_lib.engine import cache, stages
+from plateau_lib.engine import cache, presets as engine_presets, stages
 from plateau_lib.engine.utils import resolve_device
 from plateau_lib.plateau import metrics, milestones, presets
 
@@ -323,7 +323,6 @@ def commit(configs: dict, settings: dict) -> list:
 def main(argv=None) -> int:
     """``python -m plateau_lib.plateau.probe --preset cpu [--commit]``: measure (resuming) the page's default runs."""
     import argparse
-    from plateau_lib.engine import presets as engine_presets
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--preset", choices=engine_presets.PRESETS, default="cpu")
     parser.add_argument("--commit", action="store_true", help="copy the tables and training results to results/")
