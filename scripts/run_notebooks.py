@@ -118,6 +118,21 @@ def choose_preset() -> str:
     return "paper" if torch.cuda.is_available() else "cpu"
 
 
+def fold_parameters(path: Path) -> None:
+    """In an executed notebook, collapse the parameters cell (``hide-input``: the page opens with its prose, the
+    reader can unfold it) and remove papermill's injected copy (the page's settings tables say what ran)."""
+    notebook = json.loads(path.read_text())
+    cells = []
+    for cell in notebook["cells"]:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags:
+            continue
+        if "parameters" in tags and "hide-input" not in tags:
+            cell["metadata"]["tags"] = [*tags, "hide-input"]
+        cells.append(cell)
+    path.write_text(json.dumps({**notebook, "cells": cells}, indent=1, ensure_ascii=False) + "\n")
+
+
 def run_one(name: str, parameters: dict) -> tuple[str, bool, float, str]:
     """Run one notebook with papermill; on success atomically move it to book/figures/NAME.ipynb."""
     EXECUTED.mkdir(parents=True, exist_ok=True)
@@ -133,6 +148,7 @@ def run_one(name: str, parameters: dict) -> tuple[str, bool, float, str]:
         ok = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT).returncode == 0
     wall = time.perf_counter() - start
     if ok:
+        fold_parameters(tmp)
         os.replace(tmp, EXECUTED / f"{name}.ipynb")
     elif tmp.exists():
         os.replace(tmp, EXECUTED / f"{name}.failed.ipynb")

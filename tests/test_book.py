@@ -66,6 +66,15 @@ def test_no_function_definitions_in_shown_code(built_book):
             assert not re.search(r"^\s*(def|class) ", cell.get_text(), re.M), f"{name}: a notebook defines code"
 
 
+def test_parameters_cell_is_folded_and_papermills_copy_removed(built_book):
+    html, names = built_book
+    for name in names:
+        page = (html / "book" / "figures" / f"{name}.html").read_text()
+        assert "tag_injected-parameters" not in page, name
+        if "tag_parameters" in page:
+            assert re.search(r'class="cell tag_parameters tag_hide-input', page), name
+
+
 def test_bibliography_and_citations(built_book):
     html, names = built_book
     bib = BeautifulSoup((html / "book" / "bibliography.html").read_text(), "html.parser").get_text()

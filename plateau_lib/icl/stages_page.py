@@ -451,7 +451,7 @@ def show_stored_run(shown: dict, found: dict, which: str, live: str) -> None:
         stages_figure(shown[which], found[which],
                       title=f"{LABELS[which]}: {run_steps(shown[which]):,} steps (committed{cpu})")
     elif live == which:
-        display(Markdown(f"This build's live run is the {LABELS[which]}: see the figure above."))
+        display(Markdown(f"This build's live run is the {LABELS[which]}: its figure is in the live run's section."))
     else:
         display(Markdown(missing_note(which)))
 
@@ -826,20 +826,19 @@ def paper_findings(dev, stages) -> str:
 
 
 def show_paper_run(shown: dict, found: dict, live: str) -> None:
-    """The `paper` section: the finished run's stages figure where one is stored (with its deviations and budget
-    check when it was made on a CPU); else, while the paper's run is being made on a CPU, its curves so far, λ̂ at
+    """The `paper` section: the finished run's stages figure where one is stored, what it shows, then its deviations
+    and budget check when it was made on a CPU; else, while the paper's run is being made on a CPU, its curves so far, λ̂ at
     the paper's points reached and the budget check, and the status "in progress" recorded for the
     Reproducibility page; else where the run will come from."""
     from IPython.display import Markdown, display
     note = paper_in_progress_note(ICL_PAPER, ICL_LLC_REDUCED)
     if "paper" in shown or live == "paper" or not note:
         cpu = made_on_cpu(shown.get("paper"))
-        if cpu:
-            display(Markdown(paper_cpu_note(shown["paper"])))
+        show_stored_run(shown, found, "paper", live)  # the figure first, then what it shows, then how it was made
         if "paper" in shown and live != "paper":
             display(Markdown(paper_findings(shown["paper"], found["paper"])))
-        show_stored_run(shown, found, "paper", live)
         if cpu:
+            display(Markdown(paper_cpu_note(shown["paper"])))
             show_budget_check()
         return
     state = long_run.progress(ICL_PAPER)
