@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from plateau_lib.engine import presets as engine_presets
 from plateau_lib.icl import development, presets, stages_page
@@ -293,6 +294,7 @@ def test_llc_is_judged_at_the_papers_moment_and_an_untrained_model_fails():
     at_40k, fall = by_metric["λ̂ at 40k, the paper's peak (× steps ÷ 500k)"], by_metric["λ̂ at the end ÷ λ̂ at 40k"]
     cfg = presets.ICL_PAPER.replace(device="cpu")
     task = cfg.make_task()
+    torch.manual_seed(cfg.seed)  # the untrained weights of the paper's seed, whatever ran before in this process
     untrained = estimate_llc(task.build_model(cfg), task.loss, llc_data(cfg, 2**10, 0, "cpu"), epsilon=3e-4,
                              gamma=20 / 3, nbeta=200 / 3, num_chains=2, num_draws=40, batch_size=128, seed=0)
     assert abs(untrained.llc_mean) < 20

@@ -17,6 +17,7 @@ PAGE_WIDTH = 7.5  # inches: the text column of the built book at 100 dpi
 # Spread over seeds: the band from the lowest to the highest seed, which stays inside the metric's range (± 1 sd
 # of three seeds left it: accuracy above 1, cosine below 0).
 SEED_RANGE = ("pi", 100)
+PAPER_COLOUR = "#c0392b"  # the paper's own numbers, wherever a figure draws them
 
 def condition_colours(n: int) -> list:
     """``n`` distinguishable colours, one per condition: seaborn's colour-blind-safe qualitative palette up to its
@@ -38,11 +39,13 @@ def _long(metrics: pd.DataFrame, columns, hue):
     return metrics.melt(id_vars=keep, value_vars=list(columns), var_name="metric", value_name="value")
 
 
-def training_curves(metrics: pd.DataFrame, hue: str | None = None, curves=CURVES, height=2.5, title=None):
+def training_curves(metrics: pd.DataFrame, hue: str | None = None, curves=CURVES, height=2.5, title=None,
+                    paper: dict | None = None):
     """One panel per metric against training step (two per row): mean over seeds with a band from the lowest to the highest seed.
 
     The accuracy panel also shows y_1 (partial solution) and the other outputs; the ρ panel shows
-    the data's own ρ as a dashed line. With ``hue``, its legend takes the spare panel.
+    the data's own ρ as a dashed line. With ``hue``, its legend takes the spare panel. ``paper``:
+    ``{column: (value, what)}``, the paper's own numbers, drawn as dotted lines labelled "paper: what".
     """
     ncols = min(2, len(curves))
     nrows = -(-len(curves) // ncols)
@@ -62,6 +65,13 @@ def training_curves(metrics: pd.DataFrame, hue: str | None = None, curves=CURVES
                          legend=(col == curves[-1][0]) if hue else False)
         if col == "rho":
             ax.axhline(metrics["rho_data"].mean(), ls="--", c="grey", lw=1, label="data ρ")
+        if col in (paper or {}):
+            value, what = paper[col]
+            low, high = ax.get_ylim()
+            ax.set_ylim(low, max(high, (value - 0.12 * low) / 0.88))  # the label's room: the top 12% above the line
+            ax.axhline(value, ls=":", c=PAPER_COLOUR, lw=1.5)
+            ax.annotate(f"paper: {what}", (0.99, value), xycoords=("axes fraction", "data"), ha="right", va="bottom",
+                        color=PAPER_COLOUR, fontsize="small")
         ax.set(xlabel="training step", ylabel=label, title=panel)
     if hue:
         leg = axes[len(curves) - 1].get_legend()

@@ -19,7 +19,7 @@ import seaborn as sns
 from plateau_lib.book import summaries as report
 from plateau_lib.book.benchmarks import load_benchmarks
 from plateau_lib.book.pages import verdicts
-from plateau_lib.book.plots import PAGE_WIDTH
+from plateau_lib.book.plots import PAGE_WIDTH, PAPER_COLOUR
 from plateau_lib.engine import cache
 from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.stages import gp_stage_boundaries, slope_sign_changes
@@ -35,7 +35,6 @@ MATCH_FACTOR = 2.0  # a found boundary "matches" a paper boundary when their (st
 # (log-spaced, linear-spaced) checkpoint counts of each preset; tests check they rebuild presets.py's steps.
 LABELS = {"cpu": "cpu miniature", "cpu_long": "long CPU run", "paper": "paper preset"}
 
-PAPER_COLOUR = "#c0392b"  # the paper's values and boundaries on every figure of this page
 
 
 # ---- configuration and runs ------------------------------------------------------------------------

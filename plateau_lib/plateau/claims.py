@@ -200,6 +200,10 @@ SOURCES = {
 }
 CLAIMS = sourced(CLAIMS, SOURCES)
 
+# Fig. 2's numbers in the paper's text (the claims' sources above), as levels the page's figure draws: {column of the
+# training metrics: (value, what the text says)}.
+FIG2_TEXT_LEVELS = {"cosine": (0.95, "peak ≈ 0.95"), "rho": (0.8, "peak ≈ 0.8"), "apm": (0.8, "≈ 0.8 by the plateau's end")}
+
 # Why a figure's `paper` column is empty where no page recorded a value or a status (summaries.record_status).
 PAPER_PENDING = {
     "Figs. 41–42 (collapse at every location)": "not run yet (`python -m plateau_lib.plateau.probe --preset paper "
