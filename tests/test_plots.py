@@ -2,6 +2,7 @@
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -27,3 +28,4 @@ def test_the_papers_numbers_are_drawn_as_labelled_lines_with_room_above():
         low, high = ax.get_ylim()
         assert high - value >= 0.12 * (high - low) - 1e-9  # the label fits above its line
     assert not by_title["greedy accuracy"].texts  # no paper number given, none drawn
+    plt.close(fig)
