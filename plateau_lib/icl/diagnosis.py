@@ -25,7 +25,7 @@ from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped, train_many
 from plateau_lib.engine.utils import atomic_path, git_commit, resolve_device, write_json
 from plateau_lib.icl import data
-from plateau_lib.icl.development import llc_data
+from plateau_lib.icl.development import llc_data, structure_row
 from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER
 from plateau_lib.llc import llc_over_checkpoints, summarize
 
@@ -252,9 +252,10 @@ COLUMNS = (*MARKERS, "loss_ood_inputs_authors", "loss_ood_tasks_authors", *LAYER
 
 
 def layer_norm_weights(model) -> dict:
-    """``LAYER_NORMS``' mean |weight| of ``model`` (keys as there)."""
-    modules = dict(model.named_modules())
-    return {key: float(modules[path].weight.detach().abs().mean()) for key, path in LAYER_NORMS.items()}
+    """``LAYER_NORMS``' mean |weight| of ``model`` (keys as there), read off the stages run's structural markers
+    (``development.structure_row``)."""
+    row = structure_row(0, {k: v.detach() for k, v in model.state_dict().items()})
+    return {key: row[f"ln {path}"] for key, path in LAYER_NORMS.items()}
 
 
 def authors_ood_losses(model, task, n: int, seed: int = EVAL_SEED) -> dict:
