@@ -19,6 +19,29 @@ PAGE_WIDTH = 7.5  # inches: the text column of the built book at 100 dpi
 SEED_RANGE = ("pi", 100)
 PAPER_COLOUR = "#c0392b"  # the paper's own numbers, wherever a figure draws them
 
+def paper_levels(ax, levels) -> None:
+    """The paper's own numbers on ``ax``: dotted horizontal lines labelled "paper: what", where ``levels`` is one
+    ``(value, what)`` or a list of them. The y range grows so that the highest label fits above its line."""
+    levels = [levels] if isinstance(levels, tuple) else list(levels)
+    low, high = ax.get_ylim()
+    top = max(value for value, _ in levels)
+    ax.set_ylim(low, max(high, (top - 0.12 * low) / 0.88))  # the label's room: the top 12% above the highest line
+    for value, what in levels:
+        ax.axhline(value, ls=":", c=PAPER_COLOUR, lw=1.5)
+        ax.annotate(f"paper: {what}", (0.99, value), xycoords=("axes fraction", "data"), ha="right", va="bottom",
+                    color=PAPER_COLOUR, fontsize="small")
+
+
+def paper_span(ax, start, end, what) -> None:
+    """The paper's own range of x values on ``ax`` (e.g. the M where it reports a transient): a light band from
+    ``start`` to ``end`` in the paper's colour, labelled "paper: what" at its top."""
+    ax.axvspan(start, end, color=PAPER_COLOUR, alpha=0.08, lw=0)
+    for x in (start, end):
+        ax.axvline(x, ls=":", c=PAPER_COLOUR, lw=1.2)
+    ax.annotate(f"paper: {what}", (start, 0.98), xycoords=("data", "axes fraction"), ha="left", va="top",
+                color=PAPER_COLOUR, fontsize="small")
+
+
 def condition_colours(n: int) -> list:
     """``n`` distinguishable colours, one per condition: seaborn's colour-blind-safe qualitative palette up to its
     10 colours, viridis (ordered, less distinct) beyond."""
@@ -45,7 +68,7 @@ def training_curves(metrics: pd.DataFrame, hue: str | None = None, curves=CURVES
 
     The accuracy panel also shows y_1 (partial solution) and the other outputs; the ρ panel shows
     the data's own ρ as a dashed line. With ``hue``, its legend takes the spare panel. ``paper``:
-    ``{column: (value, what)}``, the paper's own numbers, drawn as dotted lines labelled "paper: what".
+    ``{column: (value, what) or a list of them}``, the paper's own numbers (``paper_levels``).
     """
     ncols = min(2, len(curves))
     nrows = -(-len(curves) // ncols)
@@ -66,12 +89,7 @@ def training_curves(metrics: pd.DataFrame, hue: str | None = None, curves=CURVES
         if col == "rho":
             ax.axhline(metrics["rho_data"].mean(), ls="--", c="grey", lw=1, label="data ρ")
         if col in (paper or {}):
-            value, what = paper[col]
-            low, high = ax.get_ylim()
-            ax.set_ylim(low, max(high, (value - 0.12 * low) / 0.88))  # the label's room: the top 12% above the line
-            ax.axhline(value, ls=":", c=PAPER_COLOUR, lw=1.5)
-            ax.annotate(f"paper: {what}", (0.99, value), xycoords=("axes fraction", "data"), ha="right", va="bottom",
-                        color=PAPER_COLOUR, fontsize="small")
+            paper_levels(ax, paper[col])
         ax.set(xlabel="training step", ylabel=label, title=panel)
     if hue:
         leg = axes[len(curves) - 1].get_legend()
