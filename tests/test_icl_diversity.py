@@ -200,3 +200,12 @@ def test_the_transient_count_is_judged_against_the_papers_range():
     assert dp.transient_share(finite, [8, 16, 32]) == 0.5       # 16 and 32 of 16, 32, 64, 128
     assert dp.transient_share(finite, [16, 32, 64, 128]) == 1.0
     assert dp.transient_share([1, 2, 4], [2]) is None            # no M in the paper's range
+
+
+def test_the_papers_M_fall_on_the_categorical_axis_in_log_M():
+    from plateau_lib.icl import diversity_page as dp
+    Ms = [4, 8, 16, 32, 64, 128, 256, math.inf]
+    assert dp.M_position(Ms, 64) == 4.0
+    assert dp.M_position(Ms, 128 * 2 ** 0.5) == pytest.approx(5.5)    # halfway between 128 and 256 in log M
+    assert dp.M_position(Ms, 362) == 6.5                              # past 256: half a tick, before ∞
+    assert dp.M_position([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, math.inf], 362) == pytest.approx(8.5, abs=0.01)

@@ -34,12 +34,18 @@ def paper_levels(ax, levels) -> None:
 
 def paper_span(ax, start, end, what) -> None:
     """The paper's own range of x values on ``ax`` (e.g. the M where it reports a transient): a light band from
-    ``start`` to ``end`` in the paper's colour, labelled "paper: what" at its top."""
+    ``start`` to ``end`` in the paper's colour, labelled "paper: what" in a strip added above the data, from the
+    band's left edge (its right edge when the band lies in the right half of the axes)."""
+    low, high = ax.get_ylim()
+    room = 0.14 / 0.86  # the label's strip: the top 14% of the axes
+    ax.set_ylim(low, high * (high / low) ** room if ax.get_yscale() == "log" else high + (high - low) * room)
     ax.axvspan(start, end, color=PAPER_COLOUR, alpha=0.08, lw=0)
     for x in (start, end):
         ax.axvline(x, ls=":", c=PAPER_COLOUR, lw=1.2)
-    ax.annotate(f"paper: {what}", (start, 0.98), xycoords=("data", "axes fraction"), ha="left", va="top",
-                color=PAPER_COLOUR, fontsize="small")
+    to_axes = ax.transData + ax.transAxes.inverted()
+    right = to_axes.transform((start, low))[0] > 0.5
+    ax.annotate(f"paper: {what}", (end if right else start, 0.98), xycoords=("data", "axes fraction"),
+                ha="right" if right else "left", va="top", color=PAPER_COLOUR, fontsize="small")
 
 
 def condition_colours(n: int) -> list:
@@ -365,10 +371,12 @@ def setup_milestones(table: pd.DataFrame, plateaued, title=None):
     return fig
 
 
-def task_facets(long: pd.DataFrame, ylabel: str, title=None, ncols: int = 3, panel_height: float = 1.9):
+def task_facets(long: pd.DataFrame, ylabel: str, title=None, ncols: int = 3, panel_height: float = 1.9,
+                paper: dict | None = None):
     """Small multiples, one panel per task (its own step axis): ``long`` has columns task, step, curve, value;
     curves whose name starts with "data" (the data's own value) are grey dashed lines. The legend takes a spare
-    panel."""
+    panel. ``paper``: ``{task label: (value, what) or a list of them}``, the paper's own numbers on that task's
+    panel (``paper_levels``)."""
     tasks = list(long["task"].cat.categories if hasattr(long["task"], "cat") else dict.fromkeys(long["task"]))
     nrows = -(-(len(tasks) + 1) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH, panel_height * nrows), constrained_layout=True)
@@ -381,6 +389,8 @@ def task_facets(long: pd.DataFrame, ylabel: str, title=None, ncols: int = 3, pan
             style = ({"color": "grey", "ls": "--", "lw": 1} if curve.startswith("data")
                      else {"color": palette[curve], "lw": 1.5})
             ax.plot(part["step"], part["value"], label=curve, **style)
+        if str(task) in (paper or {}):
+            paper_levels(ax, paper[str(task)])
         ax.set_title(str(task))
         ax.set_xlabel("training step")
     for ax in axes[::ncols]:
@@ -464,9 +474,10 @@ def probe_curves(metrics: pd.DataFrame, scalars: pd.DataFrame, spans: dict | Non
     return legend_below(fig, axes[1, 0], ncols=2, title=title)
 
 
-def location_cosines(scalars: pd.DataFrame, names: dict, spans: dict | None = None, title=None):
+def location_cosines(scalars: pd.DataFrame, names: dict, spans: dict | None = None, title=None, paper=None):
     """Figs. 41-42, one panel per seed: the mean cosine at each location (``names``: column suffix -> label)
-    over training, on one axis; ``spans``: seed -> plateau (start, end), shaded."""
+    over training, on one axis; ``spans``: seed -> plateau (start, end), shaded; ``paper``: ``(value, what)`` or a
+    list of them, the paper's own numbers on every panel (``paper_levels``)."""
     data = scalars.melt(id_vars=["step", "label"], value_vars=[f"cosine_{n}" for n in names], var_name="location")
     data["location"] = data["location"].str.removeprefix("cosine_").map(names)
     seeds = sorted(data["label"].unique())
@@ -478,6 +489,8 @@ def location_cosines(scalars: pd.DataFrame, names: dict, spans: dict | None = No
         ax.set(xlabel="training step", ylabel="mean pairwise cosine" if i == 0 else "", ylim=(-0.05, 1.02),
                title=f"seed {seed}")
         _shade(ax, (spans or {}).get(seed))
+        if paper:
+            paper_levels(ax, paper)
     return legend_below(fig, axes[0, 0], ncols=3, title=title)
 
 

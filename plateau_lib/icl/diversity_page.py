@@ -17,7 +17,7 @@ import seaborn as sns
 
 from plateau_lib.book.pages import formatted, provenance_summary as summary, run_provenance, setting_text, verdicts
 from plateau_lib.book.params import int_list, parsed
-from plateau_lib.book.plots import PAGE_WIDTH, condition_colours
+from plateau_lib.book.plots import PAGE_WIDTH, condition_colours, legend_below, paper_span
 from plateau_lib.engine import cache, trajectory
 from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.runs import TrainResult
@@ -291,12 +291,13 @@ def _fit_pca(s: Sweep, n_components: int):
 
 def llc_figure(s: Sweep, title: str = ""):
     """Carroll Fig. 3: against M, the final models' loss on q_M beside dMMSE_M's and ridge's, and λ̂ of every
-    final model (± SE over chains) with λ̂ at M = ∞ as a line."""
+    final model (± SE over chains) with λ̂ at M = ∞ as a line; at the paper's D, the M where Carroll et al.'s
+    models switch from dMMSE_M to ridge (``PAPER_SWITCH_RANGE``) shaded in the paper's colour."""
     Ms = sorted({M for M, _ in s.configs})
     ideal = s.ideal().reindex(Ms)
     finite = [M for M in Ms if M != icl_presets.INF]
     x = {M: i for i, M in enumerate(Ms)}
-    fig, axes = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.3))
+    fig, axes = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.6), layout="constrained")
     ax = axes[0]
     ax.plot([x[M] for M in Ms], ideal["loss_dmmse"], "s--", color="tab:blue", label="dMMSE$_M$")
     ax.plot([x[M] for M in Ms], ideal["loss_ridge"], "^:", color="tab:red", label="ridge")
@@ -304,6 +305,8 @@ def llc_figure(s: Sweep, title: str = ""):
     ax.plot([x[M] for M in fin.index], fin.to_numpy(), "o-", color="k", label="trained model")
     ax.set_ylabel("loss on $q_M$")
     ax.legend()
+    if next(iter(s.configs.values())).task_kwargs["D"] == PAPER_D:
+        paper_span(ax, *(M_position(Ms, M) for M in PAPER_SWITCH_RANGE), "switch, M = 182–362")
     ax = axes[1]
     if s.llc_table is not None:
         t = s.llc_table.groupby("M").agg(llc=("llc_mean", "mean"), se=("llc_se", "mean")).reindex(Ms)
@@ -318,11 +321,9 @@ def llc_figure(s: Sweep, title: str = ""):
     else:
         ax.text(0.5, 0.5, "no LLC table stored", ha="center", transform=ax.transAxes)
     for ax in axes:
-        ax.set_xticks(range(len(Ms)), [div.label_M(M) for M in Ms])
+        M_ticks(ax, Ms, every=1 if len(Ms) <= 8 else 2)
         ax.set_xlabel("M (pretraining tasks)")
-    if title:
-        fig.suptitle(title)
-    return fig
+    return legend_below(fig, axes[0], title=title)
 
 
 def llc_over_training_figure(s: Sweep, llc: pd.DataFrame, title: str = ""):
@@ -414,6 +415,20 @@ def resolved_steps(t_crit, grid) -> np.ndarray:
 
 
 PAPER_TRANSIENT_RANGE = (16, 128)  # Carroll et al.: the M whose OOD loss dips to ridge's, then rises (reference §4.3)
+# The papers' M ranges at D = 8, drawn on the figures against M (the claims' sources): Carroll et al. §4.3, the final
+# model is neither dMMSE_M nor ridge between M = 182 and 362 (their model); Raventós et al. §3.1, the PT tracks
+# dMMSE up to M ≈ 2⁶ (their 8-layer model).
+PAPER_SWITCH_RANGE = (182, 362)
+PAPER_DMMSE_UP_TO = 64
+PAPER_D = 8
+
+
+def M_position(Ms, M: float) -> float:
+    """Where ``M`` falls on a figure's categorical M axis (tick i at ``Ms[i]``): interpolated in log M between the
+    finite M, at most half a tick past the largest finite one (∞'s tick comes after it)."""
+    finite = [m for m in Ms if m != icl_presets.INF]
+    position = float(np.interp(np.log2(M), np.log2(finite), np.arange(len(finite)), right=np.nan))
+    return len(finite) - 0.5 if np.isnan(position) else position
 
 
 def transient_share(finite, transient) -> float | None:
@@ -454,14 +469,15 @@ def provenance_summary(s: Sweep) -> dict:
 def diversity_figure(s: Sweep, title: str = ""):
     """Raventós Fig. 2 in miniature, against M: (left) the final model's loss beside dMMSE_M's and ridge's,
     (middle) Δ(PT, dMMSE_M), (right) Δ(PT, ridge); top row on the pretraining tasks (q_M), bottom row on
-    Gaussian tasks (𝒯_True). Everything per token and divided by D (their Eq. 4)."""
+    Gaussian tasks (𝒯_True). Everything per token and divided by D (their Eq. 4). At the paper's D, the M up to
+    which Raventós et al.'s PT tracks dMMSE (``PAPER_DMMSE_UP_TO``) is shaded in the paper's colour."""
     kwargs = next(iter(s.configs.values())).task_kwargs
     D = kwargs["D"]
     Ms = sorted({M for M, _ in s.configs})
     ideal = s.ideal().reindex(Ms)
     fin = s.final.groupby("M").mean(numeric_only=True).reindex(Ms)
     x = np.arange(len(Ms))
-    fig, axes = plt.subplots(2, 3, figsize=(PAGE_WIDTH, 5.2), sharex=True)
+    fig, axes = plt.subplots(2, 3, figsize=(PAGE_WIDTH, 5.6), sharex=True, layout="constrained")
     for row, (where, loss, dd, dr, base) in enumerate([("pretraining tasks", "id_loss", "delta_dmmse", "delta_ridge", "loss"),
                                                          ("Gaussian tasks", "ood_loss", "delta_dmmse_ood",
                                                           "delta_ridge_ood", "ood")]):
@@ -474,16 +490,22 @@ def diversity_figure(s: Sweep, title: str = ""):
         axes[row, 2].plot(x, fin[dr] / D, "o-", color="crimson")
         for a in axes[row, 1:]:
             _log_y(a)
-    axes[0, 0].legend(fontsize=9)
+    if D == PAPER_D:
+        paper_span(axes[0, 1], 0, M_position(Ms, PAPER_DMMSE_UP_TO), "≈ dMMSE to M ≈ 2⁶")
     axes[0, 1].set_title("Δ(PT, dMMSE$_M$) ÷ D")
     axes[0, 2].set_title("Δ(PT, ridge) ÷ D")
     axes[0, 0].set_title("loss ÷ D")
     for a in axes[1]:
-        a.set_xticks(x, [div.label_M(M) for M in Ms])
+        M_ticks(a, Ms, every=1 if len(Ms) <= 6 else 2)
         a.set_xlabel("M")
-    if title:
-        fig.suptitle(title)
-    return fig
+    axes[0, 0].legend()
+    return legend_below(fig, axes[0, 0], title=title)
+
+
+def M_ticks(ax, Ms, every: int = 1) -> None:
+    """A categorical M axis (tick i at ``Ms[i]``) labelled at every ``every``-th finite M and at ∞."""
+    ax.set_xticks(range(len(Ms)), [div.label_M(M) if M == icl_presets.INF or i % every == 0 else ""
+                                   for i, M in enumerate(Ms)])
 
 
 def moving(s: Sweep) -> bool:
