@@ -44,6 +44,7 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="+", default=None, help="page names (file stems) to shoot")
     parser.add_argument("--full", action="store_true", help="the whole page, not the first screen")
     args = parser.parse_args(argv)
+    args.html = args.html.resolve()  # file:// addresses need an absolute path
     if not (args.html / "book").is_dir():
         raise SystemExit(f"error: no built book at {args.html} (run make book first)")
     args.out.mkdir(parents=True, exist_ok=True)

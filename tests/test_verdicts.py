@@ -78,6 +78,11 @@ def test_a_sanity_check_is_judged_apart_and_never_tallied():
     assert counts.loc[SANITY[0], "cpu miniature"] == 1  # counted apart
     by = pages.verdict_counts(table.assign(chapter=["a", "b"]), by="chapter")
     assert by.loc[("a", SANITY[0]), "cpu miniature"] == 1 and by.loc[("b", "reproduced"), "cpu miniature"] == 1
+    tally = pages.tally(table.assign(chapter=["a", "b"]), by="chapter")
+    html = pages.tally_html(tally).data  # each chapter a full-width row, then its kind of run with its counts
+    assert html.count('class="tally-chapter"') == 2
+    assert '<th colspan="7">a</th></tr><tr><td>cpu miniature</td><td class="">0</td>' in html
+    assert '<th colspan="7">b</th></tr><tr><td>cpu miniature</td><td class="">1</td>' in html
 
 
 def test_the_plateau_chapter_has_no_claim_an_untrained_model_passes_outside_its_sanity_checks():

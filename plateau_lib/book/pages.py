@@ -368,6 +368,25 @@ def tally(table: pd.DataFrame, by: str) -> pd.DataFrame:
     return counts.rename(columns=lambda v: v.replace("sanity check ", "sanity check: "))
 
 
+def tally_html(counts: pd.DataFrame):
+    """``tally``'s counts as one narrow HTML table for the text column: each chapter a full-width row, its kinds of
+    run under it, one column per verdict (the sanity checks last, set apart)."""
+    import html as html_lib
+    from IPython.display import HTML
+    columns = list(counts.columns)
+    head = "".join(f'<th class="{"tally-sanity" if c.startswith("sanity") else ""}">{html_lib.escape(c)}</th>'
+                   for c in columns)
+    rows = []
+    for chapter, part in counts.groupby(level=0, sort=False):
+        rows.append(f'<tr class="tally-chapter"><th colspan="{len(columns) + 1}">{html_lib.escape(str(chapter))}</th></tr>')
+        rows += [f'<tr><td>{html_lib.escape(str(kind))}</td>'
+                 + "".join(f'<td class="{"tally-sanity" if c.startswith("sanity") else ""}">{int(n)}</td>'
+                           for c, n in zip(columns, values)) + "</tr>"
+                 for (_, kind), values in zip(part.index, part.to_numpy())]
+    return HTML(f'<div class="table-scroll"><table class="tally-table"><thead><tr><th>kind of run</th>{head}</tr>'
+                f'</thead><tbody>{"".join(rows)}</tbody></table></div>')
+
+
 # ---- the verdict box that opens a figure page --------------------------------------------------------------------
 
 VERDICT_BOX = "verdict_box"  # the glue key a page's opening Markdown pastes (```{glue} verdict_box```)
