@@ -18,6 +18,7 @@ PAGE_WIDTH = 7.5  # inches: the text column of the built book at 100 dpi
 # of three seeds left it: accuracy above 1, cosine below 0).
 SEED_RANGE = ("pi", 100)
 PAPER_COLOUR = "#c0392b"  # the paper's own numbers, wherever a figure draws them
+LABEL_BOX = dict(boxstyle="square,pad=0.1", facecolor="white", edgecolor="none", alpha=0.8)  # a label over curves
 
 def paper_levels(ax, levels) -> None:
     """The paper's own numbers on ``ax``: dotted horizontal lines labelled "paper: what", where ``levels`` is one
@@ -29,7 +30,7 @@ def paper_levels(ax, levels) -> None:
     for value, what in levels:
         ax.axhline(value, ls=":", c=PAPER_COLOUR, lw=1.5)
         ax.annotate(f"paper: {what}", (0.99, value), xycoords=("axes fraction", "data"), ha="right", va="bottom",
-                    color=PAPER_COLOUR, fontsize="small")
+                    color=PAPER_COLOUR, fontsize="small", bbox=LABEL_BOX, zorder=6)
 
 
 def paper_span(ax, start, end, what) -> None:
@@ -45,7 +46,8 @@ def paper_span(ax, start, end, what) -> None:
     to_axes = ax.transData + ax.transAxes.inverted()
     right = to_axes.transform((start, low))[0] > 0.5
     ax.annotate(f"paper: {what}", (end if right else start, 0.98), xycoords=("data", "axes fraction"),
-                ha="right" if right else "left", va="top", color=PAPER_COLOUR, fontsize="small")
+                ha="right" if right else "left", va="top", color=PAPER_COLOUR, fontsize="small", bbox=LABEL_BOX,
+                zorder=6)
 
 
 def condition_colours(n: int) -> list:

@@ -203,6 +203,18 @@ CLAIMS = sourced(CLAIMS, SOURCES)
 # Fig. 2's numbers in the paper's text (the claims' sources above), as levels the page's figure draws: {column of the
 # training metrics: (value, what the text says)}.
 FIG2_TEXT_LEVELS = {"cosine": (0.95, "peak ≈ 0.95"), "rho": (0.8, "peak ≈ 0.8"), "apm": (0.8, "≈ 0.8 by the plateau's end")}
+# Figs. 3–4, the bias on from step 0 (c = 0.2 … 10), {column: levels}: the paper's text, as in the SOURCES above.
+FIG3_TEXT_LEVELS = {"cosine": [(0.6, "c = 10, peak ≈ 0.6"), (0.95, "c = 0.2, peak > 0.95")]}
+# Figs. 3–4, c = 10 and c = 1 at both widths, {column: levels}: the paper's text ("drops from 0.95 to … 0.6").
+FIG3_WIDTHS_TEXT_LEVELS = {"cosine": [(0.6, "c = 10, peak ≈ 0.6"), (0.95, "c = 1, peak ≈ 0.95")]}
+# Fig. 5, each condition's peak cosine, {column: levels}: the paper's text (its ablation table), as in the SOURCES.
+FIG5_TEXT_LEVELS = {"cosine": [(0.45, "KQ peak ≈ 0.45"), (0.15, "KQ+OV peak ≈ 0.15"),
+                               (0.95, "baseline, MLP peak ≈ 0.95")]}
+# Figs. 41–42, levels on every seed's panel: the paper's text (after the final layer norm), as in the SOURCES.
+FIG41_42_TEXT_LEVELS = (0.95, "final LN peak ≈ 0.95")
+# Figs. 6–22, the collapse figure, {task (facet label): levels}: the paper's text, as in the SOURCES above.
+OTHER_TASKS_COSINE_TEXT_LEVELS = {"prefix sum": (0.80, "peak ≈ 0.80"),
+                                  "repeat_1": (0.5, "≈ 0.5 after one step")}
 
 # Why a figure's `paper` column is empty where no page recorded a value or a status (summaries.record_status).
 PAPER_PENDING = {
