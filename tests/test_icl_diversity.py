@@ -148,13 +148,13 @@ def test_llc_table_resumes_from_its_kept_rows(tmp_path, monkeypatch):
     configs = icl_presets.configs(BASE, [2, math.inf])
     llc = dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=8, num_chains=1, num_draws=5, num_burnin_steps=0,
                n_data=32, seed=0)
-    key = cache.table_key(diversity.table_spec(configs, llc=llc))
+    stored = diversity.llc_table(configs, llc)
     kept = pd.DataFrame([{"M": 2, "seed": 0, "step": 20, "llc_mean": 123.0, "llc_se": 0.0, "elapsed_s": 0.0}])
-    cache.keep_rows(diversity.LLC_KIND, key, kept)
+    stored.keep(kept)
     table, _ = diversity.llc_vs_M(configs, llc, progress=False)
     assert table.loc[table["M"] == 2, "llc_mean"].item() == 123.0  # kept, not recomputed
     assert np.isfinite(table.loc[table["M"] == math.inf, "llc_mean"].item())  # the missing row was estimated
-    assert cache.partial_rows(diversity.LLC_KIND, key).empty  # partial dropped once stored
+    assert stored.rows().empty  # partial dropped once stored
 
 
 def test_llc_over_training_estimates_every_checkpoint_and_the_final_weights_and_resumes(tmp_path, monkeypatch):
@@ -167,7 +167,7 @@ def test_llc_over_training_estimates_every_checkpoint_and_the_final_weights_and_
     llc = dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=8, num_chains=1, num_draws=5, num_burnin_steps=0,
                n_data=32, seed=0)
     kept = pd.DataFrame([{"step": 5, "llc_mean": 123.0, "llc_se": 0.0, "elapsed_s": 0.0}])
-    cache.keep_rows(diversity.LLC_TRAINING_KIND, diversity.llc_training_key(runs[(4, 0)], llc), kept)
+    diversity.llc_training_rows(runs[(4, 0)], llc).keep(kept)
     assert diversity.llc_over_training(runs, llc, progress=False, only=[(8, 0)]) is None  # M = 4 not done yet
     table, meta = diversity.llc_over_training(runs, llc, progress=False, only=[(4, 0)])  # M = 8's rows are kept
     assert list(table["step"]) == [5, 10, BASE.steps] * 2 and list(table["M"]) == [4] * 3 + [8] * 3

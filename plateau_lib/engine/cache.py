@@ -297,3 +297,80 @@ def resume_rows(kind: str, key: str, steps, compute_rows, group: int = 1, progre
         bar.update(len(todo[i:i + group]))
     bar.close()
     return done.sort_values("step").reset_index(drop=True)
+
+
+# ---- a stored table as one object: load, build row by row (resumable), save, commit -----------------------
+
+class StoredTable:
+    """A result made of a few CSV tables (``kind``, e.g. λ̂ per checkpoint), keyed by its JSON-able ``spec`` (the
+    runs' keys and the settings): committed under ``results/<kind>-<key>/`` or local under ``.cache/results``,
+    with provenance in ``meta.json``. Its rows can be built one group at a time, each kept at once, so that an
+    interrupted build resumes (``build``); several processes can fill the same rows (``shared``)."""
+
+    def __init__(self, kind: str, spec: dict):
+        self.kind, self.spec = kind, spec
+        self.key = table_key(spec)
+
+    def __repr__(self) -> str:
+        return f"StoredTable({self.kind!r}, key {self.key})"
+
+    def path(self) -> Path | None:
+        """Where the finished table is stored (committed first), or None."""
+        return find(self.kind, self.key)
+
+    def load(self):
+        """``({name: DataFrame}, meta)`` of the finished table (committed first), or None; never computes."""
+        return load_tables(self.kind, self.spec)
+
+    def save(self, tables: dict, meta: dict) -> Path:
+        """Store the finished ``tables`` ({name: DataFrame}) with ``meta`` and provenance, locally and atomically;
+        the rows kept while building are dropped."""
+        path = store_tables(self.kind, self.spec, tables, meta)
+        self.drop_rows()
+        return path
+
+    def get(self, compute, use_cache: bool = True):
+        """``(tables, meta)``: the stored table (with ``use_cache``), else ``compute()`` -> ``(tables, meta)``,
+        saved and read back (``meta["cache"]`` None: computed in this process)."""
+        if use_cache and (found := self.load()) is not None:
+            return found
+        self.save(*compute())
+        tables, meta = self.load()
+        return tables, {**meta, "cache": None}
+
+    def commit(self) -> Path:
+        """Copy the local finished table into ``results/`` (already committed and not local: nothing to copy)."""
+        return commit_tables(self.kind, self.spec)
+
+    def rows(self):
+        """The rows kept so far while building (an empty DataFrame at first)."""
+        return partial_rows(self.kind, self.key)
+
+    def keep(self, rows, shared: bool = False) -> None:
+        """Keep ``rows`` (all rows so far) at once; past ``stop_rows_at``'s deadline, stop (``keep_rows``)."""
+        keep_rows(self.kind, self.key, rows, shared)
+
+    def drop_rows(self) -> None:
+        drop_partial(self.kind, self.key)
+
+    def build(self, items, compute_rows, on="step", group: int = 1, progress: bool = True,
+              desc: str = "checkpoints", shared: bool = False):
+        """The rows of ``compute_rows(chunk)`` for every item of ``items`` (a step, or a tuple of the columns
+        ``on`` names, e.g. ``("M", "seed")``), ``group`` items per call. Rows kept by an earlier, interrupted
+        build are loaded instead of recomputed, and each new group is kept at once (``keep``; ``shared``: other
+        processes fill other steps). Sorted by ``on``. A tqdm bar (hidden in the book build) counts them."""
+        import pandas as pd
+        from tqdm.auto import tqdm
+        on = [on] if isinstance(on, str) else list(on)
+        done = self.rows()
+        have = set() if done.empty else set(done[on[0]].astype(int) if len(on) == 1 else
+                                             map(tuple, done[on].itertuples(index=False)))
+        todo = [int(i) if len(on) == 1 else tuple(i) for i in items]
+        todo = [i for i in todo if i not in have]
+        bar = tqdm(total=len(todo), desc=desc, disable=not progress or in_book_build())
+        for i in range(0, len(todo), group):
+            done = pd.concat([done, compute_rows(todo[i:i + group])], ignore_index=True)
+            self.keep(done, shared)
+            bar.update(len(todo[i:i + group]))
+        bar.close()
+        return done.sort_values(on).reset_index(drop=True)

@@ -194,9 +194,14 @@ def final_model(cfg):
     return model, task, resolve_device(cfg.device)
 
 
+def llc_table(configs: dict, llc: dict) -> cache.StoredTable:
+    """The stored λ̂-against-M table of ``configs`` at the SGLD setting ``llc``."""
+    return cache.StoredTable(LLC_KIND, table_spec(configs, llc=llc))
+
+
 def load_llc(configs: dict, llc: dict):
     """The stored LLC-vs-M table and its meta (committed first, then local), or None; never computes."""
-    found = cache.load_tables(LLC_KIND, table_spec(configs, llc=llc))
+    found = llc_table(configs, llc).load()
     return None if found is None else (found[0]["llc"], found[1])
 
 
@@ -205,34 +210,34 @@ def llc_vs_M(configs: dict, llc: dict, use_cache: bool = True, progress: bool = 
     for every M (``n_data`` fixed sequences, ``development.llc_data``; the other keys go to the estimator).
     Returns (one row per (M, seed) with ``init_loss``, the model's loss on q_M; meta). Each row is kept as
     soon as it is estimated, so an interrupted table resumes. Trains what is not cached locally."""
-    spec = table_spec(configs, llc=llc)
-    if use_cache and (found := load_llc(configs, llc)) is not None:
-        return found
-    key = cache.table_key(spec)
-    done = cache.partial_rows(LLC_KIND, key)
     settings = {name: v for name, v in llc.items() if name != "n_data"}
-    for (M, seed), cfg in configs.items():
-        if not done.empty and ((done["M"] == M) & (done["seed"] == seed)).any():
-            continue
+
+    def row(runs):
+        (M, seed), = runs
+        cfg = configs[(M, seed)]
         model, task, device = final_model(cfg)
         res = estimate_llc(model, task.loss, llc_data(cfg, llc["n_data"], llc["seed"], device), device=str(device),
                            **settings)
-        row = pd.DataFrame([{"M": M, "seed": seed, **llc_row(cfg.steps, res)}])
-        done = pd.concat([done, row], ignore_index=True)
-        cache.keep_rows(LLC_KIND, key, done)
-        if progress:
-            print(f"LLC at M = {label_M(M)}, seed {seed}: {res.llc_mean:.2f} ± {res.llc_se:.2f}", flush=True)
-    meta = {"llc_wall_s": round(float(done["elapsed_s"].sum()), 1), "torch": torch.__version__,
-            "device": str(resolve_device(next(iter(configs.values())).device))}
-    cache.store_tables(LLC_KIND, spec, {"llc": done}, meta)
-    cache.drop_partial(LLC_KIND, key)
-    table, meta = load_llc(configs, llc)
-    return table, {**meta, "cache": None}
+        return pd.DataFrame([{"M": M, "seed": seed, **llc_row(cfg.steps, res)}])
+
+    def compute():
+        done = stored.build(configs, row, on=("M", "seed"), progress=progress, desc="λ̂ per M")
+        return {"llc": done}, {"llc_wall_s": round(float(done["elapsed_s"].sum()), 1), "torch": torch.__version__,
+                               "device": str(resolve_device(next(iter(configs.values())).device))}
+
+    stored = llc_table(configs, llc)
+    tables, meta = stored.get(compute, use_cache)
+    return tables["llc"], meta
+
+
+def calibration_table(configs: dict, llc: dict, grid: dict) -> cache.StoredTable:
+    """The stored SGLD calibration on the calibrated runs of ``configs`` (``calibration_runs``)."""
+    return cache.StoredTable(CALIBRATION_KIND, table_spec(calibration_runs(configs), llc=llc, grid=grid))
 
 
 def load_calibration(configs: dict, llc: dict, grid: dict):
     """The stored calibration (table, traces, meta) of these runs, or None; never computes."""
-    found = cache.load_tables(CALIBRATION_KIND, table_spec(calibration_runs(configs), llc=llc, grid=grid))
+    found = calibration_table(configs, llc, grid).load()
     return None if found is None else (found[0]["table"], found[0]["traces"], found[1])
 
 
@@ -241,14 +246,14 @@ LLC_TRAINING_KIND = "icl_llc_over_training"
 
 def load_llc_over_training(runs: dict, llc: dict):
     """The stored λ̂-over-training table of ``runs`` and its meta (committed first, then local), or None."""
-    found = cache.load_tables(LLC_TRAINING_KIND, table_spec(runs, llc=llc))
+    found = cache.StoredTable(LLC_TRAINING_KIND, table_spec(runs, llc=llc)).load()
     return None if found is None else (found[0]["llc"], found[1])
 
 
-def llc_training_key(cfg, llc: dict) -> str:
-    """The key of one run's kept λ̂-over-training rows (the run and the SGLD setting only, so processes that
-    share the runs out fill the same rows)."""
-    return cache.table_key({"run": cache.cache_key(cfg), "llc": llc, "version": LLC_VERSION})
+def llc_training_rows(cfg, llc: dict) -> cache.StoredTable:
+    """One run's λ̂-over-training rows, kept as they are estimated (keyed by the run and the SGLD setting only,
+    so processes that share the runs out fill the same rows)."""
+    return cache.StoredTable(LLC_TRAINING_KIND, {"run": cache.cache_key(cfg), "llc": llc, "version": LLC_VERSION})
 
 
 def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: bool = True, only=None):
@@ -265,15 +270,15 @@ def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: b
         if not cfg.checkpoint_steps:
             raise ValueError(f"run M = {label_M(M)}, seed {seed} has no checkpoint_steps: λ̂ over training needs "
                              "checkpoints")
-    spec = table_spec(runs, llc=llc)
-    if use_cache and (found := load_llc_over_training(runs, llc)) is not None:
-        return found
+    stored = cache.StoredTable(LLC_TRAINING_KIND, table_spec(runs, llc=llc))
+    if use_cache and (found := stored.load()) is not None:
+        return found[0]["llc"], found[1]
     settings = {name: v for name, v in llc.items() if name != "n_data"}
-    frames, keys, complete = [], [], True
+    frames, parts, complete = [], [], True
     for (M, seed), cfg in runs.items():
-        keys.append(llc_training_key(cfg, llc))
+        parts.append(llc_training_rows(cfg, llc))
         if only is not None and (M, seed) not in only:
-            rows = cache.partial_rows(LLC_TRAINING_KIND, keys[-1])
+            rows = parts[-1].rows()
             complete &= not rows.empty and {*cfg.checkpoint_steps, cfg.steps} <= set(rows["step"].astype(int))
             frames.append(rows.assign(M=M, seed=seed))
             continue
@@ -285,7 +290,7 @@ def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: b
                              "retrain it (use_cache=False in cache.cached_train)")
         states = {**ckpts, cfg.steps: model.state_dict()}
         data_ = llc_data(cfg, llc["n_data"], llc["seed"], device)
-        rows = cache.resume_rows(LLC_TRAINING_KIND, keys[-1], sorted(states), lambda steps: llc_over_checkpoints(
+        rows = parts[-1].build(sorted(states), lambda steps: llc_over_checkpoints(
             model, task.loss, data_, [(s, states[s]) for s in steps], progress=False, device=str(device), **settings),
             progress=progress, desc=f"λ̂ over training, M = {label_M(M)}, seed {seed}")
         frames.append(rows.assign(M=M, seed=seed))
@@ -294,9 +299,9 @@ def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: b
     table = pd.concat(frames, ignore_index=True)
     meta = {"llc_wall_s": round(float(table["elapsed_s"].sum()), 1), "torch": torch.__version__,
             "device": str(resolve_device(next(iter(runs.values())).device))}
-    cache.store_tables(LLC_TRAINING_KIND, spec, {"llc": table}, meta)
-    for key in keys:
-        cache.drop_partial(LLC_TRAINING_KIND, key)
+    stored.save({"llc": table}, meta)
+    for part in parts:
+        part.drop_rows()
     return load_llc_over_training(runs, llc)
 
 
@@ -304,21 +309,22 @@ def llc_calibration(configs: dict, llc: dict, grid: dict, use_cache: bool = True
     """The SGLD calibration on these models (``llc.calibration.calibration_sweep`` over ``grid``'s epsilons,
     nbetas and gammas, the rest of ``llc`` fixed) for each run of ``configs`` (pick a few M). Returns
     (table: one row per (M, seed, cell); traces: λ̂ running mean per draw, tidy; meta), stored."""
-    spec = table_spec(configs, llc=llc, grid=grid)
-    if use_cache and (found := cache.load_tables(CALIBRATION_KIND, spec)) is not None:
-        return found[0]["table"], found[0]["traces"], found[1]
-    tables, traces = [], []
     fixed = {k: v for k, v in llc.items() if k not in ("n_data", "epsilon", "nbeta", "gamma")}
-    for (M, seed), cfg in configs.items():
-        model, task, device = final_model(cfg)
-        table, results = calibration_sweep(model, task.loss, llc_data(cfg, llc["n_data"], llc["seed"], device),
-                                           progress=progress, device=str(device), **grid, **fixed)
-        tables.append(table.assign(M=M, seed=seed))
-        traces.append(traces_table(results).assign(M=M, seed=seed))
-    table, trace = pd.concat(tables, ignore_index=True), pd.concat(traces, ignore_index=True)
-    meta = {"wall_s": round(float(table["elapsed_s"].sum()), 1), "torch": torch.__version__}
-    cache.store_tables(CALIBRATION_KIND, spec, {"table": table, "traces": trace}, meta)
-    return table, trace, {**cache.load_tables(CALIBRATION_KIND, spec)[1], "cache": None}
+
+    def compute():
+        tables, traces = [], []
+        for (M, seed), cfg in configs.items():
+            model, task, device = final_model(cfg)
+            table, results = calibration_sweep(model, task.loss, llc_data(cfg, llc["n_data"], llc["seed"], device),
+                                               progress=progress, device=str(device), **grid, **fixed)
+            tables.append(table.assign(M=M, seed=seed))
+            traces.append(traces_table(results).assign(M=M, seed=seed))
+        table, trace = pd.concat(tables, ignore_index=True), pd.concat(traces, ignore_index=True)
+        return {"table": table, "traces": trace}, {"wall_s": round(float(table["elapsed_s"].sum()), 1),
+                                                    "torch": torch.__version__}
+
+    found, meta = cache.StoredTable(CALIBRATION_KIND, table_spec(configs, llc=llc, grid=grid)).get(compute, use_cache)
+    return found["table"], found["traces"], meta
 
 
 def ideal_losses(task_kwargs: dict, Ms, n: int = 8192, seed: int = 0) -> pd.DataFrame:
@@ -366,9 +372,9 @@ def flat_epsilon(table: pd.DataFrame, tol: float = 0.1):
 def commit(configs: dict, llc: dict, grid: dict | None = None) -> list:
     """Copy the sweep's training results, its LLC table and (given ``grid``) its calibration into ``results/``."""
     paths = [cache.commit_result(c) for c in configs.values()]
-    paths.append(cache.commit_tables(LLC_KIND, table_spec(configs, llc=llc)))
+    paths.append(llc_table(configs, llc).commit())
     if grid is not None:
-        paths.append(cache.commit_tables(CALIBRATION_KIND, table_spec(calibration_runs(configs), llc=llc, grid=grid)))
+        paths.append(calibration_table(configs, llc, grid).commit())
     return paths
 
 
