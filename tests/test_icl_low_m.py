@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from plateau_lib.icl import low_m
+from plateau_lib.icl import low_m, low_m_figures
 from plateau_lib.icl.baselines import dmmse_predict, ridge_predict
 from plateau_lib.icl.data import sample, task_set
 from plateau_lib.icl.model import ICLConfig, ICLTransformer
@@ -350,21 +350,21 @@ def test_figures_draw():
     torch.manual_seed(0)
     tiny = ICLTransformer(ICLConfig(D=2, K=4, n_layer=2, n_head=2, d_model=8, d_mlp=8))
     llc = pd.DataFrame({"M": [1, 2, 8, math.inf], "seed": 0, "llc_mean": [1.0, 2.0, 5.0, 9.0], "llc_se": 0.2})
-    figs = [low_m.token_figure({1: low_m.token_table(dmmse_model(one), one, n=64),
-                                2: low_m.token_table(dmmse_model(two), two, n=64)}, one.noise_var),
-            low_m.posterior_figure(frame, low_m.posterior_sharpness(frame)),
-            low_m.sequence_figure(frame, 0, title="M = 2"),
-            low_m.sequence_figure(low_m.sequence_frame(dmmse_model(one), one, n=8), 3),
-            low_m.context_figure({1: low_m.context_swap_test(dmmse_model(one), one, n=64),
-                                  2: low_m.context_swap_test(dmmse_model(two), two, n=64)}),
-            low_m.attention_figure(low_m.attention_maps(tiny, ICLRegression(D=2, K=4, M=2), n=8), "tiny"),
-            low_m.llc_against_M_figure({"a": llc, "b": llc[llc["M"] < 3]})]
+    figs = [low_m_figures.token_figure({1: low_m.token_table(dmmse_model(one), one, n=64),
+                                        2: low_m.token_table(dmmse_model(two), two, n=64)}, one.noise_var),
+            low_m_figures.posterior_figure(frame, low_m.posterior_sharpness(frame)),
+            low_m_figures.sequence_figure(frame, 0, title="M = 2"),
+            low_m_figures.sequence_figure(low_m.sequence_frame(dmmse_model(one), one, n=8), 3),
+            low_m_figures.context_figure({1: low_m.context_swap_test(dmmse_model(one), one, n=64),
+                                          2: low_m.context_swap_test(dmmse_model(two), two, n=64)}),
+            low_m_figures.attention_figure(low_m.attention_maps(tiny, ICLRegression(D=2, K=4, M=2), n=8), "tiny"),
+            low_m_figures.llc_against_M_figure({"a": llc, "b": llc[llc["M"] < 3]})]
     for fig in figs:
         assert fig.get_figwidth() == pytest.approx(7.5)
         plt.close(fig)
-    assert low_m.token_labels(2) == ["x1", "y1", "x2", "y2"]
+    assert low_m_figures.token_labels(2) == ["x1", "y1", "x2", "y2"]
     with pytest.raises(ValueError, match="'sequence'"):
-        low_m.sequence_figure(frame, 10_000)
+        low_m_figures.sequence_figure(frame, 10_000)
 
 
 def test_task_table_and_mechanism_summary():

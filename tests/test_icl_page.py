@@ -1,4 +1,5 @@
-"""The stages page's helpers (plateau_lib.icl.stages_page) on hand-built runs: no training, no SGLD."""
+"""The stages page's helpers (plateau_lib.icl.stages_page, stages_figures, stages_paper_run) on hand-built runs: no
+training, no SGLD."""
 import json
 from types import SimpleNamespace
 
@@ -12,7 +13,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from plateau_lib.engine import presets as engine_presets
-from plateau_lib.icl import development, presets, stages_page
+from plateau_lib.icl import development, presets, stages_figures, stages_page, stages_paper_run
 from plateau_lib.icl.claims import claims_of
 
 K, D = 8, 4
@@ -204,9 +205,9 @@ def test_figures_draw_on_hand_built_runs():
     run = fake_run(heads=(2, 4))
     stages = SimpleNamespace(boundaries=[1_000, 40_000], steps=run.llc["step"].to_numpy(),
                              smooth=run.llc["llc_mean"].to_numpy())
-    fig = stages_page.stages_figure(run, stages, title="hand-built")
-    assert len(fig.axes) == 2 + len(stages_page.MARKERS) and fig.get_figwidth() == pytest.approx(7.5)
-    frames = stages_page.checkpoint_frames(run.train, n=3)
+    fig = stages_figures.stages_figure(run, stages, title="hand-built")
+    assert len(fig.axes) == 2 + len(stages_figures.MARKERS) and fig.get_figwidth() == pytest.approx(7.5)
+    frames = stages_figures.checkpoint_frames(run.train, n=3)
     assert list(frames)[0] == "step 0" and all(f.get_figwidth() == pytest.approx(7.5) for f in frames.values())
     plt.close("all")
 
@@ -266,17 +267,17 @@ def test_the_paper_runs_findings_and_deviations_are_read_from_its_tables():
     stages = SimpleNamespace(boundaries=[984, 40_000, 300_000], candidates=[984, 40_000, 300_000],
                              steps=np.array([984, 40_000, 126_000, 200_000, 300_000]),
                              slope=np.array([1.0, 0.5, -10.0, 12.0, 2.0]))   # a sign change the rule stepped over
-    text = stages_page.paper_findings(run, stages)
+    text = stages_paper_run.paper_findings(run, stages)
     assert "169.3 at step 40,000 (the paper: 169.3 at 40k)." in text          # one checkpoint near the peak
     assert "to 112.8 at step 320,000" in text and "ends at 116.3" in text       # falls; no rise after it
     assert "4 stages" in text and "3 of the paper's four (1k, 40k, 320k)" in text
     assert "changes sign next to step(s) 126,000" in text                       # 40,000 is a boundary already
     higher = fake_run(llc={**development.PAPER_LLC, 500_000: 160.0})
-    assert "rises again to 160.0 at the end" in stages_page.paper_findings(higher, stages)
+    assert "rises again to 160.0 at the end" in stages_paper_run.paper_findings(higher, stages)
     run.meta.update(made_by="plateau_lib.icl.long_run", train_wall_s=18_000, llc_wall_s=36_000,
                     llc={**presets.ICL_LLC_REDUCED})
     assert stages_page.made_on_cpu(run) and not stages_page.made_on_cpu(fake_run())
-    note = stages_page.paper_cpu_note(run)
+    note = stages_paper_run.paper_cpu_note(run)
     assert "15.0 CPU-hours" in note and "8 of the 190 checkpoints" in note
     assert "4 chains × 800 draws after 200 burn-in steps instead of 10 × 5,000" in note
     assert "262,144 fixed sequences for SGLD instead of 1,048,576" in note

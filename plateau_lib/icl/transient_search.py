@@ -37,7 +37,7 @@ from plateau_lib.engine.runs import TrainConfig, TrainResult
 from plateau_lib.engine.train import Stopped
 from plateau_lib.engine.utils import atomic_path, cpu_threads
 from plateau_lib.icl import diversity
-from plateau_lib.icl.diversity_page import palette
+from plateau_lib.icl.diversity_figures import palette
 from plateau_lib.icl.presets import DIVERSITY_CPU_D8, DIVERSITY_MORE_SEEDS, check_Ms, configs, diversity as diversity_sweep
 
 TABLE = cache.COMMITTED / "icl_transient_search.csv"
