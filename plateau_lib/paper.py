@@ -407,7 +407,7 @@ def declared_names() -> set[str]:
     and the miniatures' tables."""
     names = {f"train-{cache.cache_key(e.config, e.extra)}" for preset in engine_presets.PRESETS for e in _entries(None, preset)}
     names |= {name for preset in engine_presets.PRESETS for a in chapters.analyses(preset) for name in a.outputs}
-    return names | {llm.stored_name(cfg, prompt_seed=cfg.prompt_seed(0)) for preset in engine_presets.PRESETS
+    return names | {llm.miniature_table(cfg, prompt_seed=cfg.prompt_seed(0)).name for preset in engine_presets.PRESETS
                     for _, cfg, _ in llm_status(preset)}
 
 

@@ -5,7 +5,6 @@ they are used (``plateau_lib.chapters.untrained_values``: the tests and the Repr
 
     OMP_NUM_THREADS=1 python scripts/untrained_baselines.py
 """
-from plateau_lib.engine import cache
 from plateau_lib.engine.utils import cpu_threads
 from plateau_lib.icl import untrained
 
@@ -14,9 +13,9 @@ def main() -> None:
     cpu_threads()
     row = untrained.untrained_llc(compute=True)
     print(f"λ̂ of the untrained model: {float(row['llc_mean'].iloc[0]):.2f}",
-          cache.commit_tables(untrained.LLC_KIND, untrained.llc_spec()))
+          untrained.llc_table().commit())
     untrained.sweep_values(compute=True)
-    print("the untrained sweep:", cache.commit_tables(untrained.SWEEP_KIND, untrained.sweep_spec()))
+    print("the untrained sweep:", untrained.sweep_table().commit())
 
 
 if __name__ == "__main__":

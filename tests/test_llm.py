@@ -256,8 +256,9 @@ def test_generations_with_carriage_returns_and_quotes_survive_the_stored_table(l
     from plateau_lib.engine import cache
     texts = ['a\r\nb', '"quoted", comma', '', '\x00\u05d5 é']
     rows = __import__("pandas").DataFrame({"step": 0, "prompt": range(4), "text": [json.dumps(t) for t in texts]})
-    cache.store_tables(collapse.KIND, {"test": 1}, {"prompts": rows}, {})
-    loaded, _ = cache.load_tables(collapse.KIND, {"test": 1})
+    table = cache.StoredTable(collapse.KIND, {"test": 1})
+    table.save({"prompts": rows}, {})
+    loaded, _ = table.load()
     assert len(loaded["prompts"]) == 4 and collapse.generated_text(loaded["prompts"]).tolist() == texts
 
 
@@ -267,7 +268,7 @@ def test_committed_collapse_results_sit_under_their_keys_without_weights():
     assert folders, "the collapse page's CPU miniatures are committed"
     for folder in folders:
         meta = json.loads((folder / "meta.json").read_text())
-        assert folder.name == f"{collapse.KIND}-{cache.table_key(meta['spec'])}"
+        assert folder.name == cache.StoredTable(collapse.KIND, meta["spec"]).name
         cfg = miniature.MiniatureConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()})
         assert meta["spec"]["run"] == {"miniature": cfg.key()}, f"{folder}: the config's key changed"
         assert not [p for p in folder.iterdir() if p.suffix in (".pt", ".safetensors", ".bin")]

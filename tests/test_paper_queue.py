@@ -177,7 +177,7 @@ def test_queue_trains_analyses_commits_and_packs_the_miniature_language_models(t
     monkeypatch.setattr(collapse, "prompts", lambda n, seed: ["What is a plant?", "Why is the sky blue?"][:n] * (n // 2))
     assert [s for _, _, s in paper.llm_status()] == [paper.MISSING]
     written = paper.run_llm(device="cpu")
-    assert [p.name for p in written] == [collapse.stored_name(tiny)] and paper.llm_status()[0][2] == paper.COMMITTED
+    assert [p.name for p in written] == [collapse.miniature_table(tiny).name] and paper.llm_status()[0][2] == paper.COMMITTED
     assert not list(written[0].rglob("*.safetensors")), "checkpoints are never committed"
     assert paper.run_llm(device="cpu") == []
     tar, = paper.pack(tmp_path / "q.tar.gz", written)

@@ -114,7 +114,7 @@ def test_calibration_rule_on_a_hand_built_sweep():
     assert llc_across.chosen_setting(llc_across.mark_choice(bad)) is None
 
 
-def test_resume_rows_computes_each_row_once(tmp_path, monkeypatch):
+def test_a_stored_table_builds_each_row_once_and_resumes(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "LOCAL", tmp_path)
     calls, interrupted = [], []
 
@@ -125,16 +125,23 @@ def test_resume_rows_computes_each_row_once(tmp_path, monkeypatch):
             raise KeyboardInterrupt  # the first run is interrupted at step 30
         return pd.DataFrame({"step": steps, "llc_mean": [s / 10 for s in steps]})
 
+    table = cache.StoredTable("test_kind", {"k": 1})
     with pytest.raises(KeyboardInterrupt):
-        llc_across.resume_rows("test_kind", "k", [0, 10, 20, 30, 40], rows, progress=False)
+        table.build([0, 10, 20, 30, 40], rows, progress=False)
     assert calls == [0, 10, 20, 30]
-    table = llc_across.resume_rows("test_kind", "k", [0, 10, 20, 30, 40], rows, progress=False)
+    built = table.build([0, 10, 20, 30, 40], rows, progress=False)
     assert calls == [0, 10, 20, 30, 30, 40]  # rows 0-20 were kept, not recomputed
-    assert table["step"].tolist() == [0, 10, 20, 30, 40] and table["llc_mean"].tolist() == [0, 1, 2, 3, 4]
+    assert built["step"].tolist() == [0, 10, 20, 30, 40] and built["llc_mean"].tolist() == [0, 1, 2, 3, 4]
     # groups of two steps per call: an interruption loses at most the group being computed
     calls.clear()
-    table = llc_across.resume_rows("test_kind", "k2", [0, 10, 20, 30, 40], rows, group=2, progress=False)
-    assert calls == [0, 10, 20, 30, 40] and table["step"].tolist() == [0, 10, 20, 30, 40]
+    built = cache.StoredTable("test_kind", {"k": 2}).build([0, 10, 20, 30, 40], rows, group=2, progress=False)
+    assert calls == [0, 10, 20, 30, 40] and built["step"].tolist() == [0, 10, 20, 30, 40]
+    # rows keyed by two columns: the kept (M, seed) pairs are skipped, whatever their stored dtype
+    pairs = cache.StoredTable("test_kind", {"k": 3})
+    pairs.keep(pd.DataFrame({"M": [2.0], "seed": [0], "llc_mean": [5.0]}))
+    built = pairs.build([(2, 0), (float("inf"), 0)], lambda items: pd.DataFrame(
+        [{"M": M, "seed": s, "llc_mean": 1.0} for M, s in items]), on=("M", "seed"), progress=False)
+    assert built["llc_mean"].tolist() == [5.0, 1.0]
 
 
 def test_plateau_changes_on_hand_built_curves():

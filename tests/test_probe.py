@@ -146,8 +146,7 @@ def test_measure_runs_resumes_and_stores(tmp_path, monkeypatch):
     tables, meta = probe.measure_runs(configs, TINY_PROBE, progress=False)
     assert len(measured) == 1  # the two kept rows were not measured again
     assert list(tables["scalars"]["step"]) == [0, 2, 4] and meta["probe_fits"] == 3
-    key = cache.table_key(probe.spec(configs, TINY_PROBE))
-    assert not (cache.LOCAL / f"probe-{key}.partial").exists()
+    assert not (cache.LOCAL / f"{probe.probe_table(configs, TINY_PROBE).name}.partial").exists()
     again, _ = probe.measure_runs(configs, TINY_PROBE, progress=False)  # loaded, not measured
     assert len(measured) == 1
     pd.testing.assert_frame_equal(again["scalars"], tables["scalars"])
@@ -192,7 +191,7 @@ def test_the_paper_column_reads_the_stated_cpu_budget_only_where_it_alone_is_sto
     assert on_cpu == {**paper, "max_iter": 100}
     assert probe.page_settings(configs, "paper") == paper            # nothing stored: the paper's
     assert probe.paper_column() is None                              # nothing is computed for the column
-    stored = cache.COMMITTED / f"{probe.KIND}-{cache.table_key(probe.spec(configs, on_cpu))}"
+    stored = cache.COMMITTED / probe.probe_table(configs, on_cpu).name
     stored.mkdir(parents=True)
     (stored / "meta.json").write_text("{}")
     assert probe.page_settings(configs, "paper") == on_cpu
@@ -200,7 +199,7 @@ def test_the_paper_column_reads_the_stated_cpu_budget_only_where_it_alone_is_sto
     assert probe.page_settings(configs, "paper", max_iter=300) == {**paper, "max_iter": 300}
     assert probe.page_settings(configs, "cpu") == presets.probe_settings("cpu")
     assert probe.paper_column() is None                              # tables without the training runs: not shown
-    own = cache.COMMITTED / f"{probe.KIND}-{cache.table_key(probe.spec(configs, paper))}"
+    own = cache.COMMITTED / probe.probe_table(configs, paper).name
     own.mkdir()
     (own / "meta.json").write_text("{}")
     assert probe.page_settings(configs, "paper") == paper            # the paper's own budget comes first

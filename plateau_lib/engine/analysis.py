@@ -9,7 +9,7 @@ from plateau_lib.engine import cache
 
 class Analysis(NamedTuple):
     """A step after training: it reads the local weights or checkpoints of ``runs`` (declared training runs) and
-    commits the stored tables named ``outputs`` (``<kind>-<key>`` folders); ``compute(device, stack)`` does
+    commits the stored tables named ``outputs`` (their ``StoredTable.name``: ``<kind>-<key>`` folders); ``compute(device, stack)`` does
     it, resumably, and returns the folders it committed."""
     page: str
     label: str
@@ -23,8 +23,3 @@ class Analysis(NamedTuple):
     def trained(self) -> bool:
         """Whether every run it reads has been trained (committed or local)."""
         return all(cache.find("train", cache.cache_key(c)) is not None for c in self.runs)
-
-
-def stored_name(kind: str, spec: dict) -> str:
-    """The folder name (``<kind>-<key>``) of a stored-tables result."""
-    return f"{kind}-{cache.table_key(spec)}"

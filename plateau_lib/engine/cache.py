@@ -310,6 +310,7 @@ class StoredTable:
     def __init__(self, kind: str, spec: dict):
         self.kind, self.spec = kind, spec
         self.key = table_key(spec)
+        self.name = f"{kind}-{self.key}"  # its folder under results/ or the local cache
 
     def __repr__(self) -> str:
         return f"StoredTable({self.kind!r}, key {self.key})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from plateau_lib.engine.analysis import Analysis, stored_name
+from plateau_lib.engine.analysis import Analysis
 from plateau_lib.icl import development, diversity, presets
 
 
@@ -31,7 +31,5 @@ def analyses(preset: str = "paper") -> list[Analysis]:
         Analysis("icl_stages", "λ̂ and structure at every checkpoint", (cfg,),
                  (f"{development.KIND}-{development.key(cfg, llc)}",), partial(_stages, cfg, llc)),
         Analysis("transient_ridge", "SGLD calibration and λ̂ against M", tuple(sweep.values()),
-                 (stored_name(diversity.LLC_KIND, diversity.table_spec(sweep, llc=sweep_llc)),
-                  stored_name(diversity.CALIBRATION_KIND,
-                              diversity.table_spec(diversity.calibration_runs(sweep), llc=sweep_llc, grid=grid))),
+                 (diversity.llc_table(sweep, sweep_llc).name, diversity.calibration_table(sweep, sweep_llc, grid).name),
                  partial(_diversity, sweep, sweep_llc))]

@@ -24,22 +24,22 @@ LLC_KIND = "icl_untrained_llc"
 SWEEP_KIND = "icl_untrained_sweep"
 
 
-def llc_spec(cfg=ICL_PAPER, llc: dict = ICL_LLC_REDUCED) -> dict:
-    return {"config": cache.cache_key(cfg), "llc": llc}
+def llc_table(cfg=ICL_PAPER, llc: dict = ICL_LLC_REDUCED) -> cache.StoredTable:
+    """The stored λ̂ of ``cfg``'s untrained model at the SGLD setting ``llc``."""
+    return cache.StoredTable(LLC_KIND, {"config": cache.cache_key(cfg), "llc": llc})
 
 
 def untrained_llc(cfg=ICL_PAPER, llc: dict = ICL_LLC_REDUCED, compute: bool = False) -> pd.DataFrame | None:
     """λ̂ at ``cfg``'s initial weights (one row, step 0) with the SGLD setting ``llc``: stored, else computed when
     ``compute`` (and stored locally), else None."""
-    stored = cache.load_tables(LLC_KIND, llc_spec(cfg, llc))
-    if stored is not None or not compute:
-        return None if stored is None else stored[0]["llc"]
+    stored = llc_table(cfg, llc)
+    if (found := stored.load()) is not None or not compute:
+        return None if found is None else found[0]["llc"]
     run = untrained(cfg)
     task, settings = cfg.make_task(), {k: v for k, v in llc.items() if k != "n_data"}
     row = llc_over_checkpoints(task.build_model(cfg), task.loss, llc_data(cfg, llc["n_data"], llc["seed"], "cpu"),
                                [(0, run.final_state)], progress=False, device="cpu", **settings)
-    cache.store_tables(LLC_KIND, llc_spec(cfg, llc), {"llc": row},
-                       {"what": "λ̂ of the untrained model (the baseline of the stages page's λ̂ claims)"})
+    stored.save({"llc": row}, {"what": "λ̂ of the untrained model (the baseline of the stages page's λ̂ claims)"})
     return row
 
 
@@ -51,28 +51,31 @@ def frozen_development(llc_row: pd.DataFrame, cfg=ICL_PAPER) -> Development:
     return Development(untrained(cfg), llc, pd.DataFrame(), {"untrained": True})
 
 
-def sweep_spec(preset: str = "paper") -> dict:
+def sweep_table(preset: str = "paper") -> cache.StoredTable:
+    """The stored claim values of ``preset``'s sweep never trained."""
     configs, _ = diversity_page.sweep_settings(preset)
-    return {"configs": sorted(cache.cache_key(cfg) for cfg in configs.values()), "version": 1}
+    return cache.StoredTable(SWEEP_KIND, {"configs": sorted(cache.cache_key(cfg) for cfg in configs.values()),
+                                          "version": 1})
 
 
 def sweep_values(preset: str = "paper", compute: bool = False) -> dict | None:
     """``{figure: {claim metric: value}}`` of the transient-ridge and task-diversity claims on ``preset``'s sweep
     never trained (the page's own ``transient_values`` and ``diversity_values``; the λ̂ claims are left out):
     stored, else computed when ``compute`` (and stored locally), else None."""
-    stored = cache.load_tables(SWEEP_KIND, sweep_spec(preset))
+    table = sweep_table(preset)
+    stored = table.load()
     if stored is None and not compute:
         return None
     if stored is None:
         configs, llc = diversity_page.sweep_settings(preset)
         sweep = diversity_page.assemble(preset, configs, llc, {k: untrained(c) for k, c in configs.items()}, None)
-        table = pd.DataFrame([{"figure": figure, "metric": metric, "value": value}
-                              for figure, of in ((diversity_page.TRANSIENT_FIGURE, diversity_page.transient_values),
-                                                 (diversity_page.DIVERSITY_FIGURE, diversity_page.diversity_values))
-                              for metric, value in of(sweep).items()])
-        cache.store_tables(SWEEP_KIND, sweep_spec(preset), {"values": table},
-                           {"what": f"the {preset} sweep's claims on its untrained models (the claims' baseline)"})
-        stored = cache.load_tables(SWEEP_KIND, sweep_spec(preset))
+        values = pd.DataFrame([{"figure": figure, "metric": metric, "value": value}
+                               for figure, of in ((diversity_page.TRANSIENT_FIGURE, diversity_page.transient_values),
+                                                  (diversity_page.DIVERSITY_FIGURE, diversity_page.diversity_values))
+                               for metric, value in of(sweep).items()])
+        table.save({"values": values},
+                   {"what": f"the {preset} sweep's claims on its untrained models (the claims' baseline)"})
+        stored = table.load()
     out = {}
     for row in stored[0]["values"].itertuples():
         out.setdefault(row.figure, {})[row.metric] = row.value

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 
 import json
+import shutil
 import math
 from pathlib import Path
 
@@ -141,34 +142,40 @@ COSINE_COLUMNS = [f"cos_{i}_{j}" for i, j in PAIRS]
 
 
 def analyse_checkpoints(checkpoints: dict, questions: list[str], device: str = "auto", batch_size: int = 32,
-                        rows: pd.DataFrame | None = None, on_step=None, progress: bool = True) -> pd.DataFrame:
+                        table: cache.StoredTable | None = None, progress: bool = True) -> pd.DataFrame:
     """One row per (step, prompt): ``mean_cos``, ``repetition``, ``distinct``, the generated ``text`` (as a JSON
-    string, so that carriage returns and odd bytes survive the CSV; ``generated_text`` decodes it) and ``token_ids``, the smallest logit ``margin`` of the 8 greedy choices, and the 28 pairwise cosines
-    (``cos_i_j``, i > j). ``checkpoints``: ``{step: folder}`` (``load_model``) or ``{step: (model, tokenizer)}``.
-    ``rows`` already made are kept (resume); ``on_step(rows)`` is called after each step."""
-    from tqdm.auto import tqdm
+    string, so that carriage returns and odd bytes survive the CSV; ``generated_text`` decodes it) and
+    ``token_ids``, the smallest logit ``margin`` of the 8 greedy choices, and the 28 pairwise cosines (``cos_i_j``,
+    i > j). ``checkpoints``: ``{step: folder}`` (``load_model``) or ``{step: (model, tokenizer)}``. With ``table``,
+    each step's rows are kept as they are made and the rows kept before are reused (resume)."""
     dev = resolve_device(device)
-    rows = pd.DataFrame() if rows is None else rows
-    done = set(rows["step"]) if len(rows) else set()
-    for step, folder in tqdm(sorted(checkpoints.items()), desc="checkpoints", disable=not progress):
-        if step in done:
-            continue
-        model, tok = folder if isinstance(folder, tuple) else load_model(folder)
-        ids = [tok(q, return_token_type_ids=False, add_special_tokens=False)["input_ids"] for q in questions]
-        result = analyse(model.to(dev), ids, batch_size=batch_size)
-        frame = pd.DataFrame({"step": step, "prompt": range(len(questions)),
-                              "mean_cos": result["mean_cos"].numpy(), "repetition": result["repetition"].numpy(),
-                              "distinct": result["distinct"].numpy(),
-                              "text": [json.dumps(t) for t in tok.batch_decode(result["tokens"])],
-                              "token_ids": [" ".join(map(str, t)) for t in result["tokens"].tolist()],
-                              "margin": result["margins"].min(1).values.numpy()})
-        cos = result["cos"].numpy()
-        for (i, j), column in zip(PAIRS, COSINE_COLUMNS):
-            frame[column] = cos[:, i, j]
-        rows = pd.concat([rows, frame], ignore_index=True)
-        if on_step is not None:
-            on_step(rows)
-    return rows
+
+    def rows(steps):
+        return pd.concat([step_rows(step, checkpoints[step], questions, dev, batch_size) for step in steps],
+                         ignore_index=True)
+
+    if table is not None:
+        return table.build(sorted(checkpoints), rows, progress=progress)
+    from tqdm.auto import tqdm
+    return pd.concat([rows([step]) for step in tqdm(sorted(checkpoints), desc="checkpoints", disable=not progress)],
+                     ignore_index=True)
+
+
+def step_rows(step: int, checkpoint, questions: list[str], device, batch_size: int = 32) -> pd.DataFrame:
+    """``analyse_checkpoints``' rows of one checkpoint (a folder, or ``(model, tokenizer)``)."""
+    model, tok = checkpoint if isinstance(checkpoint, tuple) else load_model(checkpoint)
+    ids = [tok(q, return_token_type_ids=False, add_special_tokens=False)["input_ids"] for q in questions]
+    result = analyse(model.to(device), ids, batch_size=batch_size)
+    frame = pd.DataFrame({"step": step, "prompt": range(len(questions)),
+                          "mean_cos": result["mean_cos"].numpy(), "repetition": result["repetition"].numpy(),
+                          "distinct": result["distinct"].numpy(),
+                          "text": [json.dumps(t) for t in tok.batch_decode(result["tokens"])],
+                          "token_ids": [" ".join(map(str, t)) for t in result["tokens"].tolist()],
+                          "margin": result["margins"].min(1).values.numpy()})
+    cos = result["cos"].numpy()
+    for (i, j), column in zip(PAIRS, COSINE_COLUMNS):
+        frame[column] = cos[:, i, j]
+    return frame
 
 
 def generated_text(rows: pd.DataFrame) -> pd.Series:
@@ -197,75 +204,63 @@ def cosine_matrix(rows: pd.DataFrame, step: int) -> np.ndarray:
 KIND = "llm_collapse"
 
 
-def collapse_spec(run: dict, n_prompts: int, prompt_seed: int | None) -> dict:
-    """The stored result's key: which checkpoints (a miniature's key, or real model names), which prompts."""
-    return {"run": run, "n_prompts": n_prompts, "prompt_seed": prompt_seed, "n_new": N_NEW, "version": LLM_VERSION}
+def collapse_table(run: dict, n_prompts: int, prompt_seed: int | None) -> cache.StoredTable:
+    """The stored analysis of ``run`` (a miniature's key, or a real model's name and steps) on these prompts."""
+    return cache.StoredTable(KIND, {"run": run, "n_prompts": n_prompts, "prompt_seed": prompt_seed, "n_new": N_NEW,
+                                    "version": LLM_VERSION})
+
+
+def miniature_table(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0) -> cache.StoredTable:
+    """The stored analysis of the miniature ``cfg``."""
+    return collapse_table({"miniature": cfg.key()}, n_prompts, prompt_seed)
 
 
 def miniature_collapse(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0,
                        use_cache: bool = True, progress: bool = True, deadline: float | None = None):
     """``({"prompts": rows, "losses": training loss}, meta)`` of a miniature: loaded (committed first), or
     trained and analysed (resuming both) and stored locally. ``use_cache=False`` recomputes from scratch."""
-    spec = collapse_spec({"miniature": cfg.key()}, n_prompts, prompt_seed)
-    if use_cache:
-        hit = cache.load_tables(KIND, spec)
-        if hit is not None:
-            return hit
-    else:
-        import shutil
+    table = miniature_table(cfg, n_prompts, prompt_seed)
+    if not use_cache:
         shutil.rmtree(run_dir(cfg), ignore_errors=True)
-        cache.drop_partial(KIND, cache.table_key(spec))
-    folder = train_miniature(cfg, progress=progress, deadline=deadline)
-    key = cache.table_key(spec)
-    rows = analyse_checkpoints(miniature_checkpoints(cfg), prompts(n_prompts, prompt_seed), cfg.device,
-                               rows=cache.partial_rows(KIND, key), on_step=lambda r: cache.keep_rows(KIND, key, r),
-                               progress=progress)
-    train_meta = json.loads((folder / "done.json").read_text())
-    tables = {"prompts": rows, "losses": pd.read_csv(folder / "losses.csv")}
-    return _store(spec, tables, {**train_meta, "source": "miniature", "questions": "ARC-Easy test",
-                                 "analysis_device": str(resolve_device(cfg.device))})
+        table.drop_rows()
 
+    def compute():
+        folder = train_miniature(cfg, progress=progress, deadline=deadline)
+        rows = analyse_checkpoints(miniature_checkpoints(cfg), prompts(n_prompts, prompt_seed), cfg.device,
+                                   table=table, progress=progress)
+        train_meta = json.loads((folder / "done.json").read_text())
+        return {"prompts": rows, "losses": pd.read_csv(folder / "losses.csv")}, {
+            **train_meta, "source": "miniature", "questions": "ARC-Easy test",
+            "analysis_device": str(resolve_device(cfg.device))}
 
-def _store(spec: dict, tables: dict, meta: dict):
-    """Store a fresh result, drop its partial rows, and return it as computed (not a committed copy)."""
-    path = cache.store_tables(KIND, spec, tables, meta)
-    cache.drop_partial(KIND, cache.table_key(spec))
-    return tables, {**json.loads((path / "meta.json").read_text()), "cache": None}
+    return table.get(compute, use_cache)
 
 
 def real_collapse(model: str, checkpoints: dict, n_prompts: int = 100, prompt_seed: int | None = 0,
                   use_cache: bool = True, device: str = "auto", progress: bool = True):
     """``({"prompts": rows}, meta)`` of a real model's checkpoints (``real_checkpoints``), stored locally only."""
-    spec = collapse_spec({"real": model, "steps": sorted(checkpoints)}, n_prompts, prompt_seed)
-    key = cache.table_key(spec)
-    hit = cache.load_tables(KIND, spec) if use_cache else None
-    if hit is not None:
-        return hit
-    rows = analyse_checkpoints(checkpoints, prompts(n_prompts, prompt_seed), device,
-                               rows=cache.partial_rows(KIND, key) if use_cache else None,
-                               on_step=lambda r: cache.keep_rows(KIND, key, r), progress=progress)
-    return _store(spec, {"prompts": rows}, {"source": "hf", "model": model,
-                                            "folders": {k: str(v) for k, v in checkpoints.items()}})
+    table = collapse_table({"real": model, "steps": sorted(checkpoints)}, n_prompts, prompt_seed)
+    if not use_cache:
+        table.drop_rows()
+    return table.get(lambda: ({"prompts": analyse_checkpoints(checkpoints, prompts(n_prompts, prompt_seed), device,
+                                                              table=table, progress=progress)},
+                              {"source": "hf", "model": model, "folders": {k: str(v) for k, v in checkpoints.items()}}),
+                     use_cache)
 
 
 # ---- the page's committed results, and the command line ----------------------------------------------------------
 
-def stored_name(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0) -> str:
-    """The folder name (``llm_collapse-<key>``) of the analysis of ``cfg`` under ``results/`` or the local cache."""
-    return f"{KIND}-{cache.table_key(collapse_spec({'miniature': cfg.key()}, n_prompts, prompt_seed))}"
-
-
 def stored(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0, committed_only: bool = False):
     """The folder of the stored analysis of ``cfg`` (committed first; only committed with ``committed_only``)."""
-    name = stored_name(cfg, n_prompts, prompt_seed)
+    table = miniature_table(cfg, n_prompts, prompt_seed)
     if committed_only:
-        return cache.COMMITTED / name if (cache.COMMITTED / name / "meta.json").exists() else None
-    return cache.find(KIND, name.removeprefix(f"{KIND}-"))
+        return cache.COMMITTED / table.name if (cache.COMMITTED / table.name / "meta.json").exists() else None
+    return table.path()
 
 
 def commit(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0) -> Path:
     """Copy the local analysis of ``cfg`` (tables and provenance, no checkpoints) into ``results/``."""
-    return cache.commit_tables(KIND, collapse_spec({"miniature": cfg.key()}, n_prompts, prompt_seed))
+    return miniature_table(cfg, n_prompts, prompt_seed).commit()
 
 
 def main(argv=None) -> int:

@@ -4,7 +4,7 @@ cosine and APM, the SGLD settings calibrated on the same model, and the λ̂ bef
 SGLD runs on a fixed set of task sequences with the LLC page's loss (cross-entropy over every next-token position,
 ``transformer.sequence_loss``), with the same seed at every checkpoint. Each checkpoint's row is kept as soon as it
 is estimated, so an interrupted run resumes at the next checkpoint. The finished tables (λ̂, metrics, calibration)
-are stored with ``cache.store_tables`` and committed with ``--commit``.
+are stored tables (``cache.StoredTable``), committed with ``--commit``.
 
     OMP_NUM_THREADS=1 python -m plateau_lib.plateau.llc_across --preset cpu_long --commit   # the committed CPU run
     python -m plateau_lib.plateau.llc_across --preset paper --device cuda                   # the paper's model, on a GPU
@@ -12,7 +12,6 @@ are stored with ``cache.store_tables`` and committed with ``--commit``.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import dataclass
 
@@ -21,7 +20,6 @@ import pandas as pd
 import torch
 
 from plateau_lib.engine import cache, stages
-from plateau_lib.engine.cache import resume_rows
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.utils import cpu_threads, resolve_device
 from plateau_lib.llc.calibration import calibration_sweep
@@ -67,23 +65,24 @@ def llc_curve(cfg: TrainConfig, sgld: dict, use_cache: bool = True, progress: bo
     Returns ``(llc table, TrainResult)``."""
     run, ckpts = trained_checkpoints(cfg, use_cache, progress)
     model, data = GPT(cfg.model_config()), sgld_sequences(cfg, sgld["n_data"])
-    key = curve_key(cfg, sgld)
+    rows = curve_rows(cfg, sgld)
     if not use_cache:
-        cache.drop_partial(KIND, key)
-    llc = resume_rows(KIND, key, ckpts, lambda steps: llc_over_checkpoints(
+        rows.drop_rows()
+    llc = rows.build(ckpts, lambda steps: llc_over_checkpoints(
         model, sequence_loss, data, [(s, ckpts[s]) for s in steps], stack=stack, progress=False, warn=False,
-        device=device, **_sampler(sgld)), stack, progress, desc="λ̂ at checkpoints")
+        device=device, **_sampler(sgld)), group=stack, progress=progress, desc="λ̂ at checkpoints")
     return llc, run
 
 
-def curve_key(cfg: TrainConfig, sgld: dict) -> str:
-    """The key of one run's λ̂ rows while they are being built."""
-    return cache.table_key({"train": cache.cache_key(cfg), "sgld": sgld, "version": VERSION})
+def curve_rows(cfg: TrainConfig, sgld: dict) -> cache.StoredTable:
+    """One run's λ̂ rows while they are being built."""
+    return cache.StoredTable(KIND, {"train": cache.cache_key(cfg), "sgld": sgld, "version": VERSION})
 
 
-def spec(runs: dict, sgld: dict) -> dict:
-    """The stored-tables spec of a set of runs ``{seed: TrainConfig}`` and SGLD settings."""
-    return {"runs": {str(s): cache.cache_key(cfg) for s, cfg in runs.items()}, "sgld": sgld, "version": VERSION}
+def llc_table(runs: dict, sgld: dict) -> cache.StoredTable:
+    """The stored λ̂ and metrics of a set of runs ``{seed: TrainConfig}`` at the SGLD settings ``sgld``."""
+    return cache.StoredTable(KIND, {"runs": {str(s): cache.cache_key(cfg) for s, cfg in runs.items()}, "sgld": sgld,
+                                    "version": VERSION})
 
 
 def plateau_llc(runs: dict, sgld: dict, use_cache: bool = True, progress: bool = False, device: str = "cpu",
@@ -91,25 +90,23 @@ def plateau_llc(runs: dict, sgld: dict, use_cache: bool = True, progress: bool =
     """λ̂ and the training metrics of every run ``{seed: TrainConfig}``: ``({"llc": ..., "metrics": ...}, meta)``,
     both tidy with a ``seed`` column. Loaded when stored (committed first), else computed (SGLD on ``device``,
     which is provenance, not part of the key) and stored locally."""
-    if use_cache:
-        found = cache.load_tables(KIND, spec(runs, sgld))
-        if found is not None:
-            return found
-    llc, metrics, train_s = [], [], 0.0
-    for seed, cfg in runs.items():
-        curve, run = llc_curve(cfg, sgld, use_cache, progress, device, stack)
-        llc.append(curve.assign(seed=seed))
-        metrics.append(run.metrics[METRIC_COLUMNS].assign(seed=seed))
-        train_s += float(run.meta.get("wall_time_s", 0.0))
-    tables = {"llc": pd.concat(llc, ignore_index=True), "metrics": pd.concat(metrics, ignore_index=True)}
-    first = next(iter(runs.values()))
-    meta = {"config": first.to_dict(), "seeds": list(runs), "device": str(resolve_device(device)),
-            "train_wall_s": round(train_s, 1),
-            "llc_wall_s": round(float(tables["llc"]["elapsed_s"].sum()), 1), "torch": torch.__version__}
-    path = cache.store_tables(KIND, spec(runs, sgld), tables, meta)
+    def compute():
+        llc, metrics, train_s = [], [], 0.0
+        for seed, cfg in runs.items():
+            curve, run = llc_curve(cfg, sgld, use_cache, progress, device, stack)
+            llc.append(curve.assign(seed=seed))
+            metrics.append(run.metrics[METRIC_COLUMNS].assign(seed=seed))
+            train_s += float(run.meta.get("wall_time_s", 0.0))
+        tables = {"llc": pd.concat(llc, ignore_index=True), "metrics": pd.concat(metrics, ignore_index=True)}
+        first = next(iter(runs.values()))
+        return tables, {"config": first.to_dict(), "seeds": list(runs), "device": str(resolve_device(device)),
+                        "train_wall_s": round(train_s, 1),
+                        "llc_wall_s": round(float(tables["llc"]["elapsed_s"].sum()), 1), "torch": torch.__version__}
+
+    found = llc_table(runs, sgld).get(compute, use_cache)
     for cfg in runs.values():
-        cache.drop_partial(KIND, curve_key(cfg, sgld))
-    return tables, {**json.loads((path / "meta.json").read_text()), "cache": None}
+        curve_rows(cfg, sgld).drop_rows()
+    return found
 
 
 # ---- calibration on this model ----------------------------------------------------------------------------
@@ -126,10 +123,10 @@ def _unswept(sgld: dict) -> dict:
     return {k: v for k, v in _sampler(sgld).items() if k not in ("epsilon", "nbeta", "gamma")}
 
 
-def calibration_spec(cfg: TrainConfig, grid: dict, sgld: dict) -> dict:
-    """The stored-tables spec of a calibration of run ``cfg`` over ``grid`` (the other SGLD settings from ``sgld``)."""
-    return {"run": cache.cache_key(cfg), "grid": grid, "sgld": _unswept(sgld), "n_data": sgld["n_data"],
-            "version": VERSION}
+def calibration_table(cfg: TrainConfig, grid: dict, sgld: dict) -> cache.StoredTable:
+    """The stored calibration of run ``cfg`` over ``grid`` (the other SGLD settings from ``sgld``)."""
+    return cache.StoredTable(CALIBRATION_KIND, {"run": cache.cache_key(cfg), "grid": grid, "sgld": _unswept(sgld),
+                                                "n_data": sgld["n_data"], "version": VERSION})
 
 
 def calibrate(cfg: TrainConfig, grid: dict, sgld: dict, use_cache: bool = True, progress: bool = False,
@@ -137,24 +134,21 @@ def calibrate(cfg: TrainConfig, grid: dict, sgld: dict, use_cache: bool = True, 
     """The (ε, nβ, γ) sweep of ``calibration_sweep`` at ``calibration_steps`` of run ``cfg`` (the other SGLD
     settings from ``sgld``, chains on ``device``): ``(table, meta)``, one row per (checkpoint, cell), with
     ``chosen`` marking the setting of ``mark_choice``'s rule. Stored and loaded like ``plateau_llc``."""
-    key_spec = calibration_spec(cfg, grid, sgld)
-    if use_cache:
-        found = cache.load_tables(CALIBRATION_KIND, key_spec)
-        if found is not None:
-            return found[0]["calibration"], found[1]
-    run, ckpts = trained_checkpoints(cfg, use_cache, progress)
-    data, model = sgld_sequences(cfg, sgld["n_data"]), GPT(cfg.model_config())
-    tables = []
-    for step in calibration_steps(cfg, run.metrics):
-        model.load_state_dict(torch.load(ckpts[step], map_location="cpu", weights_only=True))
-        table, _ = calibration_sweep(model, sequence_loss, data, progress=progress, device=device, **grid,
-                                     **_unswept(sgld))
-        tables.append(table.assign(step=step))
-    table = mark_choice(pd.concat(tables, ignore_index=True))
-    meta = {"config": cfg.to_dict(), "device": device, "wall_s": round(float(table["elapsed_s"].sum()), 1),
-            "torch": torch.__version__}
-    path = cache.store_tables(CALIBRATION_KIND, key_spec, {"calibration": table}, meta)
-    return table, {**json.loads((path / "meta.json").read_text()), "cache": None}
+    def compute():
+        run, ckpts = trained_checkpoints(cfg, use_cache, progress)
+        data, model = sgld_sequences(cfg, sgld["n_data"]), GPT(cfg.model_config())
+        tables = []
+        for step in calibration_steps(cfg, run.metrics):
+            model.load_state_dict(torch.load(ckpts[step], map_location="cpu", weights_only=True))
+            table, _ = calibration_sweep(model, sequence_loss, data, progress=progress, device=device, **grid,
+                                         **_unswept(sgld))
+            tables.append(table.assign(step=step))
+        table = mark_choice(pd.concat(tables, ignore_index=True))
+        return {"calibration": table}, {"config": cfg.to_dict(), "device": device,
+                                        "wall_s": round(float(table["elapsed_s"].sum()), 1), "torch": torch.__version__}
+
+    found, meta = calibration_table(cfg, grid, sgld).get(compute, use_cache)
+    return found["calibration"], meta
 
 
 def mark_choice(table: pd.DataFrame, flat_tolerance: float = FLAT_TOLERANCE) -> pd.DataFrame:
@@ -304,8 +298,8 @@ def stored(preset: str = "cpu_long") -> tuple[Analysis, pd.DataFrame, dict] | No
     """The stored run of ``preset``, its calibration table and the calibration's meta (committed first, then
     local; never computed), or None."""
     runs, sgld = preset_runs(preset)
-    found = cache.load_tables(KIND, spec(runs, sgld))
-    calibration = cache.load_tables(CALIBRATION_KIND, calibration_spec(runs[min(runs)], PLATEAU_LLC_CALIBRATION, sgld))
+    found = llc_table(runs, sgld).load()
+    calibration = calibration_table(runs[min(runs)], PLATEAU_LLC_CALIBRATION, sgld).load()
     if found is None or calibration is None:
         return None
     return analyse(*found), calibration[0]["calibration"], calibration[1]
@@ -363,9 +357,8 @@ def main(argv=None) -> int:
     print(tables["llc"][["seed", "step", "llc_mean", "llc_se"]].to_string(index=False))
     print(f"done in {time.perf_counter() - t0:.0f} s")
     if args.commit:
-        cal_spec = calibration_spec(runs[min(runs)], PLATEAU_LLC_CALIBRATION, sgld)
-        print("committed", cache.commit_tables(CALIBRATION_KIND, cal_spec))
-        print("committed", cache.commit_tables(KIND, spec(runs, sgld)))
+        print("committed", calibration_table(runs[min(runs)], PLATEAU_LLC_CALIBRATION, sgld).commit())
+        print("committed", llc_table(runs, sgld).commit())
     return 0
 
 

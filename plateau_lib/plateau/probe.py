@@ -11,7 +11,7 @@ batch of held-out sequences (reference ``tf_loss_plateau.md`` §4.9-4.10):
   paper's mean of it (the task's ``cosine_pairs``), and the per-position mean L2 norm at the first three.
 
 Rows are kept after every checkpoint, so an interrupted measurement resumes; the finished tables are stored
-with ``cache.store_tables`` and committed with ``commit``.
+as a stored table (``cache.StoredTable``) and committed with ``commit``.
 """
 from __future__ import annotations
 
@@ -216,7 +216,7 @@ def paper_column() -> dict | None:
     configs = presets.probe_runs("paper")
     settings = page_settings(configs, "paper")
     results = pages.committed_runs(configs)
-    found = cache.load_tables(KIND, spec(configs, settings))
+    found = probe_table(configs, settings).load()
     if found is None or len(results) < len(configs):
         return None
     metrics = pages.tidy(results, "seed")
@@ -233,7 +233,7 @@ def page_settings(configs: dict, preset: str, use_cache: bool = True, **fields) 
     settings = presets.probe_settings(preset, **fields)
     if preset != "paper" or not use_cache or any(v is not None for v in fields.values()):
         return settings
-    stored = [s for s in (settings, presets.PROBE_PAPER_ON_CPU) if cache.find(KIND, cache.table_key(spec(configs, s)))]
+    stored = [s for s in (settings, presets.PROBE_PAPER_ON_CPU) if probe_table(configs, s).path()]
     return stored[0] if stored else settings
 
 
@@ -257,10 +257,11 @@ def peak_and_last(cos: pd.DataFrame, label, G: int) -> dict:
             for at in ("peak", "last") for rows in [own[own["at"] == at]]}
 
 
-def spec(configs: dict, settings: dict) -> dict:
-    """What identifies a result: each run's training key and the probe settings."""
-    return {"runs": {str(label): cache.cache_key(cfg) for label, cfg in configs.items()},
-            "probe": presets.check_settings(dict(settings)), "version": VERSION}
+def probe_table(configs: dict, settings: dict) -> cache.StoredTable:
+    """The stored probe tables of runs ``{label: TrainConfig}``, keyed by each run's training key and the probe
+    settings."""
+    return cache.StoredTable(KIND, {"runs": {str(label): cache.cache_key(cfg) for label, cfg in configs.items()},
+                                    "probe": presets.check_settings(dict(settings)), "version": VERSION})
 
 
 def _checkpoints(cfg, progress) -> dict:
@@ -282,42 +283,38 @@ def measure_runs(configs: dict, settings: dict, use_cache: bool = True, progress
     empty = [label for label, cfg in configs.items() if not cfg.checkpoint_steps]
     if empty:
         raise ValueError(f"checkpoint_steps is empty for runs {empty}: the probe over training needs checkpoints")
-    s = spec(configs, settings)
-    if use_cache and (found := cache.load_tables(KIND, s)) is not None:
-        return found
-    key = cache.table_key(s)
-    done = cache.partial_rows(KIND, key) if use_cache else pd.DataFrame()
-    for label, cfg in configs.items():
-        measured = set() if done.empty else set(done.loc[done["label"] == label, "step"])
-        if measured >= set(cfg.checkpoint_steps):
-            continue
-        task, device = cfg.make_task(), resolve_device(cfg.device)
-        seqs = probe_batch(task, settings, device)
-        model = task.build_model(cfg).to(device)
-        for step, path in sorted(_checkpoints(cfg, progress).items()):
-            if step in measured:
-                continue
-            t0 = time.perf_counter()
-            model.load_state_dict(torch.load(path, weights_only=True, map_location=device))
-            row = _wide_row(label, step, *measure(model, seqs, task, settings), task.gen_len)
-            done = pd.concat([done, pd.DataFrame([{**row, "seconds": round(time.perf_counter() - t0, 2)}])],
-                             ignore_index=True)
-            cache.keep_rows(KIND, key, done)
-            if progress:
-                print(f"run {label} step {step}: probe test {row['probe_test_acc']:.3f}", flush=True)
-    tables = tables_from_rows(done)
-    meta = {"device": str(resolve_device(next(iter(configs.values())).device)), "torch": torch.__version__,
-            "measure_wall_s": round(float(done["seconds"].sum()), 1),
-            "probe_fits": len(done), "probe_not_converged": int((~done["probe_converged"].astype(bool)).sum())}
-    cache.store_tables(KIND, s, tables, meta)
-    cache.drop_partial(KIND, key)
-    tables, meta = cache.load_tables(KIND, s)
-    return tables, {**meta, "cache": None}
+    stored = probe_table(configs, settings)
+    ready = {}  # label -> (task, probe batch, model, checkpoints), set up when a run's first row is measured
+
+    def row(items):
+        (label, step), = items
+        cfg = configs[label]
+        if label not in ready:
+            task, device = cfg.make_task(), resolve_device(cfg.device)
+            ready[label] = task, probe_batch(task, settings, device), task.build_model(cfg).to(device), \
+                _checkpoints(cfg, progress), device
+        task, seqs, model, ckpts, device = ready[label]
+        t0 = time.perf_counter()
+        model.load_state_dict(torch.load(ckpts[step], weights_only=True, map_location=device))
+        wide = _wide_row(label, step, *measure(model, seqs, task, settings), task.gen_len)
+        return pd.DataFrame([{**wide, "seconds": round(time.perf_counter() - t0, 2)}])
+
+    def compute():
+        done = stored.build([(label, step) for label, cfg in configs.items() for step in sorted(cfg.checkpoint_steps)],
+                            row, on=("label", "step"), progress=progress, desc="probe at checkpoints")
+        return tables_from_rows(done), {
+            "device": str(resolve_device(next(iter(configs.values())).device)), "torch": torch.__version__,
+            "measure_wall_s": round(float(done["seconds"].sum()), 1), "probe_fits": len(done),
+            "probe_not_converged": int((~done["probe_converged"].astype(bool)).sum())}
+
+    if not use_cache:
+        stored.drop_rows()
+    return stored.get(compute, use_cache)
 
 
 def commit(configs: dict, settings: dict) -> list:
     """Copy the measured tables and each run's training result into ``results/`` for committing."""
-    return [cache.commit_tables(KIND, spec(configs, settings)), *(cache.commit_result(c) for c in configs.values())]
+    return [probe_table(configs, settings).commit(), *(cache.commit_result(c) for c in configs.values())]
 
 
 def main(argv=None) -> int:
