@@ -99,12 +99,18 @@ def test_stored_tables_round_trip(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
     monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
     spec = {"runs": {"1/0": "abc"}, "llc": {"epsilon": 3e-4}}
-    assert cache.load_tables("kind", spec) is None
+    stored = cache.StoredTable("kind", spec)
+    assert stored.load() is None and stored.name == f"kind-{cache.table_key(spec)}"
     table = pd.DataFrame({"M": [1.0, float("inf")], "holds": [True, False]})
-    cache.store_tables("kind", spec, {"llc": table}, {"wall_s": 1.5})
-    tables, meta = cache.load_tables("kind", spec)
+    stored.save({"llc": table}, {"wall_s": 1.5})
+    tables, meta = stored.load()
     pd.testing.assert_frame_equal(tables["llc"], table)
-    assert meta["wall_s"] == 1.5 and meta["spec"] == spec and meta["cache"].endswith(f"kind-{cache.table_key(spec)}")
-    assert cache.load_tables("kind", {**spec, "llc": {"epsilon": 1e-3}}) is None  # another setting, another key
-    path = cache.commit_tables("kind", spec)
-    assert path.parent == tmp_path / "committed" and cache.load_tables("kind", spec)[1]["cache"] == str(path)
+    assert meta["wall_s"] == 1.5 and meta["spec"] == spec and meta["cache"].endswith(stored.name)
+    assert cache.StoredTable("kind", {**spec, "llc": {"epsilon": 1e-3}}).load() is None  # another setting, another key
+    path = stored.commit()
+    assert path.parent == tmp_path / "committed" and stored.load()[1]["cache"] == str(path)
+    calls = []
+    again = cache.StoredTable("kind", {"other": 1})
+    computed = again.get(lambda: calls.append(1) or ({"t": table}, {"n": 1}))  # computed once, then loaded
+    assert calls == [1] and computed[1]["cache"] is None and computed[1]["n"] == 1
+    assert again.get(lambda: calls.append(1))[1]["cache"].endswith(again.name) and calls == [1]

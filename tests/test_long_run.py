@@ -126,9 +126,9 @@ def test_sigkill_resumes_from_the_last_resume_state(home):
 
 def test_a_failed_budget_check_blocks_the_llc_rows(home):
     """The check is computed by budget_check; here a failing row is put in place to see that λ̂ rows then wait."""
-    cache.keep_rows(long_run.CHECK_KIND, long_run.llc_key(TINY, TINY_LLC),
-                    pd.DataFrame([{"step": 5, "reduced": 15.8, "longer": 18.5, "relative difference": 0.145,
-                                   "draws": 8, "longer draws": 32, "chains": 2, "elapsed_s": 1.0}]))
+    long_run.kept(TINY, TINY_LLC, long_run.CHECK_KIND).keep(
+        pd.DataFrame([{"step": 5, "reduced": 15.8, "longer": 18.5, "relative difference": 0.145, "draws": 8,
+                       "longer draws": 32, "chains": 2, "elapsed_s": 1.0}]))
     with pytest.raises(ValueError, match=r"failed its check at step\(s\) \[5\].*raise icl.presets.ICL_LLC_REDUCED"):
         long_run.estimate(TINY, TINY_LLC, budget_s=10)
 
@@ -153,9 +153,9 @@ def test_a_state_made_at_another_budget_keeps_its_check_apart(home):
     """A committed check made at an earlier SGLD budget is neither restored as the current budget's nor lost:
     it moves to budget_check_earlier.csv with its budget named, and the current check starts empty."""
     old = {**TINY_LLC, "num_burnin_steps": 0}
-    cache.keep_rows(long_run.CHECK_KIND, long_run.llc_key(TINY, old),
-                    pd.DataFrame([{"step": 5, "reduced": 15.8, "longer": 18.5, "relative difference": 0.145,
-                                   "draws": 8, "longer draws": 32, "chains": 2, "elapsed_s": 1.0}]))
+    long_run.kept(TINY, old, long_run.CHECK_KIND).keep(
+        pd.DataFrame([{"step": 5, "reduced": 15.8, "longer": 18.5, "relative difference": 0.145, "draws": 8,
+                       "longer draws": 32, "chains": 2, "elapsed_s": 1.0}]))
     long_run.save(TINY, old)
     new_machine()
     new = {**TINY_LLC, "num_burnin_steps": 2}
@@ -176,7 +176,7 @@ def test_two_shards_side_by_side_fill_the_table_of_one_process(home):
     neither overwrites the rows the other keeps meanwhile."""
     cache.cached_train(TINY, use_cache=False, progress=False)
     straight = long_run.estimate(TINY, TINY_LLC, budget_s=120)
-    shutil.rmtree(cache.LOCAL / f"{long_run.LLC_KIND}-{long_run.llc_key(TINY, TINY_LLC)}.partial")
+    shutil.rmtree(long_run.kept(TINY, TINY_LLC).rows_folder())
     shutil.rmtree(long_run.IN_PROGRESS)
     procs = [child(TINY, f"estimate(cfg, {TINY_LLC!r}, budget_s=120, shard=(int(sys.argv[1]), 2))", str(k))
              for k in (0, 1)]
@@ -192,7 +192,7 @@ def test_a_step_is_claimed_by_one_process_and_a_dead_processs_claim_is_taken_ove
     """Two processes share the work by claims: a step claimed by a running process is left to it; the claim of
     a process that has ended is taken over, so a killed job's step is not lost."""
     assert long_run.claim(TINY, TINY_LLC, 5) and long_run.claim(TINY, TINY_LLC, 5)   # ours, again
-    folder = cache.LOCAL / f"{long_run.LLC_KIND}-{long_run.llc_key(TINY, TINY_LLC)}.partial"
+    folder = long_run.kept(TINY, TINY_LLC).rows_folder()
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     (folder / "claim_20").write_text(str(other.pid))
     assert not long_run.claim(TINY, TINY_LLC, 20)                   # a running process holds it
@@ -212,7 +212,7 @@ def test_the_budget_check_reduced_estimate_is_the_llc_row_and_two_shards_share_i
     assert sorted(alone["step"]) == sorted(long_run.check_steps(TINY))
     for _, row in alone.iterrows():
         assert abs(row["reduced"] - rows.loc[row["step"], "llc_mean"]) < 1e-6 * max(1.0, abs(row["reduced"]))
-    shutil.rmtree(cache.LOCAL / f"{long_run.CHECK_KIND}-{long_run.llc_key(TINY, TINY_LLC)}.partial")
+    shutil.rmtree(long_run.kept(TINY, TINY_LLC, long_run.CHECK_KIND).rows_folder())
     (long_run.state_folder(TINY) / "budget_check.csv").unlink()
     procs = [child(TINY, f"budget_check(cfg, {TINY_LLC!r}, shard=(int(sys.argv[1]), 2))", str(k))
              for k in (0, 1)]

@@ -120,7 +120,7 @@ def test_a_stopped_analysis_resumes_elsewhere_from_its_packed_rows_and_checkpoin
     assert paper.run_analyses(device="cpu", deadline=time.time() - 1) == []  # spent before it starts
     with cache.stop_rows_at(time.time() - 1), pytest.raises(Stopped):
         stages_queue.compute("cpu", 1)
-    assert len(cache.partial_rows(development.KIND, development.key(ICL, ICL_LLC))) == 1
+    assert len(cache.StoredTable(development.KIND, development.llc_spec(ICL, ICL_LLC)).rows()) == 1
     state = [p.name for p in paper.queue_state()]
     assert state == [f"{development.KIND}-{development.key(ICL, ICL_LLC)}.partial", f"train-{cache.cache_key(ICL)}"]
     parts = paper.pack(tmp_path / "q.tar.gz", [], part_mib=0.01)  # small parts: several files

@@ -10,6 +10,10 @@ local ``.cache/results``; with ``use_cache=False`` it is recomputed and the reco
 the caller gets (and what the page shows). New results are written atomically to ``.cache/results``;
 ``commit_result`` copies one to ``results/`` without ``final_state.pt`` (``meta.json`` carries the
 provenance).
+
+A result made after training (λ̂ at checkpoints, a probe, a calibration) is a ``StoredTable``: a few CSV tables
+keyed by a JSON spec (the runs' keys and the settings), loaded or computed and saved in one call (``get``), its rows
+built one group at a time and kept, so that interrupted work resumes (``build``).
 """
 from __future__ import annotations
 
@@ -199,53 +203,13 @@ def table_key(spec: dict) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def load_tables(kind: str, spec: dict):
-    """``({name: DataFrame}, meta)`` of the stored ``kind`` result for ``spec`` (committed first), or None."""
-    import pandas as pd
-    path = find(kind, table_key(spec))
-    if path is None:
-        return None
-    meta = json.loads((path / "meta.json").read_text())
-    meta["cache"] = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-    return {p.stem: pd.read_csv(p) for p in sorted(path.glob("*.csv"))}, meta
-
-
-def store_tables(kind: str, spec: dict, tables: dict, meta: dict) -> Path:
-    """Write ``tables`` ({name: DataFrame}) and ``meta`` (with provenance added) atomically to the local cache."""
-    key = table_key(spec)
-    meta = {**meta, "spec": spec, "key": key, "commit": git_commit(),
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-    with atomic_path(LOCAL / f"{kind}-{key}") as tmp:
-        tmp.mkdir()
-        for name, table in tables.items():
-            table.to_csv(tmp / f"{name}.csv", index=False)
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
-    return LOCAL / f"{kind}-{key}"
-
-
-def commit_tables(kind: str, spec: dict) -> Path:
-    """Copy the local stored-tables result of ``spec`` into ``results/`` (already committed and not local:
-    nothing to copy)."""
-    key = table_key(spec)
-    return _commit(f"{kind}-{key}", f"no local {kind} result for this spec (key {key}); compute it first")
-
-
-# ---- tables built row by row (one λ̂ per checkpoint or per run): kept after every row, so work resumes --------
-
-def partial_rows(kind: str, key: str):
-    """The rows kept so far of the ``kind`` table being built under ``key`` (an empty DataFrame at first)."""
-    import pandas as pd
-    path = LOCAL / f"{kind}-{key}.partial" / "rows.csv"
-    return pd.read_csv(path) if path.exists() else pd.DataFrame()
-
-
 _row_deadline = None  # set by ``stop_rows_at`` (the paper queue's time budget)
 
 
 @contextmanager
 def stop_rows_at(deadline: float | None):
     """Within this block a table built row by row stops once ``time.time()`` passes ``deadline``: right after
-    ``keep_rows`` has kept its newest rows it raises ``train.Stopped``, so a time-limited command ends cleanly
+    ``StoredTable.keep`` has kept its newest rows it raises ``train.Stopped``, so a time-limited command ends cleanly
     and the next one resumes from the kept rows. ``None``: no deadline."""
     global _row_deadline
     before, _row_deadline = _row_deadline, deadline
@@ -254,52 +218,6 @@ def stop_rows_at(deadline: float | None):
     finally:
         _row_deadline = before
 
-
-def keep_rows(kind: str, key: str, rows, shared: bool = False) -> None:
-    """Write the rows so far atomically (called after every new row); past ``stop_rows_at``'s deadline, stop.
-    ``shared``: other processes keep rows of other steps in the same table (each its own ``step`` values), so
-    under a file lock the rows they kept meanwhile are merged in instead of overwritten."""
-    import pandas as pd
-    folder = LOCAL / f"{kind}-{key}.partial"
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "rows.lock", "w") as lock:
-        if shared:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            theirs = partial_rows(kind, key)
-            if not theirs.empty:
-                rows = pd.concat([rows, theirs[~theirs["step"].isin(rows["step"])]], ignore_index=True)
-        with atomic_path(folder / "rows.csv") as tmp:
-            rows.to_csv(tmp, index=False)
-    if _row_deadline is not None and time.time() > _row_deadline:
-        raise Stopped(f"deadline reached after {len(rows)} {kind} rows; they resume from {LOCAL}")
-
-
-def drop_partial(kind: str, key: str) -> None:
-    """Remove the partial rows once the finished table is stored."""
-    shutil.rmtree(LOCAL / f"{kind}-{key}.partial", ignore_errors=True)
-
-
-def resume_rows(kind: str, key: str, steps, compute_rows, group: int = 1, progress: bool = True,
-                desc: str = "checkpoints", shared: bool = False):
-    """The rows of ``compute_rows(steps)`` (one row per step, column ``step``) for every step, ``group`` steps per
-    call; rows kept by an earlier, interrupted call are loaded instead of recomputed (``partial_rows``) and each
-    new group is kept at once (``keep_rows``; ``shared``: other processes fill other steps of the same table).
-    Sorted by step. A tqdm bar (hidden in the book build) counts them."""
-    import pandas as pd
-    from tqdm.auto import tqdm
-    done = partial_rows(kind, key)
-    have = set() if done.empty else set(done["step"].astype(int))
-    todo = [int(s) for s in steps if int(s) not in have]
-    bar = tqdm(total=len(todo), desc=desc, disable=not progress or in_book_build())
-    for i in range(0, len(todo), group):
-        done = pd.concat([done, compute_rows(todo[i:i + group])], ignore_index=True)
-        keep_rows(kind, key, done, shared)
-        bar.update(len(todo[i:i + group]))
-    bar.close()
-    return done.sort_values("step").reset_index(drop=True)
-
-
-# ---- a stored table as one object: load, build row by row (resumable), save, commit -----------------------
 
 class StoredTable:
     """A result made of a few CSV tables (``kind``, e.g. λ̂ per checkpoint), keyed by its JSON-able ``spec`` (the
@@ -321,14 +239,26 @@ class StoredTable:
 
     def load(self):
         """``({name: DataFrame}, meta)`` of the finished table (committed first), or None; never computes."""
-        return load_tables(self.kind, self.spec)
+        import pandas as pd
+        path = self.path()
+        if path is None:
+            return None
+        meta = json.loads((path / "meta.json").read_text())
+        meta["cache"] = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+        return {p.stem: pd.read_csv(p) for p in sorted(path.glob("*.csv"))}, meta
 
     def save(self, tables: dict, meta: dict) -> Path:
         """Store the finished ``tables`` ({name: DataFrame}) with ``meta`` and provenance, locally and atomically;
         the rows kept while building are dropped."""
-        path = store_tables(self.kind, self.spec, tables, meta)
+        meta = {**meta, "spec": self.spec, "key": self.key, "commit": git_commit(),
+                "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+        with atomic_path(LOCAL / self.name) as tmp:
+            tmp.mkdir()
+            for name, table in tables.items():
+                table.to_csv(tmp / f"{name}.csv", index=False)
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
         self.drop_rows()
-        return path
+        return LOCAL / self.name
 
     def get(self, compute, use_cache: bool = True):
         """``(tables, meta)``: the stored table (with ``use_cache``), else ``compute()`` -> ``(tables, meta)``,
@@ -341,18 +271,39 @@ class StoredTable:
 
     def commit(self) -> Path:
         """Copy the local finished table into ``results/`` (already committed and not local: nothing to copy)."""
-        return commit_tables(self.kind, self.spec)
+        return _commit(self.name, f"no local {self.kind} result for this spec (key {self.key}); compute it first")
+
+    def rows_folder(self) -> Path:
+        """The local folder of the rows kept while building (beside them, processes may leave claims)."""
+        return LOCAL / f"{self.name}.partial"
 
     def rows(self):
         """The rows kept so far while building (an empty DataFrame at first)."""
-        return partial_rows(self.kind, self.key)
+        import pandas as pd
+        path = self.rows_folder() / "rows.csv"
+        return pd.read_csv(path) if path.exists() else pd.DataFrame()
 
     def keep(self, rows, shared: bool = False) -> None:
-        """Keep ``rows`` (all rows so far) at once; past ``stop_rows_at``'s deadline, stop (``keep_rows``)."""
-        keep_rows(self.kind, self.key, rows, shared)
+        """Keep ``rows`` (all rows so far) atomically; past ``stop_rows_at``'s deadline, stop (``train.Stopped``).
+        ``shared``: other processes keep rows of other steps in the same table (each its own ``step`` values), so
+        under a file lock the rows they kept meanwhile are merged in instead of overwritten."""
+        import pandas as pd
+        folder = self.rows_folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "rows.lock", "w") as lock:
+            if shared:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                theirs = self.rows()
+                if not theirs.empty:
+                    rows = pd.concat([rows, theirs[~theirs["step"].isin(rows["step"])]], ignore_index=True)
+            with atomic_path(folder / "rows.csv") as tmp:
+                rows.to_csv(tmp, index=False)
+        if _row_deadline is not None and time.time() > _row_deadline:
+            raise Stopped(f"deadline reached after {len(rows)} {self.kind} rows; they resume from {LOCAL}")
 
     def drop_rows(self) -> None:
-        drop_partial(self.kind, self.key)
+        """Remove the kept rows (once the finished table is stored, or to start over)."""
+        shutil.rmtree(self.rows_folder(), ignore_errors=True)
 
     def build(self, items, compute_rows, on="step", group: int = 1, progress: bool = True,
               desc: str = "checkpoints", shared: bool = False):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
 import json
 import shutil
 import time
@@ -62,9 +61,13 @@ class Development:
     meta: dict
 
 
+def llc_spec(cfg: TrainConfig, llc: dict) -> dict:
+    """What a developmental run's tables depend on: the training run's key and the SGLD setting."""
+    return {"train": cache.cache_key(cfg), "llc": llc, "version": VERSION}
+
+
 def key(cfg: TrainConfig, llc: dict) -> str:
-    blob = json.dumps({"train": cache.cache_key(cfg), "llc": llc, "version": VERSION}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return cache.table_key(llc_spec(cfg, llc))
 
 
 def llc_data(cfg: TrainConfig, n: int, seed: int, device) -> tuple:
@@ -175,18 +178,18 @@ def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = Tr
     if missing:
         raise ValueError(f"the local result of this run lacks checkpoints {missing[:5]}...; recompute it with "
                          "use_cache=False")
-    k = key(cfg, llc)
+    rows = cache.StoredTable(KIND, llc_spec(cfg, llc))
     model = cfg.make_task().build_model(cfg)
-    settings = {k2: v for k2, v in llc.items() if k2 != "n_data"}
+    settings = {k: v for k, v in llc.items() if k != "n_data"}
     data = llc_data(cfg, llc["n_data"], llc["seed"], device)
-    done = cache.resume_rows(KIND, k, sorted(ckpts), lambda steps: llc_over_checkpoints(  # each row kept at once
+    done = rows.build(sorted(ckpts), lambda steps: llc_over_checkpoints(  # each row kept at once
         model, cfg.make_task().loss, data, [(s, ckpts[s]) for s in steps], stack=stack, progress=False,
-        device=str(device), **settings), stack, progress=progress, desc="λ̂ at checkpoints")
+        device=str(device), **settings), group=stack, progress=progress, desc="λ̂ at checkpoints")
     structure = pd.DataFrame([structure_row(s, torch.load(p, weights_only=True)) for s, p in sorted(ckpts.items())])
     meta = store(cache.LOCAL, cfg, llc, done, structure, device=str(device),
                  train_wall_s=train.meta.get("wall_time_s", round(train_s, 1)),
                  llc_wall_s=round(float(done["elapsed_s"].sum()), 1))
-    cache.drop_partial(KIND, k)
+    rows.drop_rows()
     meta["cache"] = None
     return Development(train, done.sort_values("step").reset_index(drop=True), structure, meta)
 

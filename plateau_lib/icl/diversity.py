@@ -244,9 +244,14 @@ def load_calibration(configs: dict, llc: dict, grid: dict):
 LLC_TRAINING_KIND = "icl_llc_over_training"
 
 
+def llc_over_training_table(runs: dict, llc: dict) -> cache.StoredTable:
+    """The stored λ̂-over-training table of ``runs`` at the SGLD setting ``llc``."""
+    return cache.StoredTable(LLC_TRAINING_KIND, table_spec(runs, llc=llc))
+
+
 def load_llc_over_training(runs: dict, llc: dict):
     """The stored λ̂-over-training table of ``runs`` and its meta (committed first, then local), or None."""
-    found = cache.StoredTable(LLC_TRAINING_KIND, table_spec(runs, llc=llc)).load()
+    found = llc_over_training_table(runs, llc).load()
     return None if found is None else (found[0]["llc"], found[1])
 
 
@@ -270,7 +275,7 @@ def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: b
         if not cfg.checkpoint_steps:
             raise ValueError(f"run M = {label_M(M)}, seed {seed} has no checkpoint_steps: λ̂ over training needs "
                              "checkpoints")
-    stored = cache.StoredTable(LLC_TRAINING_KIND, table_spec(runs, llc=llc))
+    stored = llc_over_training_table(runs, llc)
     if use_cache and (found := stored.load()) is not None:
         return found[0]["llc"], found[1]
     settings = {name: v for name, v in llc.items() if name != "n_data"}

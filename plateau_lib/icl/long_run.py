@@ -58,7 +58,7 @@ from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
 from plateau_lib.llc import llc_over_checkpoints
 
 IN_PROGRESS = cache.COMMITTED / "in_progress"
-LLC_KIND = "icl_long_llc"      # the λ̂ rows being made (cache.keep_rows), resumable
+LLC_KIND = "icl_long_llc"      # the λ̂ rows being made (``kept``), resumable
 CHECK_KIND = "icl_llc_budget"  # the reduced budget against a 4x longer chain
 CHECK_FACTOR = 4
 CHECK_TOLERANCE = 0.05
@@ -108,8 +108,9 @@ def check_steps(cfg: TrainConfig, rows: pd.DataFrame | None = None, check: pd.Da
     return steps
 
 
-def llc_key(cfg: TrainConfig, llc: dict) -> str:
-    return development.key(cfg, llc)
+def kept(cfg: TrainConfig, llc: dict, kind: str = LLC_KIND) -> cache.StoredTable:
+    """The rows of ``kind`` (λ̂, or the budget check's) made so far for ``cfg`` at ``llc``, kept as they are made."""
+    return cache.StoredTable(kind, development.llc_spec(cfg, llc))
 
 
 # ---- the state between sessions --------------------------------------------------------------------------
@@ -139,8 +140,8 @@ def restore(cfg: TrainConfig, llc: dict) -> int:
     same_budget = (progress(cfg) or {}).get("llc") == llc
     for kind, name in ((LLC_KIND, "llc.csv"), (CHECK_KIND, "budget_check.csv")):
         committed = pd.read_csv(src / name) if (src / name).exists() and same_budget else pd.DataFrame()
-        if len(committed) > len(cache.partial_rows(kind, llc_key(cfg, llc))):
-            cache.keep_rows(kind, llc_key(cfg, llc), committed)
+        if len(committed) > len(kept(cfg, llc, kind).rows()):
+            kept(cfg, llc, kind).keep(committed)
     return _resume_step(run / "resume.pt")
 
 
@@ -156,7 +157,7 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
     """Copy this session's state into ``state_folder`` (atomically): the newer resume state, the λ̂ and check rows,
     and the selected checkpoints reached with no λ̂ row yet. CPU-hours count the training's time and every row's."""
     dst, run = state_folder(cfg), run_folder(cfg)
-    rows = cache.partial_rows(LLC_KIND, llc_key(cfg, llc))
+    rows = kept(cfg, llc).rows()
     have = set() if rows.empty else set(rows["step"].astype(int))
     resume = run / "resume.pt" if _resume_step(run / "resume.pt") >= _resume_step(dst / "resume.pt") else dst / "resume.pt"
     step = max(_resume_step(resume), 0)
@@ -196,7 +197,7 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
     if done:
         write_development(cfg, llc, checked_rows(rows, check), structure)
     else:  # one written before a check was added (or failed) is not the finished run
-        shutil.rmtree(cache.COMMITTED / f"{development.KIND}-{llc_key(cfg, llc)}", ignore_errors=True)
+        shutil.rmtree(cache.COMMITTED / f"{development.KIND}-{development.key(cfg, llc)}", ignore_errors=True)
     return dst
 
 
@@ -248,7 +249,7 @@ def write_development(cfg: TrainConfig, llc: dict, rows: pd.DataFrame, structure
                       train_wall_s=round(_train_seconds(cfg, run_folder(cfg) / "resume.pt"), 1),
                       llc_wall_s=round(float(rows["elapsed_s"].sum())
                                        + (float(check["elapsed_s"].sum()) if not check.empty else 0.0), 1))
-    return cache.COMMITTED / f"{development.KIND}-{llc_key(cfg, llc)}"
+    return cache.COMMITTED / f"{development.KIND}-{development.key(cfg, llc)}"
 
 
 def finished_run(cfg: TrainConfig, llc: dict):
@@ -280,7 +281,7 @@ def evaluations(cfg: TrainConfig) -> pd.DataFrame:
 
 def _newer_rows(cfg: TrainConfig, llc: dict, kind: str, name: str) -> pd.DataFrame:
     """The rows of ``kind`` made so far, by step: this session's, else the committed state's ``name``."""
-    rows = cache.partial_rows(kind, llc_key(cfg, llc))
+    rows = kept(cfg, llc, kind).rows()
     path = state_folder(cfg) / name
     committed = pd.read_csv(path) if path.exists() else pd.DataFrame()
     newer = rows if len(rows) >= len(committed) else committed
@@ -307,7 +308,7 @@ def budget_curves(cfg: TrainConfig, llc: dict) -> dict:
 def budget_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
     """The reduced budget's check rows made so far (none from a committed state made at another budget)."""
     if (progress(cfg) or {}).get("llc", llc) != llc:
-        rows = cache.partial_rows(CHECK_KIND, llc_key(cfg, llc))
+        rows = kept(cfg, llc, CHECK_KIND).rows()
         return rows.sort_values("step").reset_index(drop=True) if len(rows) else pd.DataFrame()
     return _newer_rows(cfg, llc, CHECK_KIND, "budget_check.csv")
 
@@ -352,7 +353,7 @@ def claim(cfg: TrainConfig, llc: dict, step: int, kind: str = LLC_KIND) -> bool:
     """Claim ``step``'s row of table ``kind`` (λ̂ rows or the budget check's) for this process: a file beside the
     rows naming its pid, made only if none exists. A claim of a process no longer running is taken over (a killed
     job's step is not lost)."""
-    folder = cache.LOCAL / f"{kind}-{llc_key(cfg, llc)}.partial"
+    folder = kept(cfg, llc, kind).rows_folder()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"claim_{step}"
     try:
@@ -424,7 +425,7 @@ def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False, s
                 have = set() if done.empty else set(done["step"].astype(int))
                 step = next_step(cfg, llc, order, have, n, LLC_KIND)
                 if step is not None:
-                    cache.resume_rows(LLC_KIND, llc_key(cfg, llc), [*have, step], rows, progress=False, shared=n > 1)
+                    kept(cfg, llc).build([*have, step], rows, progress=False, shared=n > 1)
                     print(f"λ̂ at step {step} kept", flush=True)
                 elif wait and not set(chosen) <= have:
                     time.sleep(60)
@@ -470,7 +471,7 @@ def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR, shard:
         step = next_step(cfg, llc, order, have, n, CHECK_KIND)
         if step is None:
             break
-        cache.resume_rows(CHECK_KIND, llc_key(cfg, llc), [*have, step], rows, progress=False, shared=n > 1)
+        kept(cfg, llc, CHECK_KIND).build([*have, step], rows, progress=False, shared=n > 1)
         print(f"budget check at step {step} kept", flush=True)
     save(cfg, llc)
     return budget_table(cfg, llc)

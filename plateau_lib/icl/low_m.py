@@ -365,15 +365,16 @@ def stored_mechanism_tests(configs: dict, llc_table: pd.DataFrame | None = None,
     table: weights are never committed, so a committed sweep carries this table instead. Loaded if stored,
     computed (and stored locally) if the final weights are on this machine, else None."""
     runs = {M: configs[(M, 0)] for M in (1, 2)}
-    spec = {"runs": {M: cache.cache_key(c) for M, c in runs.items()}, "n": n, "seed": seed,
-            "llc": None if llc_table is None else llc_table[["M", "llc_mean", "llc_se"]].round(6).to_dict("list")}
-    found = cache.load_tables(TESTS_KIND, spec)
+    stored = cache.StoredTable(TESTS_KIND, {
+        "runs": {M: cache.cache_key(c) for M, c in runs.items()}, "n": n, "seed": seed,
+        "llc": None if llc_table is None else llc_table[["M", "llc_mean", "llc_se"]].round(6).to_dict("list")})
+    found = stored.load()
     if found is not None:
         return found[0]["tests"]
     if not all(has_final_weights(c) for c in runs.values()):
         return None
     table = mechanism_tests({M: final_model(c)[:2] for M, c in runs.items()}, llc_table, n=n, seed=seed)
-    cache.store_tables(TESTS_KIND, spec, {"tests": table}, {})
+    stored.save({"tests": table}, {})
     return table
 
 

@@ -238,7 +238,7 @@ def llc_over_training(commit: bool = False, progress: bool = True, Ms=None):
     only = None if Ms is None else [(M, s) for (M, s) in runs if M in check_Ms(Ms)]
     found = diversity.llc_over_training(runs, sgld, progress=progress, only=only)
     if commit and found is not None:
-        print(f"committed {cache.commit_tables(diversity.LLC_TRAINING_KIND, diversity.table_spec(runs, llc=sgld))}")
+        print(f"committed {diversity.llc_over_training_table(runs, sgld).commit()}")
     return found
 
 

@@ -3,11 +3,11 @@ config (``ICL_PAPER``) never updated (``engine.train.untrained``), through the s
 must fail here (``book.verdicts``).
 
 The sweeps of Carroll et al. and Raventós et al. (12 paper-scale models, an evaluation of about 30 CPU-seconds
-each) are measured once and stored (``sweep_values(compute=True)``, then ``commit_tables``).
+each) are measured once and stored (``sweep_values(compute=True)``, then ``sweep_table().commit()``).
 
 The stages run's λ̂ is the same at every checkpoint (the weights never move, and SGLD's seed is fixed), so one estimate at the
 initial weights, with the stages curve's SGLD setting (``ICL_LLC_REDUCED``), stands for the whole curve. That row
-costs about ten CPU-minutes: ``untrained_llc(compute=True)`` makes it, ``commit_tables`` commits it.
+costs about ten CPU-minutes: ``untrained_llc(compute=True)`` makes it, ``llc_table().commit()`` commits it.
 """
 from __future__ import annotations
 
