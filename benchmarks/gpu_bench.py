@@ -28,7 +28,9 @@ from torch.func import grad, vmap
 
 from plateau_lib.book import benchmarks as B
 from plateau_lib.engine.precision import to_bf16
-from plateau_lib.engine.train import _Bound, build_model, train_many
+from plateau_lib.engine.setup import build_model
+from plateau_lib.engine.stacked import Bound
+from plateau_lib.engine.train import train_many
 from plateau_lib.engine.utils import cpu_threads, resolve_device
 from plateau_lib.icl.presets import DIVERSITY_MS, DIVERSITY_PAPER, ICL_PAPER
 
@@ -48,7 +50,7 @@ def floor_seconds(configs, steps: int, device) -> float:
     params = {n: torch.stack([p.detach()] * len(configs)) for n, p in model.named_parameters()}
     gens = [torch.Generator(device=device).manual_seed(c.seed) for c in configs]
     batch = tuple(torch.stack(xs) for xs in zip(*[task.sample(c.batch_size, g) for c, g in zip(configs, gens)]))
-    loss = lambda p, b: task.loss(_Bound(model, p), b)  # noqa: E731  (the training step's own binding)
+    loss = lambda p, b: task.loss(Bound(model, p), b)  # noqa: E731  (the training step's own binding)
     step = lambda: vmap(grad(loss))(params, batch)  # noqa: E731
     wall, _ = B.time_steps(step, steps, device=device)
     return wall / steps

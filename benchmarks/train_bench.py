@@ -27,7 +27,8 @@ import torch
 
 from plateau_lib.book import benchmarks as B
 from plateau_lib.engine import presets as engine_presets
-from plateau_lib.engine.train import build_model, train, train_many
+from plateau_lib.engine.setup import build_model
+from plateau_lib.engine.train import train, train_many
 from plateau_lib.engine.utils import cpu_threads, resolve_device
 from plateau_lib.plateau import presets
 

@@ -9,7 +9,8 @@ import torch
 
 from plateau_lib.engine import presets as engine_presets
 from plateau_lib.engine.runs import TrainConfig
-from plateau_lib.engine.train import _optimizer, build_model, lr_factor, muon_groups, train
+from plateau_lib.engine.setup import build_model, lr_factor, make_optimizers, muon_groups
+from plateau_lib.engine.train import train
 from plateau_lib.plateau import presets, setups
 
 TINY = dict(d_model=16, steps=4, eval_every=2, batch_size=8, eval_batch=8)
@@ -62,7 +63,7 @@ def test_muon_groups_as_documented():
     assert {"wte.weight", "wpe.weight", "lm_head.weight", "ln_f.weight", "ln_f.bias", "blocks.0.attn.Q.bias"} <= set(
         others)
     assert sorted(matrices + others) == sorted(n for n, _ in model.named_parameters())
-    muon, adam = _optimizer(TrainConfig(**TINY, optimizer="muon", muon_lr=0.05, lr=3e-4), model)
+    muon, adam = make_optimizers(TrainConfig(**TINY, optimizer="muon", muon_lr=0.05, lr=3e-4), model)
     named = dict(model.named_parameters())
     assert isinstance(muon, torch.optim.Muon) and muon.param_groups[0]["lr"] == 0.05
     assert [id(p) for p in muon.param_groups[0]["params"]] == [id(named[n]) for n in matrices]

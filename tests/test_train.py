@@ -8,7 +8,8 @@ import torch
 
 from plateau_lib.engine import cache, stages
 from plateau_lib.engine.runs import TrainConfig
-from plateau_lib.engine.train import lr_factor, train
+from plateau_lib.engine.setup import lr_factor
+from plateau_lib.engine.train import train
 from plateau_lib.plateau import presets
 
 TINY = dict(d_model=16, steps=12, eval_every=4, batch_size=16, eval_batch=16)
@@ -201,7 +202,7 @@ def test_attn_bias_from_switches_on_at_step_t(t):
 
 def _reference_loop(cfg, bias_from):
     """The training loop written out from its definition (constant lr, Adam, one batch per step)."""
-    from plateau_lib.engine.train import build_model
+    from plateau_lib.engine.setup import build_model
     from plateau_lib.plateau import metrics as M
     task = cfg.make_task()
     model = build_model(cfg, torch.device("cpu"))
@@ -248,7 +249,7 @@ LEARN = dict(task_kwargs={"n": 4}, d_model=16, steps=40, eval_every=40, batch_si
 
 
 def _changed(cfg, res):
-    from plateau_lib.engine.train import build_model
+    from plateau_lib.engine.setup import build_model
     init = build_model(cfg, torch.device("cpu")).state_dict()
     return {name for name, value in res.final_state.items() if not torch.equal(value, init[name])}
 

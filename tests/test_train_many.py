@@ -145,7 +145,7 @@ def test_capturable_step_equals_eager_stacked_step_and_its_schedules():
 
 
 def test_lr_factor_tensor_matches_lr_factor():
-    from plateau_lib.engine.train import SCHEDULES_CODE, lr_factor, lr_factor_tensor
+    from plateau_lib.engine.setup import SCHEDULES_CODE, lr_factor, lr_factor_tensor
     f64 = lambda v: torch.tensor([float(v)], dtype=torch.float64)  # noqa: E731
     for schedule, code in SCHEDULES_CODE.items():
         cfg = BASE.replace(schedule=schedule, steps=1000, warmup_steps=0 if schedule == "one_cycle" else 100)

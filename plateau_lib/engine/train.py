@@ -17,7 +17,6 @@ more than one; on a CPU ``backend="auto"`` runs them one after another (see ``be
 """
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from pathlib import Path
@@ -25,109 +24,11 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from torch.func import functional_call, grad_and_value, vmap
-from torch.utils._pytree import tree_map
-
 from plateau_lib.engine.precision import matmul_operands
 from plateau_lib.engine.runs import TrainConfig, TrainResult
-from plateau_lib.engine.utils import resolve_device, seed_everything, torch_save
-
-def _optimizer(cfg: TrainConfig, model):
-    params = [p for p in model.parameters() if p.requires_grad]
-    if cfg.optimizer == "adam":
-        return [torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)]
-    if cfg.optimizer == "sgd":
-        return [torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)]
-    named = dict(model.named_parameters())
-    matrices, others = muon_groups(model)
-    return [torch.optim.Muon([named[n] for n in matrices], lr=cfg.muon_lr, weight_decay=cfg.weight_decay),
-            torch.optim.Adam([named[n] for n in others], lr=cfg.lr, weight_decay=cfg.weight_decay)]
-
-
-def muon_groups(model) -> tuple[list, list]:
-    """Names of the trainable parameters Muon updates (the 2-D weights of the transformer blocks, as the paper's
-    ``train_mws_muon.py``) and of those Adam updates (embeddings, head, gains and biases, and ``ln_f``, which
-    the paper's script left in neither group, so never trained)."""
-    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    matrices = [n for n, p in trainable if p.ndim == 2 and n.startswith("blocks.")]
-    return matrices, [n for n, _ in trainable if n not in matrices]
-
-
-def lr_factor(cfg: TrainConfig, step: int) -> float:
-    """Multiplier of the base learning rates at ``step``: "warmup_cosine" is a linear warm-up then a cosine
-    decay to 0; "warmup_constant" the same warm-up, then constant (the temporal-task-diversity runs' schedule);
-    "one_cycle" the triangle 0 -> 1 at the half-way step -> 0 (Hoogland et al.'s schedule)."""
-    if cfg.schedule == "constant":
-        return 1.0
-    if cfg.schedule == "one_cycle":
-        half = cfg.steps / 2
-        return step / half if step < half else max(0.0, (cfg.steps - step) / half)
-    if step < cfg.warmup_steps:
-        return step / cfg.warmup_steps
-    if cfg.schedule == "warmup_constant":
-        return 1.0
-    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
-    return 0.5 * (1 + math.cos(math.pi * progress))
-
-
-SCHEDULES_CODE = {"constant": 0, "warmup_cosine": 1, "warmup_constant": 2, "one_cycle": 3}
-
-
-def lr_factor_tensor(step, schedule, steps, warmup):
-    """``lr_factor`` per run as device arithmetic (float64): ``step`` a scalar tensor, ``schedule`` the runs'
-    ``SCHEDULES_CODE``, ``steps`` and ``warmup`` their step counts. What a captured CUDA graph computes."""
-    half = steps / 2
-    one_cycle = torch.where(step < half, step / half, ((steps - step) / half).clamp(min=0.0))
-    warming = step < warmup
-    ramp = step / warmup.clamp(min=1.0)
-    progress = (step - warmup) / (steps - warmup).clamp(min=1.0)
-    cosine = torch.where(warming, ramp, 0.5 * (1 + torch.cos(math.pi * progress)))
-    constant_after = torch.where(warming, ramp, torch.ones_like(ramp))
-    by_code = torch.stack([torch.ones_like(ramp), cosine, constant_after, one_cycle])
-    return by_code.gather(0, schedule.view(1, -1)).squeeze(0)
-
-
-def param_groups(model: torch.nn.Module) -> dict[str, list[str]]:
-    """Parameter names by the paper's functional groups (``COPY_GROUPS``, copied and frozen in Fig. 5), read from
-    the module names both chapters' models share (``attn.Q/K/V/c_proj``, ``mlp``, ``wte``/``wpe``, ``ln_1``,
-    ``ln_2``, ``ln_f``): each layer norm goes with what it feeds, as the authors' code copies them (``ln_attn``:
-    the norms before attention, ``ln_mlp``: before the MLP, ``ln_f``: before the readout)."""
-    groups = {"kq": [], "ov": [], "mlp": [], "embed": [], "ln_attn": [], "ln_mlp": [], "ln_f": [], "head": []}
-    for name, _ in model.named_parameters():
-        if ".attn.Q." in name or ".attn.K." in name:
-            groups["kq"].append(name)
-        elif ".attn.V." in name or ".attn.c_proj." in name:
-            groups["ov"].append(name)
-        elif ".mlp." in name:
-            groups["mlp"].append(name)
-        elif name.startswith(("wte", "wpe")):
-            groups["embed"].append(name)
-        elif ".ln_1." in name:
-            groups["ln_attn"].append(name)
-        elif ".ln_2." in name:
-            groups["ln_mlp"].append(name)
-        elif name.startswith("ln_f."):
-            groups["ln_f"].append(name)
-        else:
-            groups["head"].append(name)
-    return groups
-
-
-def build_model(cfg: TrainConfig, device, init_state: dict | None = None) -> torch.nn.Module:
-    """Seeded model of ``cfg``'s task; ``copy_groups`` are copied from ``init_state`` and frozen."""
-    seed_everything(cfg.seed)
-    model = cfg.make_task().build_model(cfg).to(device)
-    if cfg.copy_groups:
-        if init_state is None:
-            raise ValueError("copy_groups needs init_state (the trained model's state dict)")
-        groups = param_groups(model)
-        names = [n for g in cfg.copy_groups for n in groups[g]]
-        params = dict(model.named_parameters())
-        with torch.no_grad():
-            for n in names:
-                params[n].copy_(init_state[n].to(device))
-                params[n].requires_grad_(False)
-    return model
+from plateau_lib.engine.setup import build_model, lr_factor, make_optimizers
+from plateau_lib.engine.stacked import StackedEngine
+from plateau_lib.engine.utils import resolve_device, torch_save
 
 
 def _resume_state(run_dir, cfg):
@@ -169,7 +70,7 @@ class _ModuleEngine:
     def __init__(self, runs, init_states, device):
         (self.run,) = runs
         self.model = build_model(self.run.cfg, device, init_states[0])
-        self.opts = _optimizer(self.run.cfg, self.model)
+        self.opts = make_optimizers(self.run.cfg, self.model)
         self.base_lrs = [[g["lr"] for g in o.param_groups] for o in self.opts]
 
     def module(self, i):
@@ -197,254 +98,6 @@ class _ModuleEngine:
         self.model.load_state_dict(model_state)
         for o, s in zip(self.opts, opt_states):
             o.load_state_dict(s)
-
-
-class _Bound:
-    """A module called with other parameters (``functional_call``): what a task's ``loss`` sees under vmap."""
-
-    def __init__(self, module, params):
-        self.module, self.params = module, params
-
-    def __call__(self, *args, **kwargs):
-        return functional_call(self.module, self.params, args, kwargs)
-
-
-class _StackedEngine:
-    """S runs of one architecture as stacked parameters (S, ...): per-run gradients by ``vmap`` over
-    ``grad_and_value`` of the task's loss, then Adam or SGD written elementwise with per-run learning rates,
-    weight decay and momentum. Frozen groups are masked; runs not yet started or already finished are
-    left untouched (parameters and optimizer state). Optimizer states convert to and from torch's own
-    ``state_dict`` format, so a run resumes under either engine."""
-
-    BETAS, EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, which ``_optimizer`` uses
-
-    def __init__(self, runs, init_states, device, capturable: bool = False, compiled: bool = False):
-        self.runs, self.device, S = runs, device, len(runs)
-        self.models = [build_model(r.cfg, device, s) for r, s in zip(runs, init_states)]
-        named = [dict(m.named_parameters()) for m in self.models]
-        self.params = {n: torch.stack([p[n].detach() for p in named]) for n in named[0]}
-        self.skeleton = self.models[0]
-        shape = lambda n: (S,) + (1,) * (self.params[n].ndim - 1)  # noqa: E731
-        self.trainable = {n: torch.tensor([float(p[n].requires_grad) for p in named], device=device).view(shape(n))
-                          for n in self.params}
-        self.any_frozen = any(bool((t == 0).any()) for t in self.trainable.values())
-        self.shape = {n: shape(n) for n in self.params}
-        per_run = lambda name: torch.tensor([float(getattr(r.cfg, name)) for r in runs], device=device)  # noqa: E731
-        self.weight_decay, self.momentum, self.clip = per_run("weight_decay"), per_run("momentum"), per_run("grad_clip")
-        self.any_decay = any(r.cfg.weight_decay > 0 for r in runs)
-        self.any_momentum = any(r.cfg.momentum > 0 for r in runs)
-        self.any_clip = any(r.cfg.grad_clip > 0 for r in runs)
-        self.adam = runs[0].cfg.optimizer == "adam"
-        self.updates = [0] * S  # Adam's per-run step count
-        if self.adam:
-            self.exp_avg = {n: torch.zeros_like(p) for n, p in self.params.items()}
-            self.exp_avg_sq = {n: torch.zeros_like(p) for n, p in self.params.items()}
-        else:
-            self.momentum_buffer = {n: torch.zeros_like(p) for n, p in self.params.items()}
-        self.loss = runs[0].task.loss
-        self.ones = None
-        self.operands = runs[0].cfg.matmul_operands
-        self.capturable, self.compiled = capturable or compiled, compiled
-        self.step_fn = None  # the capturable step as run: ``_device_step``, or its torch.compile'd form
-        if self.capturable:
-            as_f64 = lambda name: torch.tensor([float(getattr(r.cfg, name)) for r in runs], device=device,  # noqa: E731
-                                               dtype=torch.float64)
-            self.base_lr, self.total_steps, self.warmup = as_f64("lr"), as_f64("steps"), as_f64("warmup_steps")
-            self.schedule = torch.tensor([SCHEDULES_CODE[r.cfg.schedule] for r in runs], device=device)
-            self.step_now = torch.zeros((), device=device, dtype=torch.float64)  # the loop's step (0-based)
-            self.update_now = torch.zeros((), device=device, dtype=torch.float64)  # Adam's count, after this step
-            self.static_batch, self.graph = None, None
-
-    def _run_loss(self, params, batch, bias):
-        return self.loss(_Bound(self.skeleton, params), batch, attn_bias=bias)
-
-    def _biases(self, step):
-        biases = [r.bias_at(step) for r in self.runs]
-        if all(b is None for b in biases):
-            return None
-        if self.ones is None:
-            self.ones = torch.ones_like(next(b for b in biases if b is not None))
-        return torch.stack([self.ones if b is None else b for b in biases])
-
-    def _gradients(self, batch, bias):
-        """Per-run gradients of the loss, frozen groups masked and clipped per run."""
-        with matmul_operands(self.operands):
-            grads, _ = vmap(grad_and_value(self._run_loss), in_dims=(0, 0, None if bias is None else 0))(
-                self.params, batch, bias)
-        with torch.no_grad():
-            if self.any_frozen:
-                grads = {n: g * self.trainable[n] for n, g in grads.items()}
-            if self.any_clip:  # torch.nn.utils.clip_grad_norm_, per run
-                norm = torch.stack([g.reshape(len(self.runs), -1).square().sum(1) for g in grads.values()]).sum(0).sqrt()
-                coef = torch.where(self.clip > 0, (self.clip / (norm + 1e-6)).clamp(max=1.0), 1.0)
-                grads = {n: g * coef.view(self.shape[n]) for n, g in grads.items()}
-        return grads
-
-    def step(self, step, batches, active):
-        batch = tree_map(lambda *xs: torch.stack(xs), *batches) if len(batches) > 1 else tree_map(
-            lambda x: x.unsqueeze(0), batches[0])
-        bias = self._biases(step)
-        if self.capturable and all(active) and bias is None and len(set(self.updates)) == 1:
-            self._captured_step(step, batch)
-            return
-        grads = self._gradients(batch, bias)
-        with torch.no_grad():
-            self._update(step, grads, active)
-
-    # --- the step in a form a CUDA graph captures: no host values, the per-step scalars computed on the device ---
-    def _device_step(self):
-        grads = self._gradients(self.static_batch, None)
-        with torch.no_grad():
-            t = self.update_now
-            factor = lr_factor_tensor(self.step_now, self.schedule, self.total_steps, self.warmup)
-            lr = self.base_lr * factor
-            if self.adam:
-                b1, b2 = self.BETAS
-                self._apply(grads, None, (lr / (1 - b1 ** t)).float(), torch.sqrt(1 - b2 ** t).float().expand_as(lr), None)
-            else:
-                self._apply(grads, lr.float(), None, None, None)
-
-    def _captured_step(self, step, batch):
-        """One step of runs that all advance together, from device-side scalars; on CUDA replayed from a graph
-        captured at the first such step (elsewhere run as is: the same arithmetic, testable on a CPU)."""
-        if self.static_batch is None:
-            self.static_batch = tree_map(torch.empty_like, batch)
-        tree_map(lambda dst, src: dst.copy_(src), self.static_batch, batch)
-        self.step_now.fill_(step)
-        self.update_now.fill_(self.updates[0] + 1)
-        if self.step_fn is None:
-            self.step_fn = self._compiled_step() if self.compiled else self._device_step
-        if self.device.type == "cuda" and self.graph is None:
-            try:
-                self.graph = self._capture()
-            except Exception as error:  # noqa: BLE001 (a step that cannot be captured still computes the same)
-                warnings.warn(f"CUDA graph capture of the stacked step failed ({type(error).__name__}: {error}); "
-                              "running it without a graph", stacklevel=2)
-                self.graph = False
-        if self.graph:
-            self.graph.replay()
-        else:
-            self.step_fn()
-        self.updates = [u + 1 for u in self.updates]
-
-    def _compiled_step(self):
-        """``torch.compile`` of the capturable step (fused kernels: fewer launches per step), compiled and run once
-        on a copy of the state, which is then restored; the plain step, with a warning, if compilation fails."""
-        state = [t.clone() for t in self._tensors()]
-        try:
-            fn = torch.compile(self._device_step)
-            fn()
-            return fn
-        except Exception as error:  # noqa: BLE001 (any compiler failure: the eager step computes the same)
-            warnings.warn(f"torch.compile of the stacked step failed ({type(error).__name__}: {error}); "
-                          "running it uncompiled", stacklevel=2)
-            return self._device_step
-        finally:
-            with torch.no_grad():
-                for t, saved in zip(self._tensors(), state):
-                    t.copy_(saved)
-
-    def _capture(self):
-        """Warm up on a side stream (the state restored afterwards), then capture the step (``step_fn``)."""
-        state = [t.clone() for t in self._tensors()]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                self.step_fn()
-        torch.cuda.current_stream().wait_stream(side)
-        with torch.no_grad():
-            for t, saved in zip(self._tensors(), state):
-                t.copy_(saved)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self.step_fn()
-        return graph
-
-    def _tensors(self):
-        """Every tensor a step changes (parameters and optimizer state)."""
-        buffers = (self.exp_avg, self.exp_avg_sq) if self.adam else (self.momentum_buffer,)
-        return [t for d in (self.params, *buffers) for t in d.values()]
-
-    def _update(self, step, grads, active):
-        lrs = [r.cfg.lr * lr_factor(r.cfg, step) if a else 0.0 for r, a in zip(self.runs, active)]
-        for i, a in enumerate(active):
-            self.updates[i] += int(a)
-        keep = None if all(active) else torch.tensor(active, device=self.device)
-        if self.adam:
-            b1, b2 = self.BETAS
-            t = [max(u, 1) for u in self.updates]
-            step_size = torch.tensor([lr / (1 - b1 ** k) for lr, k in zip(lrs, t)], device=self.device)
-            bc2_sqrt = torch.tensor([math.sqrt(1 - b2 ** k) for k in t], device=self.device)
-            self._apply(grads, None, step_size, bc2_sqrt, keep)
-        else:
-            self._apply(grads, torch.tensor(lrs, device=self.device), None, None, keep)
-
-    def _apply(self, grads, lr, step_size, bc2_sqrt, keep):
-        """The elementwise update of every stacked parameter: Adam (``step_size`` = lr / (1 - β₁ᵗ), ``bc2_sqrt``
-        = √(1 - β₂ᵗ), per run) or SGD (``lr`` per run); ``keep`` masks the runs that do not move (None: all move)."""
-        for n, p in self.params.items():
-            g, shape = grads[n], self.shape[n]
-            if self.any_decay:
-                g = g + self.weight_decay.view(shape) * p
-                if self.any_frozen:
-                    g = g * self.trainable[n]
-            if self.adam:
-                b1, b2 = self.BETAS
-                m, v = self.exp_avg[n], self.exp_avg_sq[n]
-                m_new, v_new = m.lerp(g, 1 - b1), (v * b2).addcmul_(g, g, value=1 - b2)
-                new_p = p - step_size.view(shape) * m_new / (v_new.sqrt() / bc2_sqrt.view(shape) + self.EPS)
-                updated = {m: m_new, v: v_new, p: new_p}
-            else:
-                direction = g
-                if self.any_momentum:
-                    buf = self.momentum_buffer[n]
-                    buf_new = self.momentum.view(shape) * buf + g
-                    direction = torch.where(self.momentum.view(shape) > 0, buf_new, g)
-                    updated = {buf: buf_new}
-                else:
-                    updated = {}
-                updated[p] = p - lr.view(shape) * direction
-            for old, new in updated.items():
-                old.copy_(new if keep is None else torch.where(keep.view(shape), new, old))
-
-    def module(self, i):
-        """Run i's parameters in a module (a copy, for evaluation, callbacks and checkpoints)."""
-        model = self.models[i]
-        with torch.no_grad():
-            for n, p in model.named_parameters():
-                p.copy_(self.params[n][i])
-        return model
-
-    def _trainable_names(self, i):
-        return [n for n, p in self.models[i].named_parameters() if p.requires_grad]
-
-    def state(self, i):
-        """Run i's model and optimizer state in torch's own format (``train``'s resume state)."""
-        model = self.module(i)
-        opt = _optimizer(self.runs[i].cfg, model)[0]
-        sd = opt.state_dict()
-        if self.updates[i]:
-            for j, n in enumerate(self._trainable_names(i)):
-                sd["state"][j] = ({"step": torch.tensor(float(self.updates[i])), "exp_avg": self.exp_avg[n][i].clone(),
-                                   "exp_avg_sq": self.exp_avg_sq[n][i].clone()} if self.adam
-                                  else {"momentum_buffer": self.momentum_buffer[n][i].clone()
-                                        if self.runs[i].cfg.momentum > 0 else None})
-        return {k: v.clone() for k, v in model.state_dict().items()}, [sd]
-
-    def load(self, i, model_state, opt_states):
-        with torch.no_grad():
-            for n in self.params:
-                self.params[n][i].copy_(model_state[n])
-            (sd,) = opt_states
-            for j, n in enumerate(self._trainable_names(i)):
-                s = sd["state"].get(j, {})
-                if self.adam and s:
-                    self.exp_avg[n][i].copy_(s["exp_avg"])
-                    self.exp_avg_sq[n][i].copy_(s["exp_avg_sq"])
-                    self.updates[i] = int(s["step"])
-                elif not self.adam and s.get("momentum_buffer") is not None:
-                    self.momentum_buffer[n][i].copy_(s["momentum_buffer"])
 
 
 class Stopped(KeyboardInterrupt):
@@ -570,7 +223,6 @@ def train(cfg: TrainConfig, init_state: dict | None = None, run_dir=None, save_e
     return _loop(runs, engine, save_every, callbacks, progress, stop_after, None, device, deadline)[0]
 
 
-
 def evaluation_steps(cfg: TrainConfig) -> list[int]:
     """The steps at which ``train`` evaluates ``cfg``: 0, every ``eval_every``, ``eval_steps`` and the last."""
     steps = {0, cfg.steps, *range(cfg.eval_every, cfg.steps + 1, cfg.eval_every)}
@@ -682,7 +334,7 @@ def train_many(configs, init_states=None, run_dirs=None, save_every: int = 5, pr
                             stop_after=stop_after, deadline=deadline))
             continue
         runs = [_Run(configs[i], device, run_dirs[i]) for i in members]
-        engine = _StackedEngine(runs, [init_states[i] for i in members], device, capturable=cuda_graphs,
+        engine = StackedEngine(runs, [init_states[i] for i in members], device, capturable=cuda_graphs,
                                 compiled=compile)
         _loop(runs, engine, save_every, (), progress, stop_after, report, device, deadline)
     return results

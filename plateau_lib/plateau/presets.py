@@ -71,7 +71,7 @@ def attention_bias_runs(preset: str, seeds=None, cs=None, steps_small_c=None, sw
     return bias, switch
 
 
-# Fig. 5: parameter groups copied from the trained reference and frozen (``engine.train.param_groups``), as the
+# Fig. 5: parameter groups copied from the trained reference and frozen (``engine.setup.param_groups``), as the
 # authors' train_mws_optimal_init.py copies them (reference tf_loss_plateau.md §4.8): KQ with the embeddings and
 # ln_1; the whole attention with the embeddings and ln_1; the MLP with ln_2, lm_head and ln_f; the embeddings with
 # lm_head and ln_f.

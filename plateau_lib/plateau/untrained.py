@@ -8,7 +8,8 @@ import pandas as pd
 import torch
 
 from plateau_lib.book import pages
-from plateau_lib.engine.train import build_model, untrained
+from plateau_lib.engine.setup import build_model
+from plateau_lib.engine.train import untrained
 from plateau_lib.plateau import claims, milestones, other_tasks, presets, probe, setups
 
 
