@@ -36,9 +36,6 @@ given that folder, resumes where the last one stopped. Results carry their prove
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import re
 import shutil
 import tarfile
@@ -46,21 +43,16 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-import torch
-
 from plateau_lib import chapters
 from plateau_lib.engine import cache, presets as engine_presets
-from plateau_lib.engine.train import Stopped, train
-from plateau_lib.engine.utils import cpu_threads, resolve_device, write_json
+from plateau_lib.engine.costs import CPU_RECORD, cpu_costs, estimate_cpu_s, estimate_gpu_s
+from plateau_lib.engine.train import Stopped
+from plateau_lib.engine.utils import cpu_threads, resolve_device
 from plateau_lib.icl import long_run
 from plateau_lib.llm import collapse as llm, presets as llm_presets
 
 COMMITTED, ON_CPU, MISSING = "committed", "committed, computed on CPU", "missing"
 
-# Rough GPU cost model for --list (an H100, fp32): a step costs the larger of a launch-bound floor and the
-# model FLOPs (6 x parameters x tokens) at an effective 20 TFLOP/s; an evaluation (teacher-forced pass and
-# greedy generation) about 40 launch-bound steps. Stacking S runs divides the launch-bound part by about S.
-LAUNCH_FLOOR_S, EFFECTIVE_FLOPS, EVAL_STEPS = 4e-3, 20e12, 40
 QUEUE_LOCAL = cache.QUEUE  # the command line's working files: what a next command is given
 PART_MIB, CARRY_MIB = 15, 64   # a lent GPU returns files of at most 16 MiB and is given at most 64 MiB
 ANALYSIS_STACK = 8             # checkpoints per batched SGLD computation on a GPU
@@ -104,16 +96,6 @@ def pending(pages=None, preset: str = "paper", replace_cpu: bool = False) -> lis
     """The declared runs still to compute: missing ones, and with ``replace_cpu`` those made on a CPU."""
     todo = (MISSING, ON_CPU) if replace_cpu else (MISSING,)
     return [e for e in _entries(pages, preset) if e.status in todo]
-
-
-def estimate_gpu_s(cfg, stacked: int = 1) -> float:
-    """Rough seconds one run of ``cfg`` takes on one H100 (see the cost model above)."""
-    model = cfg.make_task().build_model(cfg)
-    params = sum(p.numel() for p in model.parameters())
-    tokens = cfg.batch_size * getattr(model.cfg, "block_size", 2 * getattr(model.cfg, "K", 1))
-    step = max(LAUNCH_FLOOR_S / stacked, 6 * params * tokens / EFFECTIVE_FLOPS)
-    evals = cfg.steps // cfg.eval_every + 2
-    return cfg.steps * step + evals * EVAL_STEPS * LAUNCH_FLOOR_S / stacked
 
 
 def _check_device(device, preset: str, allow_cpu: bool):
@@ -180,72 +162,6 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
 # ---- the CPU part of the queue: runs that fit one core, on two worker processes --------------------------------
 
 CPU_LIMIT_H = 3.0  # a run estimated above this many CPU-hours is left for a GPU
-CPU_RECORD = cache.COMMITTED / "cpu_costs.json"  # measured seconds per step and per evaluation
-COST_FIELDS = ("task", "optimizer", "batch_size", "eval_batch")
-
-
-def architecture(cfg) -> str:
-    """What sets a run's cost per step on a CPU: the model it builds (which holds the task's sequence length and
-    vocabulary), the task, the optimizer and the batch sizes; not its length, seed, or the task's other settings
-    (e.g. the number M of pretraining tasks, which changes only the evaluation's baselines a little)."""
-    d = cfg.to_dict()
-    return json.dumps({**{k: d[k] for k in COST_FIELDS}, "model": repr(cfg.model_config())}, sort_keys=True)
-
-
-def measure_cpu(cfg, steps: int = 8, least_s: float = 1.0, extra_evals: int = 4, repeats: int = 2) -> dict:
-    """Seconds per training step and per evaluation of ``cfg``'s architecture on one CPU thread, from short runs
-    evaluated at their start and end: ``steps`` steps, the same with ``extra_evals`` more evaluations, and
-    2 x ``steps`` steps, each the fastest of ``repeats`` (a shared machine only ever adds time). Differences
-    cancel the fixed cost of building and starting a run; while the extra steps take less than ``least_s``
-    (noise), ``steps`` grows eightfold."""
-
-    def timed(n, extra=()):
-        probe = cfg.replace(steps=n, eval_every=n, eval_steps=extra, checkpoint_steps=(), device="cpu",
-                            copy_groups=(), schedule="constant", warmup_steps=0)
-        best = float("inf")
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            train(probe, progress=False)
-            best = min(best, time.perf_counter() - t0)
-        return best
-    steps = max(steps, extra_evals + 1)
-    while True:
-        base, doubled = timed(steps), timed(2 * steps)
-        if doubled - base >= least_s or steps >= 4096:
-            break
-        steps *= 8
-    evals = timed(steps, tuple(range(1, extra_evals + 1)))
-    return {"step_s": round(max(doubled - base, 0.0) / steps, 5),
-            "eval_s": round(max(evals - base, 0.0) / extra_evals, 5)}
-
-
-def cpu_costs(configs, measure: bool = True, record: Path | None = None) -> dict:
-    """``{architecture: {"step_s", "eval_s"}}`` for ``configs``, read from ``record`` (``CPU_RECORD``); with
-    ``measure`` the architectures it lacks are timed here (one thread) and added to it."""
-    record = CPU_RECORD if record is None else record
-    known = json.loads(record.read_text())["architectures"] if record.exists() else {}
-    missing = {architecture(c): c for c in configs if architecture(c) not in known}
-    for arch, cfg in missing.items() if measure else ():
-        print(f"measuring one CPU core's step and evaluation of {cfg.task} d_model {cfg.d_model} "
-              f"({len(known)} architectures recorded)...", flush=True)
-        known[arch] = measure_cpu(cfg)
-        write_json(record, {"architectures": known, "machine": platform.processor() or platform.machine(),
-                            "threads": cpu_threads(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-                            "load_at_end": [round(x, 2) for x in os.getloadavg()],
-                            "note": "python -m plateau_lib.paper --list measures what is missing"})
-    return known
-
-
-def estimate_cpu_s(cfg, costs: dict) -> float | None:
-    """Seconds one run of ``cfg`` takes on one CPU core (its architecture's measured step and evaluation times
-    multiplied out), or None when the architecture was not measured."""
-    cost = costs.get(architecture(cfg))
-    if cost is None:
-        return None
-    evals = cfg.steps // cfg.eval_every + len(set(cfg.eval_steps)) + 2
-    return cfg.steps * cost["step_s"] + evals * cost["eval_s"]
-
-
 def _train_on_worker(cfg, extra, local: str, committed: str, deadline: float | None):
     """A worker's job: train ``cfg`` through the cache (one thread); None if the deadline stopped it (its resume
     state is kept in ``local``). Stopped is caught here: it is a KeyboardInterrupt, which a worker must not see."""

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from plateau_lib import chapters, paper
-from plateau_lib.engine import cache
+from plateau_lib.engine import cache, costs as run_costs
 from plateau_lib.engine.analysis import Analysis
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped
@@ -54,7 +54,7 @@ def test_status_lists_every_run_and_replace_cpu_requeues_cpu_results(tiny_queue)
     assert [e.label for e in paper.pending()] == [("KQ", 1)]
     assert len(paper.pending(replace_cpu=True)) == 4
     assert paper.status(preset="cpu")[0].status == paper.COMMITTED  # a cpu-preset run belongs on a CPU
-    assert all(paper.estimate_gpu_s(e.config) > 0 for e in paper.status())
+    assert all(run_costs.estimate_gpu_s(e.config) > 0 for e in paper.status())
 
 
 def test_paper_runs_need_a_gpu_unless_forced(tiny_queue):
@@ -199,7 +199,7 @@ def test_cpu_queue_trains_the_feasible_runs_on_two_workers_stops_and_resumes(tin
     runs = {"page_a": {0: TINY, 1: TINY.replace(seed=1), "long": TINY.replace(seed=2, steps=40_000)},
             "page_b": {"reference": TINY.replace(seed=3), ("KQ", 1): TINY.replace(seed=1, copy_groups=("kq", "embed"))}}
     monkeypatch.setattr(chapters, "page_runs", lambda preset="paper": runs)
-    costs = {paper.architecture(TINY): {"step_s": 0.5, "eval_s": 0.0}}   # 4 steps: 2 s; 40k steps: 5.6 h
+    costs = {run_costs.architecture(TINY): {"step_s": 0.5, "eval_s": 0.0}}   # 4 steps: 2 s; 40k steps: 5.6 h
     monkeypatch.setattr(paper, "cpu_costs", lambda configs, measure=True, record=None: costs)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as lc, \
             distributed.Client(lc) as client:
@@ -217,14 +217,14 @@ def test_cpu_queue_trains_the_feasible_runs_on_two_workers_stops_and_resumes(tin
 def test_cpu_estimate_is_within_2x_of_a_measured_run(tmp_path):
     from plateau_lib.engine.train import train
     cfg = TINY.replace(task_kwargs={"n": 8, "p": 11}, d_model=32, steps=300, eval_every=30, batch_size=64)
-    costs = paper.cpu_costs([cfg], record=tmp_path / "cpu.json")
-    assert (tmp_path / "cpu.json").exists() and paper.architecture(cfg) in costs
+    costs = run_costs.cpu_costs([cfg], record=tmp_path / "cpu.json")
+    assert (tmp_path / "cpu.json").exists() and run_costs.architecture(cfg) in costs
     took = []
     for _ in range(2):   # the faster of two, as the measurement takes the fastest of its runs
         t0 = time.perf_counter()
         train(cfg, progress=False)
         took.append(time.perf_counter() - t0)
-    assert min(took) / 2 <= paper.estimate_cpu_s(cfg, costs) <= 2 * min(took), (took, costs)
+    assert min(took) / 2 <= run_costs.estimate_cpu_s(cfg, costs) <= 2 * min(took), (took, costs)
 
 
 def test_duplicate_seeds_are_refused():
