@@ -130,14 +130,17 @@ def test_paper_sweep_is_carrolls_setting():
     assert sorted(M for M, _ in configs)[-2:] == [1024, math.inf]
 
 
-def test_flat_epsilon_is_the_largest_step_before_lambda_grows():
+def test_the_sweep_takes_the_largest_step_before_lambda_grows_by_the_one_rule():
     rows = [(M, eps, v) for M, values in {2: [2.9, 2.8, 3.1, 13.5], 8: [23.3, 23.8, 31.0, 40.0]}.items()
             for eps, v in zip([1e-4, 3e-4, 1e-3, 3e-3], values)]
-    table = pd.DataFrame(rows, columns=["M", "epsilon", "llc_final"]).assign(num_diverged=0)
-    assert diversity.flat_epsilon(table) == 3e-4  # 1e-3 moves M = 8 by 30%
-    assert diversity.flat_epsilon(table, tol=0.5) == 1e-3
+    table = pd.DataFrame(rows, columns=["M", "epsilon", "llc_final"]).assign(
+        num_diverged=0, negative=False, converged=True, nbeta=46.0, gamma=100.0)
+    assert diversity.chosen_epsilon(table) == 3e-4  # 1e-3 moves M = 8 by 30%
+    assert diversity.chosen_epsilon(table, flat_tolerance=0.5) == 1e-3
     table.loc[(table["epsilon"] == 3e-4) & (table["M"] == 8), "num_diverged"] = 1
-    assert diversity.flat_epsilon(table) is None
+    assert diversity.chosen_epsilon(table) == 1e-4  # 3e-4 diverges at M = 8; 1e-3 is not flat: the smallest ε
+    table["converged"] = False
+    assert diversity.chosen_epsilon(table) is None
 
 
 def test_llc_table_resumes_from_its_kept_rows(tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from plateau_lib.engine import cache
+from plateau_lib.llc.calibration import chosen_setting, mark_choice
 from plateau_lib.plateau import llc_across, presets
 
 
@@ -102,16 +103,16 @@ def test_calibration_rule_on_a_hand_built_sweep():
         rows += [_cell(step, 3e-4, 100.0, 10.0), _cell(step, 1e-3, 100.0, 11.0), _cell(step, 3e-3, 100.0, 40.0, 1)]
         # nβ = 25: flat everywhere
         rows += [_cell(step, 3e-4, 25.0, 3.0), _cell(step, 1e-3, 25.0, 3.1), _cell(step, 3e-3, 25.0, 3.2)]
-    t = llc_across.mark_choice(pd.DataFrame(rows))
-    assert llc_across.chosen_setting(t) == {"epsilon": 1e-3, "nbeta": 100.0, "gamma": 100.0}
+    t = mark_choice(pd.DataFrame(rows), over="step")
+    assert chosen_setting(t) == {"epsilon": 1e-3, "nbeta": 100.0, "gamma": 100.0}
     assert t["chosen"].sum() == 2  # the chosen setting at both steps
     # not flat at one step (11 -> 20 is +82 %) disqualifies ε = 1e-3 at nβ = 100; nβ = 100, ε = 3e-4 remains
     rows[1] = _cell(150, 1e-3, 100.0, 20.0)
-    assert llc_across.chosen_setting(llc_across.mark_choice(pd.DataFrame(rows))) == {
+    assert chosen_setting(mark_choice(pd.DataFrame(rows), over="step")) == {
         "epsilon": 3e-4, "nbeta": 100.0, "gamma": 100.0}
     # nothing healthy: nothing chosen
     bad = pd.DataFrame([_cell(s, e, 25.0, 1.0, converged=False) for s in (1, 2) for e in (1e-4, 1e-3)])
-    assert llc_across.chosen_setting(llc_across.mark_choice(bad)) is None
+    assert chosen_setting(mark_choice(bad, over="step")) is None
 
 
 def test_a_stored_table_builds_each_row_once_and_resumes(tmp_path, monkeypatch):

@@ -34,6 +34,7 @@ from plateau_lib.icl import baselines, data
 from plateau_lib.icl.development import llc_data
 from plateau_lib.icl.presets import check_Ms, DIVERSITY, diversity, DIVERSITY_CALIBRATION, INF
 from plateau_lib.llc import calibration_sweep, estimate_llc
+from plateau_lib.llc.calibration import chosen_setting, mark_choice
 from plateau_lib.llc.callbacks import llc_over_checkpoints, llc_row
 from plateau_lib.llc.result import traces_table
 
@@ -358,20 +359,15 @@ def ideal_losses(task_kwargs: dict, Ms, n: int = 8192, seed: int = 0) -> pd.Data
 CALIBRATION_MS = (2, 8, INF)  # the runs the SGLD setting is calibrated on (low, intermediate, ∞); kept if present
 
 
-def flat_epsilon(table: pd.DataFrame, tol: float = 0.1):
-    """The calibration rule: the largest step size ε whose λ̂ (``llc_final``) is within ``tol`` (relative) of λ̂
-    at the next smaller ε for every calibrated M, with no diverged chain; None if no ε qualifies. Past it, λ̂
-    grows with ε: the chains leave the local basin."""
-    eps = sorted(table["epsilon"].unique())
-    best = None
-    for small, large in zip(eps, eps[1:]):
-        a = table[table["epsilon"] == small].set_index("M")
-        b = table[table["epsilon"] == large].set_index("M")
-        ok = (b["num_diverged"] == 0) & ((b["llc_final"] - a["llc_final"]).abs() <= tol * a["llc_final"].abs())
-        if not ok.all():
-            break
-        best = float(large)
-    return best
+FLAT_TOLERANCE = 0.1  # the sweep's calibration: λ̂ within 10% of the next smaller ε's counts as flat
+
+
+def chosen_epsilon(table: pd.DataFrame, flat_tolerance: float = FLAT_TOLERANCE) -> float | None:
+    """The step size ε the book's one step-size rule (``llc.calibration.mark_choice``, flat at every calibrated M)
+    picks from the sweep's calibration ``table``; None if none qualifies. Past it, λ̂ grows with ε: the chains
+    leave the local basin."""
+    chosen = chosen_setting(mark_choice(table, over="M", flat_tolerance=flat_tolerance))
+    return None if chosen is None else chosen["epsilon"]
 
 
 def commit(configs: dict, llc: dict, grid: dict | None = None) -> list:

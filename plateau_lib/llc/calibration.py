@@ -78,3 +78,33 @@ def criteria(sweep: pd.DataFrame, min_mala: float = MIN_MALA, flat_tol: float = 
     out["meets the criteria"] = (out["flat in ε"] & out["MALA ok"] & (out["num_diverged"] == 0)
                                  & out["converged"].astype(bool))
     return out.sort_index()
+
+
+def mark_choice(table: pd.DataFrame, over: str | Sequence[str] = (), flat_tolerance: float = 0.25) -> pd.DataFrame:
+    """The book's one step-size rule. ``table``: a ``calibration_sweep`` table, one row per cell and per value of the
+    columns ``over`` (e.g. the checkpoint ``step``, or the number of tasks ``M``). Adds ``healthy`` (no diverged
+    chain, λ̂ > 0, traces converged), ``flat`` (healthy, and λ̂ within ``flat_tolerance`` of the next smaller ε's
+    at the same nβ, γ and ``over``; the smallest ε is flat when healthy) and ``chosen``.
+
+    A setting (ε, nβ, γ) qualifies when it is flat at every value of ``over``; of those, the largest nβ (the
+    colder posterior), then the largest ε (the fastest mixing). None qualifies -> nothing chosen."""
+    over = [over] if isinstance(over, str) else list(over)
+    t = table.copy()
+    t["healthy"] = (t["num_diverged"] == 0) & ~t["negative"].astype(bool) & t["converged"].astype(bool)
+    t = t.sort_values([*over, "nbeta", "gamma", "epsilon"]).reset_index(drop=True)
+    previous = t.groupby([*over, "nbeta", "gamma"])["llc_final"].shift(1)
+    close = (t["llc_final"] - previous).abs() <= flat_tolerance * previous.abs()
+    t["flat"] = t["healthy"] & (previous.isna() | close)
+    ok = t.groupby(["nbeta", "gamma", "epsilon"])["flat"].all()
+    ok = ok[ok]
+    t["chosen"] = False
+    if not ok.empty:
+        nbeta, gamma, epsilon = max(ok.index, key=lambda cell: (cell[0], cell[2]))
+        t["chosen"] = (t["nbeta"] == nbeta) & (t["gamma"] == gamma) & (t["epsilon"] == epsilon)
+    return t
+
+
+def chosen_setting(table: pd.DataFrame) -> dict | None:
+    """The (epsilon, nbeta, gamma) marked ``chosen`` by ``mark_choice``, or None."""
+    rows = table[table["chosen"]]
+    return None if rows.empty else {k: float(rows[k].iloc[0]) for k in ("epsilon", "nbeta", "gamma")}

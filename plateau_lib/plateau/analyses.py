@@ -6,6 +6,7 @@ from functools import partial
 from pathlib import Path
 
 from plateau_lib.engine.analysis import Analysis
+from plateau_lib.llc.calibration import chosen_setting
 from plateau_lib.plateau import llc_across, presets, probe
 
 
@@ -13,7 +14,7 @@ def _plateau(runs, sgld, device: str, stack: int) -> list[Path]:
     first = runs[min(runs)]
     calibration, _ = llc_across.calibrate(first, presets.PLATEAU_LLC_CALIBRATION, sgld, device=device)
     written = [llc_across.calibration_table(first, presets.PLATEAU_LLC_CALIBRATION, sgld).commit()]
-    chosen, used = llc_across.chosen_setting(calibration), {k: float(sgld[k]) for k in ("epsilon", "nbeta", "gamma")}
+    chosen, used = chosen_setting(calibration), {k: float(sgld[k]) for k in ("epsilon", "nbeta", "gamma")}
     if chosen != used:  # the page's λ̂ must use the calibrated setting: a person decides
         print(f"plateau_llc: the calibration chose {chosen}, the preset uses {used}; update "
               "plateau.presets.PLATEAU_LLC_SGLD, then run the queue again (calibration committed, λ̂ not run)", flush=True)

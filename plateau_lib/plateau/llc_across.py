@@ -22,7 +22,7 @@ import torch
 from plateau_lib.engine import cache, stages
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.utils import cpu_threads, resolve_device
-from plateau_lib.llc.calibration import calibration_sweep
+from plateau_lib.llc.calibration import calibration_sweep, chosen_setting, mark_choice
 from plateau_lib.llc.callbacks import llc_over_checkpoints
 from plateau_lib.plateau.llc_transformer import sequence_loss, sgld_sequences
 from plateau_lib.plateau.milestones import milestones as run_milestones, value_at
@@ -33,7 +33,7 @@ KIND = "plateau_llc"
 CALIBRATION_KIND = "plateau_llc_calibration"
 VERSION = 1
 METRIC_COLUMNS = ["step", "loss", "acc", "acc_first", "acc_rest", "cosine", "rho", "apm"]
-FLAT_TOLERANCE = 0.25   # calibration: λ̂ within 25 % of the next smaller ε's counts as flat in ε
+FLAT_TOLERANCE = 0.25   # calibration: λ̂ within 25 % of the next smaller ε's counts as flat in ε (mark_choice)
 SLOPE_FRACTION = 0.5    # GP stages: |dλ̂/d ln(step + 1)| below this fraction of λ̂'s range is a candidate
 GP_MIN_STEP, GP_MERGE_RATIO = 10, 1.5
 
@@ -133,7 +133,7 @@ def calibrate(cfg: TrainConfig, grid: dict, sgld: dict, use_cache: bool = True, 
               device: str = "cpu"):
     """The (ε, nβ, γ) sweep of ``calibration_sweep`` at ``calibration_steps`` of run ``cfg`` (the other SGLD
     settings from ``sgld``, chains on ``device``): ``(table, meta)``, one row per (checkpoint, cell), with
-    ``chosen`` marking the setting of ``mark_choice``'s rule. Stored and loaded like ``plateau_llc``."""
+    ``chosen`` marking the setting of the one step-size rule (``llc.calibration.mark_choice``). Stored and loaded like ``plateau_llc``."""
     def compute():
         run, ckpts = trained_checkpoints(cfg, use_cache, progress)
         data, model = sgld_sequences(cfg, sgld["n_data"]), GPT(cfg.model_config())
@@ -143,40 +143,12 @@ def calibrate(cfg: TrainConfig, grid: dict, sgld: dict, use_cache: bool = True, 
             table, _ = calibration_sweep(model, sequence_loss, data, progress=progress, device=device, **grid,
                                          **_unswept(sgld))
             tables.append(table.assign(step=step))
-        table = mark_choice(pd.concat(tables, ignore_index=True))
+        table = mark_choice(pd.concat(tables, ignore_index=True), over="step", flat_tolerance=FLAT_TOLERANCE)
         return {"calibration": table}, {"config": cfg.to_dict(), "device": device,
                                         "wall_s": round(float(table["elapsed_s"].sum()), 1), "torch": torch.__version__}
 
     found, meta = calibration_table(cfg, grid, sgld).get(compute, use_cache)
     return found["calibration"], meta
-
-
-def mark_choice(table: pd.DataFrame, flat_tolerance: float = FLAT_TOLERANCE) -> pd.DataFrame:
-    """``table`` (a calibration sweep with a ``step`` column) with columns ``healthy`` (no diverged chain, λ̂ > 0,
-    traces converged), ``flat`` (healthy, and λ̂ within ``flat_tolerance`` of the next smaller ε's at the same
-    nβ, γ and step; the smallest ε is flat when healthy) and ``chosen``.
-
-    The rule: a setting (ε, nβ, γ) qualifies when it is flat at every calibration step; of those, the largest
-    nβ (the colder posterior), then the largest ε (the fastest mixing). None qualifies -> nothing chosen."""
-    t = table.copy()
-    t["healthy"] = (t["num_diverged"] == 0) & ~t["negative"].astype(bool) & t["converged"].astype(bool)
-    t = t.sort_values(["step", "nbeta", "gamma", "epsilon"]).reset_index(drop=True)
-    previous = t.groupby(["step", "nbeta", "gamma"])["llc_final"].shift(1)
-    close = (t["llc_final"] - previous).abs() <= flat_tolerance * previous.abs()
-    t["flat"] = t["healthy"] & (previous.isna() | close)
-    ok = t.groupby(["nbeta", "gamma", "epsilon"])["flat"].all()
-    ok = ok[ok]
-    t["chosen"] = False
-    if not ok.empty:
-        nbeta, gamma, epsilon = max(ok.index, key=lambda cell: (cell[0], cell[2]))
-        t["chosen"] = (t["nbeta"] == nbeta) & (t["gamma"] == gamma) & (t["epsilon"] == epsilon)
-    return t
-
-
-def chosen_setting(table: pd.DataFrame) -> dict | None:
-    """The (epsilon, nbeta, gamma) marked ``chosen`` in a calibration table, or None."""
-    rows = table[table["chosen"]]
-    return None if rows.empty else {k: float(rows[k].iloc[0]) for k in ("epsilon", "nbeta", "gamma")}
 
 
 # ---- λ̂ before, during and after the plateau; stages on λ̂ ---------------------------------------------------
