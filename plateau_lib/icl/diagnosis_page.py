@@ -12,7 +12,7 @@ from plateau_lib.icl.stages_page import llc_at_paper_step
 
 STEP_40K = 40_292  # the paper's 40k checkpoint (end of LR2, the λ̂ peak)
 LATE_STEP = 318_181  # the kept checkpoint nearest the paper's 320k (end of LR4)
-LR4_STEP = 202_019  # a kept checkpoint inside LR4, the furthest the other seeds have reached on a CPU so far
+LR4_STEP = 202_019  # a kept checkpoint inside LR4
 PANELS = [("loss", "evaluation loss"), ("delta_ridge", "Δ to ridge"), ("weight_norm", "weight norm"),
           ("loss_ood_inputs_authors", "OOD-input loss, g = 5"), ("ln_f", "final LN, mean |w|"),
           ("ln_attn_1", "1st attention's LN, mean |w|")]
@@ -122,11 +122,12 @@ def ood_result(markers: pd.DataFrame) -> str:
         return "Open: the CPU retrain's checkpoints are not scored yet."
     gap = max(abs(markers[column] - markers["loss_ood_inputs"]))
     others = diagnosis.seed_spread(markers, STEP_40K, column)
-    later = markers[(markers["step"] == LR4_STEP) & (markers["data"] == "GPU") & (markers["seed"] != 1)
-                    & (markers["operands"] == "float32")]
-    rise = ("" if later.empty else f" By step {LR4_STEP:,} the other seeds' loss rises to "
+    others_at = {step: markers[(markers["step"] == step) & (markers["data"] == "GPU") & (markers["seed"] != 1)
+                               & (markers["operands"] == "float32")] for step in (LATE_STEP, LR4_STEP)}
+    step, later = next(((k, v) for k, v in others_at.items() if not v.empty), (LR4_STEP, others_at[LR4_STEP]))
+    rise = ("" if later.empty else f" By step {step:,} the other seeds' loss rises to "
             f"{later[column].min():.1f}–{later[column].max():.1f} (seeds {', '.join(map(str, sorted(later['seed'])))}), "
-            f"where seed 1's falls to {_at(markers, LR4_STEP, column):.1f}: the paper's loss of robustness appears "
+            f"where seed 1's falls to {_at(markers, step, column):.1f}: the paper's loss of robustness appears "
             f"at the other seeds.")
     return (f"Their way moves our values by at most {gap:.2f}. Seed 1's loss goes from {ours[0]:.1f} at step "
             f"{STEP_40K:,} to {ours[1]:.1f} at {LATE_STEP:,}, where the paper's rises from {theirs[0]:.1f} to "

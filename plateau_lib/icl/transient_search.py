@@ -230,7 +230,7 @@ def llc_training_runs() -> dict:
             for s in LLC_TRAINING["seeds"]}
 
 
-def llc_over_training(commit: bool = False, progress: bool = True, Ms=None):
+def search_llc_over_training(commit: bool = False, progress: bool = True, Ms=None):
     """λ̂ at the checkpoints and final weights of ``llc_training_runs()``, with the chosen sweep's SGLD setting
     (``diversity.llc_over_training``; loaded when stored); ``Ms``: estimate only these M's runs (another process
     does the rest; None until all are done); ``commit`` copies the finished table into ``results/``."""
@@ -390,7 +390,7 @@ def main(argv=None) -> int:
             print({k: row[k] for k in ("trial", "M", "t_crit", "ood_rise", "ridge_regrowth", "transient", "cpu_s")},
                   flush=True)
     if args.llc_over_training:
-        found = llc_over_training(commit=True, Ms=args.Ms)
+        found = search_llc_over_training(commit=True, Ms=args.Ms)
         if found is None:
             print("λ̂ over training: these M are done; the other runs' rows are still being made", flush=True)
             return 0

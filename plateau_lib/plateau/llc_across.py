@@ -245,7 +245,7 @@ def boundary_table(found: dict, milestones: pd.DataFrame) -> pd.DataFrame:
 
 
 @dataclass
-class Analysis:
+class PlateauLLC:
     """What the page reads from one set of tables: milestones per seed, the GP stages of λ̂, λ̂ per phase and the
     boundaries against the jump."""
     tables: dict
@@ -257,16 +257,16 @@ class Analysis:
     changes: pd.DataFrame
 
 
-def analyse(tables: dict, meta: dict) -> Analysis:
+def analyse(tables: dict, meta: dict) -> PlateauLLC:
     """``milestones.milestones`` of the metrics, ``llc_stages``, ``phase_table``, ``boundary_table`` and
     ``plateau_changes``."""
     stones = run_milestones(tables["metrics"])
     found = llc_stages(tables["llc"])
-    return Analysis(tables, meta, stones, found, phase_table(tables["llc"], stones), boundary_table(found, stones),
+    return PlateauLLC(tables, meta, stones, found, phase_table(tables["llc"], stones), boundary_table(found, stones),
                     plateau_changes(tables["llc"], tables["metrics"], stones))
 
 
-def stored(preset: str = "cpu_long") -> tuple[Analysis, pd.DataFrame, dict] | None:
+def stored(preset: str = "cpu_long") -> tuple[PlateauLLC, pd.DataFrame, dict] | None:
     """The stored run of ``preset``, its calibration table and the calibration's meta (committed first, then
     local; never computed), or None."""
     runs, sgld = preset_runs(preset)
@@ -284,7 +284,7 @@ def settings_table(sgld_by_preset: dict) -> pd.DataFrame:
 
 
 def provenance_rows(analyses: dict, calibration: dict | None = None) -> list[dict]:
-    """Two provenance rows (training, λ̂) per shown run set ``{label: Analysis}``, then one for the meta of the
+    """Two provenance rows (training, λ̂) per shown run set ``{label: PlateauLLC}``, then one for the meta of the
     long run's ``calibration``, in ``book.pages.run_provenance``'s columns."""
     rows = []
     if calibration is not None:
