@@ -140,3 +140,16 @@ def test_layer_norm_weights_are_each_norms_mean_absolute_weight():
             weight.copy_(torch.tensor([(-1) ** j * 0.1 * (i + 1) for j in range(len(weight))]))
     assert diagnosis.layer_norm_weights(model) == pytest.approx({k: 0.1 * (i + 1) for i, k in
                                                                  enumerate(diagnosis.LAYER_NORMS)})
+
+
+def test_the_other_seeds_row_reads_the_fall_from_their_llc_rows():
+    """Given λ̂ at 40,292 and at the end of LR4, the row says the fall and its ratio; without the late row it is open."""
+    from plateau_lib.icl import diagnosis_page
+    runs = [(diagnosis.variant(0), "cuda")]
+    budget = diagnosis.budget_label(ICL_LLC_REDUCED)
+    llc = pd.DataFrame([{"seed": 0, "data": "GPU", "operands": "float32", "budget": budget, "step": s, "llc_mean": v}
+                        for s, v in ((diagnosis_page.STEP_40K, 170.0), (diagnosis_page.LATE_STEP, 110.0))])
+    text = diagnosis_page.later_seeds_result(llc, runs)
+    assert text.startswith("Falls at the other seeds") and "seed 0 170.0 → 110.0 (× 0.65)" in text
+    assert "169–171 → 113–131" in text  # the paper's seeds, from the reference notes
+    assert diagnosis_page.later_seeds_result(llc.iloc[:1], runs).startswith("Open.")

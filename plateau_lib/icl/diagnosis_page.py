@@ -151,8 +151,9 @@ def layer_norm_result(markers: pd.DataFrame) -> str:
 
 def later_seeds_result(llc: pd.DataFrame, runs) -> str:
     """The hypotheses table's result for λ̂ through LR3–LR4 at the other seeds: where each float32 GPU-begun run
-    stands, and its λ̂ rows past the peak (the stages run's SGLD setting) against the paper's seeds."""
-    parts = []
+    stands, its λ̂ rows (the stages run's SGLD setting), and, where a seed has λ̂ at both 40,292 and ``LATE_STEP``,
+    its fall against the paper's seeds' and our seed 1's (the committed stages run)."""
+    parts, falls = [], {}
     for cfg, stream in runs:
         if stream != "cuda" or cfg.seed == 1 or cfg.matmul_operands != "float32":
             continue
@@ -160,12 +161,27 @@ def later_seeds_result(llc: pd.DataFrame, runs) -> str:
         where = (f"step {record.get('step', 0):,}" + (f", on a CPU from {record['data_stream_reseeded_at']:,}"
                                                       if record.get("data_stream_reseeded_at") else ""))
         rows = llc[(llc["seed"] == cfg.seed) & (llc["data"] == "GPU") & (llc["operands"] == "float32")
-                   & (llc["step"] > STEP_40K) & (llc["budget"] == diagnosis.budget_label(ICL_LLC_REDUCED))]
-        values = ", ".join(f"{r.llc_mean:.1f} at {r.step:,}" for r in rows.sort_values("step").itertuples())
+                   & (llc["budget"] == diagnosis.budget_label(ICL_LLC_REDUCED))].set_index("step")["llc_mean"]
+        values = ", ".join(f"{v:.1f} at {step:,}" for step, v in rows[rows.index > STEP_40K].sort_index().items())
         parts.append(f"seed {cfg.seed}: {where}" + (f"; λ̂ {values}" if values else ""))
+        if {STEP_40K, LATE_STEP} <= set(rows.index):
+            falls[cfg.seed] = (rows[STEP_40K], rows[LATE_STEP])
     paper = "; ".join(f"{dev.PAPER_LLC_SEEDS[s][0]}–{dev.PAPER_LLC_SEEDS[s][1]} at {s // 1000}k"
                       for s in (126_000, 200_000, 320_000, 500_000))
-    return f"Open. {'; '.join(parts) or 'No run yet'}. The paper's seeds: {paper}."
+    if not falls:
+        return f"Open. {'; '.join(parts) or 'No run yet'}. The paper's seeds: {paper}."
+    (low40, high40), (low320, high320) = dev.PAPER_LLC_SEEDS[40_000], dev.PAPER_LLC_SEEDS[320_000]
+    shown = "; ".join(f"seed {seed} {a:.1f} → {b:.1f} (× {b / a:.2f})" for seed, (a, b) in sorted(falls.items()))
+    committed = long_run.finished_run(ICL_PAPER, ICL_LLC_REDUCED)
+    ours = ""
+    if committed is not None:
+        curve = committed.llc.dropna(subset=["llc_mean"])
+        a, b = (llc_at_paper_step(curve, step, dev.PAPER_STEPS) for step in (40_000, 320_000))
+        ours = f"; our seed 1 (the stages run) {a:.1f} → {b:.1f} (× {b / a:.2f})"
+    return (f"Falls at the other seeds. λ̂ from step {STEP_40K:,} to {LATE_STEP:,}: {shown}; the paper's seeds "
+            f"{low40}–{high40} → {low320}–{high320} (× {low320 / high40:.2f}–{high320 / low40:.2f}){ours}. "
+            f"The fall in LR3–LR4 is the configuration's; our seed 1 misses it. Where the runs stand: "
+            f"{'; '.join(parts)}. The paper's seeds later: {paper}.")
 
 
 def estimator_result() -> str:
