@@ -307,8 +307,8 @@ class StoredTable:
 
     def build(self, items, compute_rows, on="step", group: int = 1, progress: bool = True,
               desc: str = "checkpoints", shared: bool = False):
-        """The rows of ``compute_rows(chunk)`` for every item of ``items`` (a step, or a tuple of the columns
-        ``on`` names, e.g. ``("M", "seed")``), ``group`` items per call. Rows kept by an earlier, interrupted
+        """The rows of ``compute_rows(chunk)`` for every item of ``items`` (an integer step, or a tuple of the
+        columns ``on`` names, e.g. ``("M", "seed")``), ``group`` items per call. Rows kept by an earlier, interrupted
         build are loaded instead of recomputed, and each new group is kept at once (``keep``; ``shared``: other
         processes fill other steps). Sorted by ``on``. A tqdm bar (hidden in the book build) counts them."""
         import pandas as pd
