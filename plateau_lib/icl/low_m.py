@@ -23,6 +23,7 @@ import numbers
 import numpy as np
 import pandas as pd
 import torch
+from scipy.special import expit
 
 from plateau_lib.engine import cache
 from plateau_lib.icl import baselines as B
@@ -215,15 +216,11 @@ def sequence_frame(model, task, n=2048, seed=0) -> pd.DataFrame:
     return out
 
 
-def _two_task_frame(frame):
+def two_task_frame(frame):
+    """``frame`` itself, once checked to be a ``sequence_frame`` of an M = 2 task."""
     if "implied" not in frame:
         raise ValueError("parameter 'frame' must be a sequence_frame of an M = 2 task")
     return frame
-
-
-def _sigmoid(z):
-    """1 / (1 + e^(−z)) without overflow."""
-    return 0.5 * (1 + np.tanh(np.asarray(z, dtype=float) / 2))
 
 
 def weight_rise(frame: pd.DataFrame, c: float | None = None) -> pd.DataFrame:
@@ -232,14 +229,14 @@ def weight_rise(frame: pd.DataFrame, c: float | None = None) -> pd.DataFrame:
     (``posterior``), and the model's implied weight on it over the same kept sequences (``model``). With
     ``c`` (``posterior_sharpness``), also the tempered posterior's, sigmoid(c · log-odds of the true task)
     (``tempered``)."""
-    f = _two_task_frame(frame)
+    f = two_task_frame(frame)
     kept = f[f["kept"]]
     by = kept.groupby("token")
     table = pd.DataFrame({"posterior_all": f.groupby("token")["p_true"].mean(), "posterior": by["p_true"].mean(),
                           "model": by["implied_true"].mean(), "n_used": by.size()})
     if c is not None:
         z = np.where(kept["true"] == 1, kept["log_odds"], -kept["log_odds"])
-        table["tempered"] = pd.Series(_sigmoid(c * z), index=kept.index).groupby(kept["token"]).mean()
+        table["tempered"] = pd.Series(expit(c * z), index=kept.index).groupby(kept["token"]).mean()
     return table.reset_index().astype({"n_used": int})
 
 
@@ -248,14 +245,14 @@ def posterior_sharpness(frame: pd.DataFrame, low: float = 0.05, high: float = 20
     the implied weights best (least squares over the kept sequences at tokens k ≥ 2, c searched on a log grid
     in [low, high] and refined). c = 1 is Bayes; c < 1 a flatter posterior, as if the noise variance were
     σ²/c; c > 1 a sharper one. Returns {c, mae_bayes (c = 1), mae_fit, n}."""
-    f = _two_task_frame(frame)
+    f = two_task_frame(frame)
     f = f[f["kept"] & (f["token"] > 1)]
     if f.empty:
         return {"c": float("nan"), "mae_bayes": float("nan"), "mae_fit": float("nan"), "n": 0}
     z, ph = f["log_odds"].to_numpy(), f["implied"].to_numpy()
 
     def sse(cs):
-        return ((ph[None, :] - _sigmoid(np.outer(cs, z))) ** 2).sum(1)
+        return ((ph[None, :] - expit(np.outer(cs, z))) ** 2).sum(1)
 
     grid = np.exp(np.linspace(np.log(low), np.log(high), 241))
     i = int(sse(grid).argmin())
@@ -263,7 +260,7 @@ def posterior_sharpness(frame: pd.DataFrame, low: float = 0.05, high: float = 20
     c = float(fine[int(sse(fine).argmin())])
 
     def mae(cc):
-        return float(np.abs(ph - _sigmoid(cc * z)).mean())
+        return float(np.abs(ph - expit(cc * z)).mean())
 
     return {"c": c, "mae_bayes": mae(1.0), "mae_fit": mae(c), "n": int(len(z))}
 

@@ -9,9 +9,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from scipy.special import expit
 
 from plateau_lib.book.plots import PAGE_WIDTH
-from plateau_lib.icl.low_m import _sigmoid, _two_task_frame, weight_rise
+from plateau_lib.icl.low_m import two_task_frame, weight_rise
 
 STYLE = {"model": dict(color="k", ls="-", marker="o", ms=4, lw=1.6, label="trained model"),
          "dmmse": dict(color="tab:blue", ls="--", lw=1.6, label="dMMSE$_M$ (Bayes)"),
@@ -59,7 +60,7 @@ def posterior_figure(frame: pd.DataFrame, sharpness: dict | None = None, max_poi
     diagonal (Bayes) and the tempered curve of ``sharpness``. Right: the mean weight on the true task
     against k (``weight_rise``): the posterior, the model's implied weight and, with ``sharpness``, the
     tempered posterior."""
-    f = _two_task_frame(frame)
+    f = two_task_frame(frame)
     pts = f[f["kept"] & (f["token"] > 1)]
     if len(pts) > max_points:
         pts = pts.sample(max_points, random_state=seed)
@@ -71,7 +72,7 @@ def posterior_figure(frame: pd.DataFrame, sharpness: dict | None = None, max_poi
     grid = np.linspace(0.005, 0.995, 200)
     a.plot([0, 1], [0, 1], color="tab:blue", ls="--", lw=1.4, label="p̂ = p (Bayes)")
     if c is not None:
-        a.plot(grid, _sigmoid(c * np.log(grid / (1 - grid))), **{**STYLE["tempered"], "label": f"tempered, c = {c:.2f}"})
+        a.plot(grid, expit(c * np.log(grid / (1 - grid))), **{**STYLE["tempered"], "label": f"tempered, c = {c:.2f}"})
     a.set(xlim=(0, 1), ylim=(-0.5, 1.5), xlabel="posterior weight on t₁, $p_k$", ylabel="model's implied weight p̂")
     a.legend(loc="upper left")
     fig.colorbar(sc, ax=a, label="token k", ticks=range(2, K + 1))
