@@ -48,9 +48,9 @@ lab: venv
 
 # The paper-preset runs the pages declare (plateau_lib/<chapter>/presets.py, gathered by plateau_lib/chapters.py) into results/ to commit: all of them on a GPU,
 # without one those within 3 CPU-hours each on two workers. LIST=1 lists every run with its status and GPU and
-# CPU cost; REPLACE_CPU=1 recomputes paper runs made on a CPU; FORCE_CPU=1 runs everything without a GPU. Without this venv (e.g. a lent GPU with torch): python -m plateau_lib.paper
+# CPU cost; REPLACE_CPU=1 recomputes paper runs made on a CPU; FORCE_CPU=1 runs everything without a GPU. Without this venv (e.g. a lent GPU with torch): python -m plateau_lib paper
 paper: venv
-	$(PY) -m plateau_lib.paper $(if $(LIST),--list) $(if $(REPLACE_CPU),--replace-cpu) $(if $(FORCE_CPU),--force-cpu)
+	$(PY) -m plateau_lib paper $(if $(LIST),--list) $(if $(REPLACE_CPU),--replace-cpu) $(if $(FORCE_CPU),--force-cpu)
 
 clean:
 	rm -rf book/_build book/figures book/_vendor_js .pytest_cache

@@ -6,4 +6,5 @@
 - ``plateau``, ``llm``, ``icl``: the chapters (Gopalani et al.; Pythia/OLMo; in-context linear regression), each
   with its ``presets`` and ``claims``;
 - ``chapters``: the registry the paper queue (``paper``) and the Reproducibility page read.
+- ``commands``: every command line, ``python -m plateau_lib COMMAND`` (the library modules hold no argparse).
 """

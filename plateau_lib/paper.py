@@ -29,13 +29,12 @@ puts the results under ``results/`` and replaces ``.cache/queue/`` with the pack
 given that folder, resumes where the last one stopped. Results carry their provenance: config, commit
 (``$PLATEAU_COMMIT`` where the copy has no ``.git``), device, date and wall time.
 
-    python -m plateau_lib.paper --list                 # every result, its status and estimated GPU and CPU time
-    python -m plateau_lib.paper --budget-s 480 --tar $OUT/paper.tar.gz
-    python -m plateau_lib.paper --unpack paper*.tar.gz # back home: results/ and .cache/queue/ to carry next
+    python -m plateau_lib paper --list                 # every result, its status and estimated GPU and CPU time
+    python -m plateau_lib paper --budget-s 480 --tar $OUT/paper.tar.gz
+    python -m plateau_lib paper --unpack paper*.tar.gz # back home: results/ and .cache/queue/ to carry next
 """
 from __future__ import annotations
 
-import argparse
 import re
 import shutil
 import tarfile
@@ -98,7 +97,7 @@ def pending(pages=None, preset: str = "paper", replace_cpu: bool = False) -> lis
     return [e for e in _entries(pages, preset) if e.status in todo]
 
 
-def _check_device(device, preset: str, allow_cpu: bool):
+def check_device(device, preset: str, allow_cpu: bool):
     dev = resolve_device(device)
     if preset == "paper" and dev.type != "cuda" and not allow_cpu:
         raise ValueError(f"the paper queue is meant for a GPU and this machine has {dev.type} only; pass "
@@ -114,7 +113,7 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
     reference's weights exist. With ``budget_s`` training stops at that many seconds (``train.Stopped``
     is caught; the unfinished runs' resume states stay in ``cache.LOCAL``).
     """
-    dev = _check_device(device, preset, allow_cpu)
+    dev = check_device(device, preset, allow_cpu)
     todo = pending(pages, preset, replace_cpu)
     started = time.time()
     deadline = None if budget_s is None else started + budget_s
@@ -216,7 +215,7 @@ def run_cpu_queue(pages=None, budget_s: float | None = None, workers: int = 2, l
 
 def run_analyses(pages=None, preset: str = "paper", device: str = "auto", deadline: float | None = None) -> list[Path]:
     """Compute and commit every analysis not yet committed whose training runs exist; returns the folders
-    written. Past ``deadline`` the running one stops after its latest kept row (``cache.stop_rows_at``) and
+    written. Past ``deadline`` the running one stops after its latest kept row (``StoredTable.build``) and
     the rest wait for the next command; an SGLD calibration has no rows and is not stopped part-way."""
     dev = resolve_device(device)
     stack = ANALYSIS_STACK if dev.type == "cuda" else 1
@@ -232,8 +231,7 @@ def run_analyses(pages=None, preset: str = "paper", device: str = "auto", deadli
             break
         t0 = time.time()
         try:
-            with cache.stop_rows_at(deadline):
-                folders = a.compute(str(dev), stack)
+            folders = a.compute(str(dev), stack, deadline)
         except Stopped as stop:  # what it committed before the deadline (e.g. a calibration) is brought back too
             written += [cache.COMMITTED / n for n in a.outputs if (cache.COMMITTED / n / "meta.json").exists()]
             print(f"{a.page} {a.label}: {stop}", flush=True)
@@ -408,7 +406,7 @@ def print_status(entries: list[Entry], preset: str, costs: dict | None = None, l
         cpu_s = None if costs is None else estimate_cpu_s(e.config, costs)
         cpu = "" if cpu_s is None else f"  ~{cpu_s / 3600:6.2f} CPU-h"
         if status != e.status:
-            cpu += "  (made across work sessions: python -m plateau_lib.icl.long_run)"
+            cpu += "  (made across work sessions: python -m plateau_lib stages-run)"
         elif cpu_s is not None and e.status == MISSING and (cpu_s > limit_h * 3600 or e.config.copy_groups):
             cpu += "  (left for a GPU)"
             over.append(e)
@@ -434,86 +432,7 @@ def print_analyses(preset: str, pages=None) -> None:
             print(f"  {a.page:<24} {a.label:<44} {state}")
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--page", action="append", help="only this page's runs and analyses (repeatable)")
-    parser.add_argument("--preset", default="paper", choices=engine_presets.PRESETS, help="paper (default) or cpu")
-    parser.add_argument("--list", action="store_true", help="print every result with its status and exit")
-    parser.add_argument("--replace-cpu", action="store_true", help="also recompute paper runs made on a CPU")
-    parser.add_argument("--force-cpu", action="store_true", help="allow paper runs on a machine without a GPU")
-    parser.add_argument("--budget-s", type=float, help="stop the queue after this many seconds (resumable)")
-    parser.add_argument("--device", default="auto", help="auto (default), cpu or cuda")
-    parser.add_argument("--backend", default="auto", choices=("auto", "stacked", "sequential"),
-                        help="train_many's backend (auto: stacked on CUDA)")
-    parser.add_argument("--tar", type=Path, help="pack the new results and the queue's working files into this "
-                                                 ".tar.gz (and NAME.2.tar.gz, ... past PART_MIB)")
-    parser.add_argument("--carry-mib", type=float, default=CARRY_MIB,
-                        help=f"pack at most this much working state (default {CARRY_MIB}: what a command is given)")
-    parser.add_argument("--unpack", type=Path, nargs="+", help="unpack the parts of a --tar: results/ and .cache/queue/")
-    parser.add_argument("--workers", type=int, default=2,
-                        help="without a GPU: worker processes, one thread each (default 2: this machine's cores)")
-    parser.add_argument("--cpu-limit-h", type=float, default=CPU_LIMIT_H,
-                        help=f"without a GPU: leave runs estimated above this many CPU-hours for a GPU (default {CPU_LIMIT_H:g})")
-    args = parser.parse_args(argv)
-    cpu_threads()
-    if args.unpack:
-        for folder in unpack(args.unpack):
-            print(f"unpacked {folder}")
-        print(f"indexed the committed runs in {write_index()}")
-        queue = cache.ROOT / ".cache" / "queue"
-        if queue.exists():
-            print(f"give the next command {queue.relative_to(cache.ROOT)}/ ({folder_mib(queue):.1f} MiB) to resume")
-        return 0
-    cache.LOCAL = QUEUE_LOCAL  # the queue's working files, in one folder a next command can be given
-    with_llm = not args.page or "llm_collapse" in args.page
-    pages = [p for p in args.page or () if p != "llm_collapse"] or (None if not args.page else [])
-    if args.workers < 1 or args.cpu_limit_h <= 0 or (args.budget_s is not None and args.budget_s < 0):
-        parser.error(f"--workers must be >= 1, --cpu-limit-h > 0 and --budget-s >= 0; got {args.workers}, "
-                     f"{args.cpu_limit_h} and {args.budget_s}")
-    if args.list:
-        if pages != []:
-            entries = status(pages, args.preset)
-            costs = cpu_costs([e.config for e in entries if e.status == MISSING]) if args.preset == "paper" else None
-            print_status(entries, args.preset, costs, args.cpu_limit_h)
-            print_analyses(args.preset, pages)
-        for label, cfg, state in llm_status(args.preset) if with_llm else ():
-            print(f"  {'llm_collapse':<20} {label:<28} {state:<27} {cfg.steps:>5} steps  "
-                  f"{cfg.batch_size} x {cfg.context} tokens per step")
-        return 0
-    if args.preset == "paper" and resolve_device(args.device).type != "cuda" and not args.force_cpu:
-        # no GPU: the CPU-feasible part of the queue, on two workers; the rest (and the analyses) wait for a GPU
-        written = run_cpu_queue(pages, args.budget_s, args.workers, args.cpu_limit_h) if pages != [] else []
-        print(f"{len(written)} paper run(s) computed on this CPU and committed to results/; the runs over "
-              f"{args.cpu_limit_h:g} CPU-hours and the analyses wait for a GPU (--list shows which; --force-cpu runs "
-              "them here anyway)", flush=True)
-        print(f"indexed the committed runs in {write_index()}")
-        if args.tar:
-            pack(args.tar, written, args.preset, args.carry_mib)
-        return 0
-    try:
-        dev = _check_device(args.device, args.preset, args.force_cpu)
-    except ValueError as err:
-        parser.error(str(err))
-    todo = pending(pages, args.preset, args.replace_cpu) if pages != [] else []
-    print(f"{len(todo)} {args.preset} run(s) to compute on {dev}", flush=True)
-    started = time.time()
-    deadline = None if args.budget_s is None else started + args.budget_s
-    written = []
-    try:
-        if todo:
-            written += run_queue(pages, args.budget_s, args.device, args.preset, args.replace_cpu, args.force_cpu,
-                                 args.backend)
-        if pages != []:
-            written += run_analyses(pages, args.preset, args.device, deadline)
-        if with_llm:
-            written += run_llm(args.preset, args.device, deadline)
-    finally:  # whatever happened, bring back what was made and the state to resume from
-        print(f"indexed the committed runs in {write_index()}")
-        if args.tar:
-            parts = pack(args.tar, list(dict.fromkeys(written)), args.preset, args.carry_mib)
-            print(f"packed {len(written)} result(s) and the working state into {', '.join(map(str, parts))}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # python -m plateau_lib paper is python -m plateau_lib paper
+    import sys
+    from plateau_lib.commands import main
+    raise SystemExit(main(["paper", *sys.argv[1:]]))

@@ -140,8 +140,8 @@ def run_one(name: str, parameters: dict) -> tuple[str, bool, float, str]:
     log = EXECUTED / f"{name}.log"
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PLATEAU_BOOK_BUILD="1",
                TQDM_DISABLE="1", PLATEAU_SUMMARIES=str(SUMMARIES))
-    # plateau_lib.book.run: papermill (kernel python3, output logged, no progress bar), parameters checked again
-    cmd = [sys.executable, "-m", "plateau_lib.book.run", str(NOTEBOOKS / f"{name}.ipynb"), str(tmp),
+    # python -m plateau_lib notebook: papermill (kernel python3, output logged, no progress bar), parameters checked again
+    cmd = [sys.executable, "-m", "plateau_lib", "notebook", str(NOTEBOOKS / f"{name}.ipynb"), str(tmp),
            "-y", json.dumps(parameters), "--cwd", str(ROOT)]
     start = time.perf_counter()
     with open(log, "w") as out:

@@ -114,3 +114,24 @@ def test_stored_tables_round_trip(tmp_path, monkeypatch):
     computed = again.get(lambda: calls.append(1) or ({"t": table}, {"n": 1}))  # computed once, then loaded
     assert calls == [1] and computed[1]["cache"] is None and computed[1]["n"] == 1
     assert again.get(lambda: calls.append(1))[1]["cache"].endswith(again.name) and calls == [1]
+
+
+def test_a_built_table_resumes_its_kept_rows_and_stops_past_its_deadline_with_them_kept(tmp_path, monkeypatch):
+    import time
+
+    import pandas as pd
+
+    from plateau_lib.engine.train import Stopped
+    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    stored, calls = cache.StoredTable("rows", {"run": "abc"}), []
+
+    def rows(steps):
+        calls.extend(steps)
+        return pd.DataFrame({"step": steps, "value": [10 * s for s in steps]})
+
+    with pytest.raises(Stopped, match="deadline reached after 1 rows"):  # past the deadline: the first row, kept
+        stored.build([1, 2, 3], rows, progress=False, deadline=time.time() - 1)
+    assert calls == [1] and stored.rows()["step"].tolist() == [1]
+    done = stored.build([1, 2, 3], rows, progress=False)  # resumed: only the rows not kept are computed
+    assert calls == [1, 2, 3] and done["value"].tolist() == [10, 20, 30]

@@ -33,7 +33,9 @@ def imports(path: Path, known: set[str]) -> set[str]:
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    tree.body = [n for n in tree.body if not is_main_guard(n)]  # the program's entry, not the module's dependency
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -44,6 +46,14 @@ def imports(path: Path, known: set[str]) -> set[str]:
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
     return {m for m in found if m in known and m != name}
+
+
+def is_main_guard(node) -> bool:
+    """``if __name__ == "__main__":`` at module level (run only when the module is the program)."""
+    test = getattr(node, "test", None)
+    return (isinstance(node, ast.If) and isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)
+            and test.left.id == "__name__" and any(isinstance(c, ast.Constant) and c.value == "__main__"
+                                                   for c in test.comparators))
 
 
 def graph() -> dict[str, set[str]]:
@@ -60,10 +70,20 @@ def test_the_import_walk_sees_relative_absolute_and_function_level_imports(tmp_p
     src = PACKAGE / "icl" / "_walk_probe.py"
     try:
         src.write_text("from ..engine import cache\nfrom plateau_lib.book.plots import x\n"
-                       "def f():\n    from . import data\n")
+                       "def f():\n    from . import data\n"
+                       "if __name__ == '__main__':\n    from plateau_lib.engine import x\n")
         assert imports(src, known) == {"plateau_lib.engine.cache", "plateau_lib.book.plots", "plateau_lib.icl.data"}
     finally:
         src.unlink()
+
+
+def test_only_the_commands_module_reads_a_command_line():
+    """Library modules hold plain functions; ``plateau_lib.commands`` is the one place that parses options
+    (``python -m plateau_lib COMMAND``), and ``python -m plateau_lib.paper`` is handed to it."""
+    readers = sorted(m for m, p in modules().items() if any(
+        isinstance(n, (ast.Import, ast.ImportFrom)) and "argparse" in {getattr(n, "module", None), *(a.name for a in n.names)}
+        for n in ast.walk(ast.parse(p.read_text()))))
+    assert readers == ["plateau_lib.commands"]
 
 
 def test_no_import_cycle():

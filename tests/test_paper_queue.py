@@ -118,8 +118,8 @@ def test_a_stopped_analysis_resumes_elsewhere_from_its_packed_rows_and_checkpoin
     from plateau_lib.icl import development
     paper.run_queue(allow_cpu=True)
     assert paper.run_analyses(device="cpu", deadline=time.time() - 1) == []  # spent before it starts
-    with cache.stop_rows_at(time.time() - 1), pytest.raises(Stopped):
-        stages_queue.compute("cpu", 1)
+    with pytest.raises(Stopped):
+        stages_queue.compute("cpu", 1, time.time() - 1)
     assert len(cache.StoredTable(development.KIND, development.llc_spec(ICL, ICL_LLC)).rows()) == 1
     state = [p.name for p in paper.queue_state()]
     assert state == [f"{development.KIND}-{development.key(ICL, ICL_LLC)}.partial", f"train-{cache.cache_key(ICL)}"]

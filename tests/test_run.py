@@ -56,7 +56,7 @@ def test_values_are_typed_like_papermill():
 
 def cli(*args, cwd):
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "plateau_lib.book.run", *map(str, args)], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "plateau_lib", "notebook", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -77,3 +77,23 @@ def test_cli_runs_with_injected_parameters(notebook, tmp_path):
     assert marker.read_text() == "2 'yes please'"
     executed = nbformat.read(out, as_version=4)
     assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
+
+
+def test_every_command_is_listed_and_a_bad_option_is_refused_in_one_line_before_any_compute(tmp_path):
+    """``python -m plateau_lib``: each command has its options; a bad value names the option and what is allowed."""
+    from plateau_lib import commands
+    parser = commands.build_parser()
+    assert set(commands.COMMANDS) == {"notebook", "paper", "stages", "stages-run", "diversity", "transient-search",
+                                      "plateau-llc", "probe", "collapse"}
+    for name in commands.COMMANDS:
+        assert parser.parse_args([name] if name not in ("notebook", "stages-run") else
+                                 [name, "a", "b"] if name == "notebook" else [name, "status"]).command == name
+    for argv, message in ((["stages-run", "llc", "--shard", "x"], "--shard must be K/N"),
+                          (["stages-run", "llc", "--budget-s", "0"], "--budget-s must be positive"),
+                          (["probe", "--cpu-budget"], "--cpu-budget goes with --preset paper only"),
+                          (["transient-search"], "give a trial to run"),
+                          (["paper", "--workers", "0"], "--workers must be >= 1")):
+        result = subprocess.run([sys.executable, "-m", "plateau_lib", *argv], capture_output=True, text=True,
+                                timeout=120, cwd=tmp_path)
+        assert result.returncode == 2 and message in result.stderr, (argv, result.stderr)
+        assert result.stderr.strip().count("\n") == 0, result.stderr

@@ -4,7 +4,7 @@ papermill injects any name it is given, so a typo (``lrr`` for ``lr``) runs the 
 default and says nothing. Here every parameter is checked against the notebook's ``parameters`` cell
 first, before any compute.
 
-    python -m plateau_lib.book.run NOTEBOOK OUT [-p NAME VALUE]... [-y YAML]... [--cwd DIR]
+    python -m plateau_lib notebook NOTEBOOK OUT [-p NAME VALUE]... [-y YAML]... [--cwd DIR]
 
 ``-p`` values are typed as papermill types them (``0.1`` -> float, ``3`` -> int, ``False`` -> bool,
 ``None`` -> None, anything else a string); ``-y`` takes a YAML (or JSON) mapping, for lists and dicts.
@@ -13,15 +13,7 @@ repository root, as in the book build) as its working directory.
 """
 from __future__ import annotations
 
-from plateau_lib.engine.utils import REPO_ROOT
-
-import argparse
 import json
-import logging
-import sys
-from pathlib import Path
-
-
 
 
 def declared_parameters(notebook_path) -> list[str]:
@@ -94,56 +86,3 @@ def parse_mapping(text: str) -> dict:
     if not isinstance(value, dict):
         raise ValueError(f"-y must be a YAML mapping, got {type(value).__name__}: {text!r}")
     return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m plateau_lib.book.run",
-        description="Execute NOTEBOOK into OUT with papermill, refusing parameters its parameters cell "
-                    "does not declare (checked before anything runs).")
-    parser.add_argument("notebook", metavar="NOTEBOOK", help="the notebook to run")
-    parser.add_argument("output", metavar="OUT", help="where the executed notebook is written")
-    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                        help="a parameter, typed like papermill's -p (0.1 float, 3 int, False bool, "
-                             "None, else str); repeatable")
-    parser.add_argument("-y", "--yaml", action="append", default=[], metavar="YAML",
-                        help="parameters as a YAML (or JSON) mapping, e.g. '{seeds: [0, 1]}'; repeatable, "
-                             "applied before -p")
-    parser.add_argument("--cwd", default=str(REPO_ROOT), metavar="DIR",
-                        help="working directory of the notebook (default: the repository root, %(default)s)")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-
-    def refuse(message: str) -> int:
-        print(f"{parser.prog}: error: {message}", file=sys.stderr)
-        return 2
-
-    if not Path(args.notebook).is_file():
-        return refuse(f"no notebook {args.notebook}")
-    if not Path(args.cwd).is_dir():
-        return refuse(f"--cwd {args.cwd} is not a folder")
-    parameters = {}
-    try:
-        for text in args.yaml:
-            parameters.update(parse_mapping(text))
-        parameters.update({name: parse_value(value) for name, value in args.parameter})
-        check_parameters(args.notebook, parameters)
-    except ValueError as err:
-        return refuse(str(err))
-
-    from papermill.exceptions import PapermillExecutionError
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        run_notebook(args.notebook, args.output, parameters, cwd=args.cwd, check=False)  # checked above
-    except PapermillExecutionError as err:
-        print(f"{parser.prog}: {args.notebook} failed:{err}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

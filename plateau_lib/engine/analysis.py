@@ -9,8 +9,9 @@ from plateau_lib.engine import cache
 
 class Analysis(NamedTuple):
     """A step after training: it reads the local weights or checkpoints of ``runs`` (declared training runs) and
-    commits the stored tables named ``outputs`` (their ``StoredTable.name``: ``<kind>-<key>`` folders); ``compute(device, stack)`` does
-    it, resumably, and returns the folders it committed."""
+    commits the stored tables named ``outputs`` (their ``StoredTable.name``: ``<kind>-<key>`` folders); ``compute(device, stack,
+    deadline)`` does it, resumably (a table built row by row stops past ``deadline``: ``StoredTable.build``), and
+    returns the folders it committed."""
     page: str
     label: str
     runs: tuple

@@ -39,7 +39,7 @@ RESULTS_VERSION = 1
 ROOT = REPO_ROOT
 COMMITTED = ROOT / "results"
 LOCAL = ROOT / ".cache" / "results"
-QUEUE = ROOT / ".cache" / "queue"  # the paper queue's working files (``python -m plateau_lib.paper`` sets LOCAL to it)
+QUEUE = ROOT / ".cache" / "queue"  # the paper queue's working files (``python -m plateau_lib paper`` sets LOCAL to it)
 
 
 def cache_key(cfg, extra=None) -> str:
@@ -203,22 +203,6 @@ def table_key(spec: dict) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-_row_deadline = None  # set by ``stop_rows_at`` (the paper queue's time budget)
-
-
-@contextmanager
-def stop_rows_at(deadline: float | None):
-    """Within this block a table built row by row stops once ``time.time()`` passes ``deadline``: right after
-    ``StoredTable.keep`` has kept its newest rows it raises ``train.Stopped``, so a time-limited command ends cleanly
-    and the next one resumes from the kept rows. ``None``: no deadline."""
-    global _row_deadline
-    before, _row_deadline = _row_deadline, deadline
-    try:
-        yield
-    finally:
-        _row_deadline = before
-
-
 class StoredTable:
     """A result made of a few CSV tables (``kind``, e.g. λ̂ per checkpoint), keyed by its JSON-able ``spec`` (the
     runs' keys and the settings): committed under ``results/<kind>-<key>/`` or local under ``.cache/results``,
@@ -283,10 +267,11 @@ class StoredTable:
         path = self.rows_folder() / "rows.csv"
         return pd.read_csv(path) if path.exists() else pd.DataFrame()
 
-    def keep(self, rows, shared: bool = False) -> None:
-        """Keep ``rows`` (all rows so far) atomically; past ``stop_rows_at``'s deadline, stop (``train.Stopped``).
-        ``shared``: other processes keep rows of other steps in the same table (each its own ``step`` values), so
-        under a file lock the rows they kept meanwhile are merged in instead of overwritten."""
+    def keep(self, rows, shared: bool = False, deadline: float | None = None) -> None:
+        """Keep ``rows`` (all rows so far) atomically. ``shared``: other processes keep rows of other steps in the
+        same table (each its own ``step`` values), so under a file lock the rows they kept meanwhile are merged in
+        instead of overwritten. Past ``deadline`` (a ``time.time()``; None: never), stop once the rows are kept
+        (``train.Stopped``), so that a time-limited command ends cleanly and the next one resumes from them."""
         import pandas as pd
         folder = self.rows_folder()
         folder.mkdir(parents=True, exist_ok=True)
@@ -298,7 +283,7 @@ class StoredTable:
                     rows = pd.concat([rows, theirs[~theirs["step"].isin(rows["step"])]], ignore_index=True)
             with atomic_path(folder / "rows.csv") as tmp:
                 rows.to_csv(tmp, index=False)
-        if _row_deadline is not None and time.time() > _row_deadline:
+        if deadline is not None and time.time() > deadline:
             raise Stopped(f"deadline reached after {len(rows)} {self.kind} rows; they resume from {LOCAL}")
 
     def drop_rows(self) -> None:
@@ -306,11 +291,11 @@ class StoredTable:
         shutil.rmtree(self.rows_folder(), ignore_errors=True)
 
     def build(self, items, compute_rows, on="step", group: int = 1, progress: bool = True,
-              desc: str = "checkpoints", shared: bool = False):
+              desc: str = "checkpoints", shared: bool = False, deadline: float | None = None):
         """The rows of ``compute_rows(chunk)`` for every item of ``items`` (an integer step, or a tuple of the
         columns ``on`` names, e.g. ``("M", "seed")``), ``group`` items per call. Rows kept by an earlier, interrupted
         build are loaded instead of recomputed, and each new group is kept at once (``keep``; ``shared``: other
-        processes fill other steps). Sorted by ``on``. A tqdm bar (hidden in the book build) counts them."""
+        processes fill other steps; past ``deadline`` it stops there). Sorted by ``on``. A tqdm bar (hidden in the book build) counts them."""
         import pandas as pd
         from tqdm.auto import tqdm
         on = [on] if isinstance(on, str) else list(on)
@@ -322,7 +307,7 @@ class StoredTable:
         bar = tqdm(total=len(todo), desc=desc, disable=not progress or in_book_build())
         for i in range(0, len(todo), group):
             done = pd.concat([done, compute_rows(todo[i:i + group])], ignore_index=True)
-            self.keep(done, shared)
+            self.keep(done, shared, deadline)
             bar.update(len(todo[i:i + group]))
         bar.close()
         return done.sort_values(on).reset_index(drop=True)

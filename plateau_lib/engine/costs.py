@@ -82,7 +82,7 @@ def cpu_costs(configs, measure: bool = True, record: Path | None = None) -> dict
         write_json(record, {"architectures": known, "machine": platform.processor() or platform.machine(),
                             "threads": cpu_threads(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
                             "load_at_end": [round(x, 2) for x in os.getloadavg()],
-                            "note": "python -m plateau_lib.paper --list measures what is missing"})
+                            "note": "python -m plateau_lib paper --list measures what is missing"})
     return known
 
 

@@ -9,15 +9,15 @@ from plateau_lib.engine.analysis import Analysis
 from plateau_lib.icl import development, diversity, presets
 
 
-def _stages(cfg, llc, device: str, stack: int) -> list[Path]:
-    development.run(cfg.replace(device=device), llc, progress=False, stack=stack)
+def _stages(cfg, llc, device: str, stack: int, deadline: float | None) -> list[Path]:
+    development.run(cfg.replace(device=device), llc, progress=False, stack=stack, deadline=deadline)
     return development.commit(cfg, llc)
 
 
-def _diversity(configs, llc, device: str, stack: int) -> list[Path]:
+def _diversity(configs, llc, device: str, stack: int, deadline: float | None) -> list[Path]:
     configs = {k: c.replace(device=device) for k, c in configs.items()}
     diversity.llc_calibration(diversity.calibration_runs(configs), llc, presets.DIVERSITY_CALIBRATION, progress=False)
-    diversity.llc_vs_M(configs, llc, progress=False)
+    diversity.llc_vs_M(configs, llc, progress=False, deadline=deadline)
     return diversity.commit(configs, llc, presets.DIVERSITY_CALIBRATION)
 
 

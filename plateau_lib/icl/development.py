@@ -6,11 +6,10 @@ are stored beside it as ``icl_stages-<key>`` (``llc.csv``, ``structure.csv``, ``
 settings and provenance). Each checkpoint's row is appended as soon as it is estimated, so an interrupted
 run resumes at the next checkpoint. ``commit(cfg, llc)`` copies both into ``results/``.
 
-    OMP_NUM_THREADS=1 python -m plateau_lib.icl.development --preset cpu_long   # the long CPU run
+    OMP_NUM_THREADS=1 python -m plateau_lib stages --preset cpu_long   # the long CPU run
 """
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import shutil
@@ -24,8 +23,7 @@ import torch
 
 from plateau_lib.engine import cache
 from plateau_lib.engine.runs import TrainConfig, TrainResult
-from plateau_lib.engine.utils import atomic_path, cpu_threads, git_commit, resolve_device, write_json
-from plateau_lib.icl.presets import ICL_STAGES, icl_stages
+from plateau_lib.engine.utils import atomic_path, git_commit, resolve_device, write_json
 from plateau_lib.llc import llc_over_checkpoints
 
 KIND = "icl_stages"
@@ -160,9 +158,11 @@ def load(cfg: TrainConfig, llc: dict) -> Development | None:
     return None
 
 
-def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = True, stack: int = 1) -> Development:
+def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = True, stack: int = 1,
+        deadline: float | None = None) -> Development:
     """Train ``cfg`` (through the cache), then estimate the LLC and read the structure at every checkpoint;
-    ``stack`` checkpoints per batched SGLD computation (``llc_over_checkpoints``; worth it on a GPU only)."""
+    ``stack`` checkpoints per batched SGLD computation (``llc_over_checkpoints``; worth it on a GPU only); past
+    ``deadline`` the λ̂ rows stop once kept (``StoredTable.build``)."""
     if use_cache:
         found = load(cfg, llc)
         if found is not None:
@@ -184,7 +184,7 @@ def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = Tr
     data = llc_data(cfg, llc["n_data"], llc["seed"], device)
     done = rows.build(sorted(ckpts), lambda steps: llc_over_checkpoints(  # each row kept at once
         model, cfg.make_task().loss, data, [(s, ckpts[s]) for s in steps], stack=stack, progress=False,
-        device=str(device), **settings), group=stack, progress=progress, desc="λ̂ at checkpoints")
+        device=str(device), **settings), group=stack, progress=progress, desc="λ̂ at checkpoints", deadline=deadline)
     structure = pd.DataFrame([structure_row(s, torch.load(p, weights_only=True)) for s, p in sorted(ckpts.items())])
     meta = store(cache.LOCAL, cfg, llc, done, structure, device=str(device),
                  train_wall_s=train.meta.get("wall_time_s", round(train_s, 1)),
@@ -217,24 +217,3 @@ def commit(cfg: TrainConfig, llc: dict) -> list[Path]:
     with atomic_path(dst) as tmp:
         shutil.copytree(src, tmp)
     return [cache.commit_result(cfg), dst]
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", default="cpu_long", choices=sorted(ICL_STAGES))
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--commit", action="store_true", help="copy the finished run into results/")
-    args = parser.parse_args(argv)
-    cpu_threads()
-    cfg, llc = icl_stages(args.preset, {"device": args.device})
-    result = run(cfg, llc)
-    print(result.llc[["step", "llc_mean", "llc_se"]].to_string(index=False))
-    print(f"training {result.meta['train_wall_s']} s, LLC {result.meta['llc_wall_s']} s on {result.meta['device']}")
-    if args.commit:
-        for path in commit(cfg, llc):
-            print(f"committed {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -26,13 +26,12 @@ import pandas as pd
 import torch
 
 from plateau_lib.engine import cache
-from plateau_lib.engine.sweep import sweep
 from plateau_lib.engine.tasks import make_task
-from plateau_lib.engine.utils import cpu_threads, resolve_device
+from plateau_lib.engine.utils import resolve_device
 from plateau_lib.icl import baselines, data
 
 from plateau_lib.icl.development import llc_data
-from plateau_lib.icl.presets import check_Ms, DIVERSITY, diversity, DIVERSITY_CALIBRATION, INF
+from plateau_lib.icl.presets import check_Ms, INF
 from plateau_lib.llc import calibration_sweep, estimate_llc
 from plateau_lib.llc.calibration import chosen_setting, mark_choice
 from plateau_lib.llc.callbacks import llc_over_checkpoints, llc_row
@@ -206,11 +205,13 @@ def load_llc(configs: dict, llc: dict):
     return None if found is None else (found[0]["llc"], found[1])
 
 
-def llc_vs_M(configs: dict, llc: dict, use_cache: bool = True, progress: bool = True) -> tuple[pd.DataFrame, dict]:
+def llc_vs_M(configs: dict, llc: dict, use_cache: bool = True, progress: bool = True,
+             deadline: float | None = None) -> tuple[pd.DataFrame, dict]:
     """λ̂ of every run's final weights on data from its own training distribution q_M, one SGLD setting ``llc``
     for every M (``n_data`` fixed sequences, ``development.llc_data``; the other keys go to the estimator).
     Returns (one row per (M, seed) with ``init_loss``, the model's loss on q_M; meta). Each row is kept as
-    soon as it is estimated, so an interrupted table resumes. Trains what is not cached locally."""
+    soon as it is estimated, so an interrupted table resumes (past ``deadline`` it stops there). Trains what is not
+    cached locally."""
     settings = {name: v for name, v in llc.items() if name != "n_data"}
 
     def row(runs):
@@ -222,7 +223,7 @@ def llc_vs_M(configs: dict, llc: dict, use_cache: bool = True, progress: bool = 
         return pd.DataFrame([{"M": M, "seed": seed, **llc_row(cfg.steps, res)}])
 
     def compute():
-        done = stored.build(configs, row, on=("M", "seed"), progress=progress, desc="λ̂ per M")
+        done = stored.build(configs, row, on=("M", "seed"), progress=progress, desc="λ̂ per M", deadline=deadline)
         return {"llc": done}, {"llc_wall_s": round(float(done["elapsed_s"].sum()), 1), "torch": torch.__version__,
                                "device": str(resolve_device(next(iter(configs.values())).device))}
 
@@ -383,39 +384,3 @@ def calibration_runs(configs: dict) -> dict:
     """The runs of ``configs`` at ``CALIBRATION_MS`` (first seed)."""
     first = min(s for _, s in configs)
     return {(M, s): c for (M, s), c in configs.items() if M in CALIBRATION_MS and s == first}
-
-
-def main(argv=None) -> int:
-    """Run a preset's sweep (optionally on a dask LocalCluster), its SGLD calibration and LLC table, and commit."""
-    import argparse
-    import time
-    parser = argparse.ArgumentParser(description="Task-diversity sweep: training, SGLD calibration, LLC against M.")
-    parser.add_argument("--preset", default="cpu_long", choices=sorted(DIVERSITY))
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--workers", type=int, default=1, help="> 1: train on a dask LocalCluster of this many workers")
-    parser.add_argument("--commit", action="store_true", help="copy the finished results into results/")
-    args = parser.parse_args(argv)
-    cpu_threads()
-    configs, llc = diversity(args.preset, overrides={"device": args.device})
-    t0 = time.perf_counter()
-    if args.workers > 1:
-        from distributed import Client, LocalCluster
-        with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0") as lc, Client(lc) as client:
-            results = sweep(configs, executor=client.get_executor())
-    else:
-        results = sweep(configs)
-    print(f"training: {time.perf_counter() - t0:.0f} s wall for {len(results)} runs", flush=True)
-    print(critical_steps(curves(results)).to_string(index=False), flush=True)
-    table, _, meta = llc_calibration(calibration_runs(configs), llc, DIVERSITY_CALIBRATION)
-    print(table[["M", "epsilon", "llc_final", "llc_mean", "llc_se", "num_diverged", "mala_mean", "converged"]]
-          .to_string(index=False), f"\ncalibration {meta['wall_s']} s", flush=True)
-    llcs, meta = llc_vs_M(configs, llc)
-    print(llcs[["M", "seed", "llc_mean", "llc_se", "init_loss"]].to_string(index=False), f"\nLLC {meta['llc_wall_s']} s")
-    if args.commit:
-        for path in commit(configs, llc, DIVERSITY_CALIBRATION):
-            print(f"committed {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -151,10 +151,10 @@ def shown_sweeps(live_sweep: Sweep, also: tuple = (), without: tuple = ()) -> di
 
 def how_to_make(preset: str) -> str:
     """The command that makes the stored sweep ``preset``, with its cost (markdown)."""
-    return {"cpu_long": "`python -m plateau_lib.icl.diversity --preset cpu_long --workers 2 --commit` (about an hour on 2 cores)",
-            "cpu_d8": "`python -m plateau_lib.icl.transient_search w64 --Ms 4 8 16 32 64 128 256 inf` (20-45 min a run "
+    return {"cpu_long": "`python -m plateau_lib diversity --preset cpu_long --workers 2 --commit` (about an hour on 2 cores)",
+            "cpu_d8": "`python -m plateau_lib transient-search w64 --Ms 4 8 16 32 64 128 256 inf` (20-45 min a run "
                       "on one core)",
-            "cpu_d8_50k": "`python -m plateau_lib.icl.transient_search w64-50k --Ms 4 8 16 32 64 128 256 inf` (about "
+            "cpu_d8_50k": "`python -m plateau_lib transient-search w64-50k --Ms 4 8 16 32 64 128 256 inf` (about "
                           "an hour a run on one core)"}.get(preset, "a GPU through `make paper`")
 
 

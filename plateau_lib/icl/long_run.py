@@ -27,16 +27,15 @@ check are made, the run is also written as an ordinary developmental run (``resu
 and ``llc`` reads the checkpoints; ``save`` copies the state back. Training stops cleanly at a time budget
 (SIGKILL loses at most the evaluations since the last resume state, which ``train`` saves every 5).
 
-    OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run train --budget-s 9000  # core 1
-    OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run llc --budget-s 9000    # core 2, as checkpoints appear
-    OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run llc --shard 0/2 &      # once trained: both cores (each
-    OMP_NUM_THREADS=1 python -m plateau_lib.icl.long_run llc --shard 1/2        # then takes the other's still unclaimed)
-    python -m plateau_lib.icl.long_run save      # before the session ends: then commit results/in_progress/
-    python -m plateau_lib.icl.long_run status
+    OMP_NUM_THREADS=1 python -m plateau_lib stages-run train --budget-s 9000  # core 1
+    OMP_NUM_THREADS=1 python -m plateau_lib stages-run llc --budget-s 9000    # core 2, as checkpoints appear
+    OMP_NUM_THREADS=1 python -m plateau_lib stages-run llc --shard 0/2 &      # once trained: both cores (each
+    OMP_NUM_THREADS=1 python -m plateau_lib stages-run llc --shard 1/2        # then takes the other's still unclaimed)
+    python -m plateau_lib stages-run save      # before the session ends: then commit results/in_progress/
+    python -m plateau_lib stages-run status
 """
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
@@ -51,10 +50,9 @@ import torch
 from plateau_lib.engine import cache
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped
-from plateau_lib.engine.utils import atomic_path, cpu_threads, git_commit, write_json
+from plateau_lib.engine.utils import atomic_path, git_commit, write_json
 from plateau_lib.icl import development
 from plateau_lib.icl.development import PAPER_POINTS
-from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
 from plateau_lib.llc import llc_over_checkpoints
 
 IN_PROGRESS = cache.COMMITTED / "in_progress"
@@ -419,18 +417,17 @@ def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False, s
         return llc_over_checkpoints(model, loss, data, [(s, _checkpoint(cfg, s)) for s in steps],
                                     progress=False, device="cpu", **settings)
     try:
-        with cache.stop_rows_at(deadline):
-            while time.time() < deadline:
-                done = llc_table(cfg, llc)
-                have = set() if done.empty else set(done["step"].astype(int))
-                step = next_step(cfg, llc, order, have, n, LLC_KIND)
-                if step is not None:
-                    kept(cfg, llc).build([*have, step], rows, progress=False, shared=n > 1)
-                    print(f"λ̂ at step {step} kept", flush=True)
-                elif wait and not set(chosen) <= have:
-                    time.sleep(60)
-                else:
-                    break
+        while time.time() < deadline:
+            done = llc_table(cfg, llc)
+            have = set() if done.empty else set(done["step"].astype(int))
+            step = next_step(cfg, llc, order, have, n, LLC_KIND)
+            if step is not None:
+                kept(cfg, llc).build([*have, step], rows, progress=False, shared=n > 1, deadline=deadline)
+                print(f"λ̂ at step {step} kept", flush=True)
+            elif wait and not set(chosen) <= have:
+                time.sleep(60)
+            else:
+                break
     except Stopped as stop:
         print(stop, flush=True)
     save(cfg, llc)
@@ -475,36 +472,3 @@ def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR, shard:
         print(f"budget check at step {step} kept", flush=True)
     save(cfg, llc)
     return budget_table(cfg, llc)
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=("train", "llc", "check", "save", "status"))
-    parser.add_argument("--budget-s", type=float, default=3600.0, help="stop after this many seconds (default 3600)")
-    parser.add_argument("--wait", action="store_true", help="llc: wait for checkpoints still to come until the budget")
-    parser.add_argument("--shard", default="0/1", metavar="K/N",
-                        help="llc, check: take every N-th step from the K-th (one process a core: 0/2 and 1/2)")
-    args = parser.parse_args(argv)
-    if args.budget_s <= 0:
-        parser.error(f"--budget-s must be positive, got {args.budget_s}")
-    cpu_threads()
-    cache.LOCAL = cache.QUEUE
-    cfg, llc = ICL_PAPER, ICL_LLC_REDUCED
-    if args.action == "train":
-        train(cfg, llc, args.budget_s)
-    elif args.action in ("llc", "check"):
-        try:
-            shard = tuple(int(part) for part in args.shard.split("/"))
-        except ValueError:
-            parser.error(f"--shard must be K/N with integers 0 <= K < N, got {args.shard!r}")
-        table = (estimate(cfg, llc, args.budget_s, wait=args.wait, shard=shard) if args.action == "llc"
-                 else budget_check(cfg, llc, shard=shard))
-        print(table.to_string(index=False))
-    elif args.action == "save":
-        print(save(cfg, llc))
-    print(json.dumps(progress(cfg), indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

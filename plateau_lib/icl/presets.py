@@ -20,7 +20,7 @@ ICL_PAPER = TrainConfig(task="icl_regression", task_kwargs=ICL_TASK, n_layer=2, 
                         checkpoint_steps=log_linear_steps(500_000, *ICL_CHECKPOINTS["paper"]),
                         eval_steps=log_linear_steps(500_000, *ICL_CHECKPOINTS["paper"]))
 # The long CPU run: the same model, data and schedule shape over 20k steps (the triangle peaks at 10k),
-# 16 log + 12 linear checkpoints; run in the background (python -m plateau_lib.icl.stages_run) and committed.
+# 16 log + 12 linear checkpoints; run in the background (python -m plateau_lib stages) and committed.
 ICL_CPU_LONG = ICL_PAPER.replace(steps=20_000, eval_every=500,
                                  checkpoint_steps=log_linear_steps(20_000, *ICL_CHECKPOINTS["cpu_long"]),
                                  eval_steps=log_linear_steps(20_000, *ICL_CHECKPOINTS["cpu_long"]))
@@ -73,7 +73,7 @@ DIVERSITY_PAPER = TrainConfig(task="icl_regression",
 # The CPU sweep: D = 2 (instead of 8) and K = 8 (instead of 16), so that in-context learning and memorising
 # M tasks both happen within 10k steps of a 17,603-parameter model (width 32, 2 heads, MLP 64), batch 128,
 # Adam at 3e-3 with a 250-step warm-up and a cosine decay, 64 root-task sequences for the PCA. Committed
-# (``python -m plateau_lib.icl.diversity --workers 2 --commit``); the live ``cpu`` sweep is its first 1,500 steps' worth.
+# (``python -m plateau_lib diversity --workers 2 --commit``); the live ``cpu`` sweep is its first 1,500 steps' worth.
 DIVERSITY_CPU_LONG = DIVERSITY_PAPER.replace(
     task_kwargs={"D": 2, "K": 8, "noise_var": 0.125, "d_mlp": 64, "doubled_residual": False, "n_root": 64},
     n_head=2, d_model=32, lr=3e-3, schedule="warmup_cosine", warmup_steps=250, steps=10_000, batch_size=128,
@@ -101,7 +101,7 @@ DIVERSITY_MORE_SEEDS = {"cpu_d8_50k": {"Ms": [8, 16, 32, 64], "seeds": [1, 2],
 DIVERSITY = {"paper": DIVERSITY_PAPER, "cpu_long": DIVERSITY_CPU_LONG, "cpu": DIVERSITY_CPU, "cpu_d8": DIVERSITY_CPU_D8,
              "cpu_d8_50k": DIVERSITY_CPU_D8_50K}
 # SGLD at the final weights of every M (one setting for all M; Carroll's are unpublished): calibrated on these
-# models by ``python -m plateau_lib.icl.diversity`` (the grid below), shown on the transient-ridge page.
+# models by ``python -m plateau_lib diversity`` (the grid below), shown on the transient-ridge page.
 DIVERSITY_LLC = {"paper": dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=1024, num_chains=8, num_draws=2000,
                                num_burnin_steps=0, n_data=2**18, seed=0),
                  "cpu_long": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=256, num_chains=4, num_draws=400,
@@ -169,7 +169,7 @@ def diversity(preset: str, Ms=None, seeds=(0,), overrides: dict | None = None, *
 
 def page_runs(preset: str = "paper") -> dict:
     """The training runs of the chapter's pages for ``preset`` ("paper"; anything else: the long CPU runs): the
-    stages page's (its λ̂ is computed by ``python -m plateau_lib.icl.development`` from the checkpoints that run
+    stages page's (its λ̂ is computed by ``python -m plateau_lib stages`` from the checkpoints that run
     keeps locally) and the transient-ridge sweep's."""
     long = "paper" if preset == "paper" else "cpu_long"
     return {"icl_stages": {"training": ICL_STAGES[long]},

@@ -28,7 +28,7 @@ def paper_in_progress_note(cfg, llc: dict) -> str:
     burn = llc.get("num_burnin_steps", 0)
     return (f"{headline} The paper's own training run "
             f"(seed 1, one-cycle to 3e-3, batch 256, the 190 checkpoints), computed on one CPU core in several stretches "
-            f"and committed with its resume state after each (`python -m plateau_lib.icl.long_run`; "
+            f"and committed with its resume state after each (`python -m plateau_lib stages-run`; "
             f"{state['cpu_hours']:.1f} CPU-hours so far). λ̂ is estimated at {state['llc_checkpoints']} of its checkpoints "
             f"at a reduced SGLD budget (the paper's ε, γ, nβ and m = {llc['batch_size']:,}; {llc['num_chains']} chains × "
             f"{llc['num_draws']} draws{f' after {burn} burn-in steps' if burn else ''} from {llc['n_data']:,} fixed "
@@ -101,7 +101,7 @@ def paper_cpu_note(dev) -> str:
     return (f"**Made on a CPU.** The paper's own training run, exactly (seed 1, one-cycle to 3e-3, batch 256, "
             f"{run_steps(dev):,} steps, evaluated at the paper's {len(ICL_PAPER.checkpoint_steps)} checkpoints), "
             "computed on one CPU core in several stretches and committed after each "
-            f"(`python -m plateau_lib.icl.long_run`): {hours:.1f} CPU-hours, "
+            f"(`python -m plateau_lib stages-run`): {hours:.1f} CPU-hours, "
             f"{float(dev.meta['train_wall_s']) / 3600:.1f} of training and {float(dev.meta['llc_wall_s']) / 3600:.1f} "
             "of λ̂. Its deviations from the paper, all in the λ̂ estimates:\n\n"
             f"- λ̂ at {len(dev.llc)} of the {len(ICL_PAPER.checkpoint_steps)} checkpoints (log-spaced, evenly spaced, and "

@@ -17,14 +17,12 @@ model of width 64 or 128 at 20k-50k steps is the open question; each trial answe
   ``results/icl_transient_search_stopped.csv``: how far it got, never a finished result. Its resume state stays in
   the local cache (about 3 MB a run, too large to commit), and the same command continues it.
 
-    OMP_NUM_THREADS=1 python -m plateau_lib.icl.transient_search w64 --Ms 32 64 --budget-s 5400
-    python -m plateau_lib.icl.transient_search w64-50k --Ms 4 8 16 32 64 128 256 inf --record-stopped
-    python -m plateau_lib.icl.transient_search --table
+    OMP_NUM_THREADS=1 python -m plateau_lib transient-search w64 --Ms 32 64 --budget-s 5400
+    python -m plateau_lib transient-search w64-50k --Ms 4 8 16 32 64 128 256 inf --record-stopped
+    python -m plateau_lib transient-search --table
 """
 from __future__ import annotations
 
-import argparse
-import time
 
 import numpy as np
 import pandas as pd
@@ -35,7 +33,7 @@ from plateau_lib.engine import cache
 from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.runs import TrainConfig, TrainResult
 from plateau_lib.engine.train import Stopped
-from plateau_lib.engine.utils import atomic_path, cpu_threads
+from plateau_lib.engine.utils import atomic_path
 from plateau_lib.icl import diversity
 from plateau_lib.icl.diversity_figures import palette
 from plateau_lib.icl.presets import DIVERSITY_CPU_D8, DIVERSITY_MORE_SEEDS, check_Ms, configs, diversity as diversity_sweep
@@ -283,7 +281,7 @@ def readable(search: pd.DataFrame) -> pd.DataFrame:
 def search_note(search: pd.DataFrame) -> str:
     """What the search has found so far, in a few sentences drawn from the table (markdown)."""
     if search.empty:
-        return "No configuration has been tried yet: `python -m plateau_lib.icl.transient_search w64` starts the search."
+        return "No configuration has been tried yet: `python -m plateau_lib transient-search w64` starts the search."
     search = _completed(search)
     cost = f"{search['cpu_s'].sum() / 3600:.1f} core-hours (wall) on a CPU"
     if search["gpu_s"].sum() > 0:  # a trial's runs were stacked on the GPU: its time counts once
@@ -359,48 +357,3 @@ def search_figure(search: pd.DataFrame, curves: pd.DataFrame):
     axes[0, -1].legend(*axes[0, widest].get_legend_handles_labels(), title="M", loc="center left",
                        bbox_to_anchor=(1.01, 0.5))
     return fig
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("trial", nargs="?", choices=sorted(TRIALS), help="the setting to try")
-    parser.add_argument("--Ms", type=float, nargs="+", default=None,
-                        help="task counts M (inf for Gaussian tasks; a trial's default: 32 64; with --llc-over-training: "
-                             "estimate only these M's runs, another process doing the rest)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="model seeds (each M at each seed)")
-    parser.add_argument("--budget-s", type=float, default=None, help="stop cleanly after this many seconds")
-    parser.add_argument("--table", action="store_true", help="print the committed search table")
-    parser.add_argument("--llc-over-training", action="store_true",
-                        help="estimate λ̂ over training of the chosen setting's checkpointed runs and commit it")
-    parser.add_argument("--record-stopped", action="store_true",
-                        help="train nothing: keep the rows so far of the trial's runs stopped here (resume states)")
-    args = parser.parse_args(argv)
-    if args.trial is None and not (args.table or args.llc_over_training):
-        parser.error("give a trial to run, --table or --llc-over-training")
-    if args.budget_s is not None and args.budget_s <= 0:
-        parser.error(f"--budget-s must be positive, got {args.budget_s}")
-    cpu_threads()
-    deadline = None if args.budget_s is None else time.time() + args.budget_s
-    Ms = args.Ms or [32, 64]
-    if args.trial and args.record_stopped:
-        for row in record_stopped(args.trial, Ms, args.seeds):
-            print({k: row[k] for k in ("trial", "M", "steps_done", "t_crit", "ood_rise", "transient")}, flush=True)
-    elif args.trial:
-        for row in run_trials(args.trial, Ms, deadline, seeds=args.seeds) or []:
-            print({k: row[k] for k in ("trial", "M", "t_crit", "ood_rise", "ridge_regrowth", "transient", "cpu_s")},
-                  flush=True)
-    if args.llc_over_training:
-        found = search_llc_over_training(commit=True, Ms=args.Ms)
-        if found is None:
-            print("λ̂ over training: these M are done; the other runs' rows are still being made", flush=True)
-            return 0
-        rows, meta = found
-        print(rows[["M", "seed", "step", "llc_mean", "llc_se", "init_loss"]].to_string(index=False),
-              f"\nλ̂ over training: {meta['llc_wall_s']} s", flush=True)
-    if args.table:
-        print(table().to_string(index=False))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -29,11 +29,10 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from plateau_lib.engine import cache, presets
-from plateau_lib.engine.utils import cpu_threads, resolve_device
-from plateau_lib.llm import presets as llm_presets
+from plateau_lib.engine import cache
+from plateau_lib.engine.utils import resolve_device
 from plateau_lib.llm.checkpoints import N_NEW, NEAR_TIE, load_model
-from plateau_lib.llm.corpus import LLM_VERSION, TOKENIZER_FILES, prompts
+from plateau_lib.llm.corpus import LLM_VERSION, prompts
 from plateau_lib.llm.miniature import MiniatureConfig, run_dir, train_miniature
 from plateau_lib.plateau.metrics import adjacent_repeats as repetition
 
@@ -261,32 +260,3 @@ def stored(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None =
 def commit(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0) -> Path:
     """Copy the local analysis of ``cfg`` (tables and provenance, no checkpoints) into ``results/``."""
     return miniature_table(cfg, n_prompts, prompt_seed).commit()
-
-
-def main(argv=None) -> int:
-    """Train and analyse the collapse page's miniatures: ``python -m plateau_lib.llm.collapse --preset cpu --commit``."""
-    import argparse
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--preset", default="cpu", choices=presets.PRESETS)
-    parser.add_argument("--seeds", type=int, nargs="*", help="Pythia miniature seeds (default: the preset's)")
-    parser.add_argument("--arch", choices=tuple(TOKENIZER_FILES), help="only this architecture's miniature(s)")
-    parser.add_argument("--n-prompts", type=int, default=100)
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--commit", action="store_true", help="copy each finished analysis into results/")
-    args = parser.parse_args(argv)
-    cpu_threads()
-    for (arch, seed), cfg in llm_presets.llm_miniatures(args.preset, args.seeds, {"device": args.device}).items():
-        if args.arch not in (None, arch):
-            continue
-        tables, meta = miniature_collapse(cfg, args.n_prompts, cfg.prompt_seed(0))
-        s = summary(tables["prompts"])
-        print(f"{arch} seed {seed}: trained in {meta.get('wall_time_s')} s on {meta.get('device')}; cosine "
-              f"{s['cosine'].iloc[0]:.2f} at step 0, peak {s['cosine'].max():.2f}, "
-              f"{s['cosine'].iloc[-1]:.2f} at the end", flush=True)
-        if args.commit:
-            print(f"committed {commit(cfg, args.n_prompts, cfg.prompt_seed(0))}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -10,7 +10,7 @@ from plateau_lib.llc.calibration import chosen_setting
 from plateau_lib.plateau import llc_across, presets, probe
 
 
-def _plateau(runs, sgld, device: str, stack: int) -> list[Path]:
+def _plateau(runs, sgld, device: str, stack: int, deadline: float | None) -> list[Path]:
     first = runs[min(runs)]
     calibration, _ = llc_across.calibrate(first, presets.PLATEAU_LLC_CALIBRATION, sgld, device=device)
     written = [llc_across.calibration_table(first, presets.PLATEAU_LLC_CALIBRATION, sgld).commit()]
@@ -19,12 +19,13 @@ def _plateau(runs, sgld, device: str, stack: int) -> list[Path]:
         print(f"plateau_llc: the calibration chose {chosen}, the preset uses {used}; update "
               "plateau.presets.PLATEAU_LLC_SGLD, then run the queue again (calibration committed, λ̂ not run)", flush=True)
         return written
-    llc_across.plateau_llc(runs, sgld, device=device, stack=stack)
+    llc_across.plateau_llc(runs, sgld, device=device, stack=stack, deadline=deadline)
     return written + [llc_across.llc_table(runs, sgld).commit()]
 
 
-def _probe(configs, settings, device: str, stack: int) -> list[Path]:
-    probe.measure_runs({k: c.replace(device=device) for k, c in configs.items()}, settings, progress=False)
+def _probe(configs, settings, device: str, stack: int, deadline: float | None) -> list[Path]:
+    probe.measure_runs({k: c.replace(device=device) for k, c in configs.items()}, settings, progress=False,
+                       deadline=deadline)
     return probe.commit(configs, settings)
 
 

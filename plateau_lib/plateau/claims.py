@@ -218,7 +218,7 @@ OTHER_TASKS_COSINE_TEXT_LEVELS = {"prefix sum": (0.80, "peak ≈ 0.80"),
 
 # Why a figure's `paper` column is empty where no page recorded a value or a status (summaries.record_status).
 PAPER_PENDING = {
-    "Figs. 41–42 (collapse at every location)": "not run yet (`python -m plateau_lib.plateau.probe --preset paper "
+    "Figs. 41–42 (collapse at every location)": "not run yet (`python -m plateau_lib probe --preset paper "
                                                 "--cpu-budget --commit`: about 1 CPU-hour)",
 }
 

@@ -6,13 +6,11 @@ SGLD runs on a fixed set of task sequences with the LLC page's loss (cross-entro
 is estimated, so an interrupted run resumes at the next checkpoint. The finished tables (λ̂, metrics, calibration)
 are stored tables (``cache.StoredTable``), committed with ``--commit``.
 
-    OMP_NUM_THREADS=1 python -m plateau_lib.plateau.llc_across --preset cpu_long --commit   # the committed CPU run
-    python -m plateau_lib.plateau.llc_across --preset paper --device cuda                   # the paper's model, on a GPU
+    OMP_NUM_THREADS=1 python -m plateau_lib plateau-llc --preset cpu_long --commit   # the committed CPU run
+    python -m plateau_lib plateau-llc --preset paper --device cuda                   # the paper's model, on a GPU
 """
 from __future__ import annotations
 
-import argparse
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,13 +19,13 @@ import torch
 
 from plateau_lib.engine import cache, stages
 from plateau_lib.engine.runs import TrainConfig
-from plateau_lib.engine.utils import cpu_threads, resolve_device
-from plateau_lib.llc.calibration import calibration_sweep, chosen_setting, mark_choice
+from plateau_lib.engine.utils import resolve_device
+from plateau_lib.llc.calibration import calibration_sweep, mark_choice
 from plateau_lib.llc.callbacks import llc_over_checkpoints
 from plateau_lib.plateau.llc_transformer import sequence_loss, sgld_sequences
 from plateau_lib.plateau.milestones import milestones as run_milestones, value_at
 from plateau_lib.plateau.model import GPT
-from plateau_lib.plateau.presets import plateau_llc as preset_runs, PLATEAU_LLC_CALIBRATION, PLATEAU_LLC_SGLD
+from plateau_lib.plateau.presets import plateau_llc as preset_runs, PLATEAU_LLC_CALIBRATION
 
 KIND = "plateau_llc"
 CALIBRATION_KIND = "plateau_llc_calibration"
@@ -59,9 +57,10 @@ def trained_checkpoints(cfg: TrainConfig, use_cache: bool = True, progress: bool
 
 
 def llc_curve(cfg: TrainConfig, sgld: dict, use_cache: bool = True, progress: bool = False, device: str = "cpu",
-              stack: int = 1):
-    """λ̂ at every checkpoint of ``cfg`` (one SGLD seed for all, chains on ``device``), resumable row by row;
-    ``stack`` checkpoints per batched computation (``llc_over_checkpoints``; worth it on a GPU only).
+              stack: int = 1, deadline: float | None = None):
+    """λ̂ at every checkpoint of ``cfg`` (one SGLD seed for all, chains on ``device``), resumable row by row (past
+    ``deadline`` it stops once its rows are kept); ``stack`` checkpoints per batched computation
+    (``llc_over_checkpoints``; worth it on a GPU only).
     Returns ``(llc table, TrainResult)``."""
     run, ckpts = trained_checkpoints(cfg, use_cache, progress)
     model, data = GPT(cfg.model_config()), sgld_sequences(cfg, sgld["n_data"])
@@ -70,7 +69,7 @@ def llc_curve(cfg: TrainConfig, sgld: dict, use_cache: bool = True, progress: bo
         rows.drop_rows()
     llc = rows.build(ckpts, lambda steps: llc_over_checkpoints(
         model, sequence_loss, data, [(s, ckpts[s]) for s in steps], stack=stack, progress=False, warn=False,
-        device=device, **_sampler(sgld)), group=stack, progress=progress, desc="λ̂ at checkpoints")
+        device=device, **_sampler(sgld)), group=stack, progress=progress, desc="λ̂ at checkpoints", deadline=deadline)
     return llc, run
 
 
@@ -86,14 +85,14 @@ def llc_table(runs: dict, sgld: dict) -> cache.StoredTable:
 
 
 def plateau_llc(runs: dict, sgld: dict, use_cache: bool = True, progress: bool = False, device: str = "cpu",
-                stack: int = 1) -> tuple[dict, dict]:
+                stack: int = 1, deadline: float | None = None) -> tuple[dict, dict]:
     """λ̂ and the training metrics of every run ``{seed: TrainConfig}``: ``({"llc": ..., "metrics": ...}, meta)``,
     both tidy with a ``seed`` column. Loaded when stored (committed first), else computed (SGLD on ``device``,
-    which is provenance, not part of the key) and stored locally."""
+    which is provenance, not part of the key) and stored locally; past ``deadline`` the λ̂ rows stop once kept."""
     def compute():
         llc, metrics, train_s = [], [], 0.0
         for seed, cfg in runs.items():
-            curve, run = llc_curve(cfg, sgld, use_cache, progress, device, stack)
+            curve, run = llc_curve(cfg, sgld, use_cache, progress, device, stack, deadline)
             llc.append(curve.assign(seed=seed))
             metrics.append(run.metrics[METRIC_COLUMNS].assign(seed=seed))
             train_s += float(run.meta.get("wall_time_s", 0.0))
@@ -301,38 +300,3 @@ def provenance_rows(analyses: dict, calibration: dict | None = None) -> list[dic
 
 
 # ---- the CLI ---------------------------------------------------------------------------------------------------
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", default="cpu_long", choices=sorted(PLATEAU_LLC_SGLD))
-    parser.add_argument("--device", default=None, help="the SGLD device (default: cpu for cpu presets, else auto)")
-    parser.add_argument("--commit", action="store_true", help="copy the finished tables into results/")
-    parser.add_argument("--calibrate-only", action="store_true", help="stop after the calibration")
-    parser.add_argument("--stack", type=int, default=1, help="checkpoints per batched SGLD computation (GPU: 8)")
-    args = parser.parse_args(argv)
-    cpu_threads()
-    device = args.device or ("auto" if args.preset == "paper" else "cpu")
-    runs, sgld = preset_runs(args.preset)
-    runs = {s: cfg.replace(device=device) for s, cfg in runs.items()}
-    t0 = time.perf_counter()
-    calibration, _ = calibrate(runs[min(runs)], PLATEAU_LLC_CALIBRATION, sgld, progress=True, device=device)
-    print(calibration[["step", "epsilon", "nbeta", "llc_final", "llc_se", "num_diverged", "converged", "flat",
-                       "chosen"]].to_string(index=False), flush=True)
-    chosen = chosen_setting(calibration)
-    used = {k: float(sgld[k]) for k in ("epsilon", "nbeta", "gamma")}
-    print(f"calibration: chose {chosen}, the preset uses {used} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    if args.calibrate_only:
-        return 0
-    if chosen != used:
-        raise SystemExit("the calibration chose another setting than the preset's: update PLATEAU_LLC_SGLD")
-    tables, meta = plateau_llc(runs, sgld, progress=True, device=device, stack=args.stack)
-    print(tables["llc"][["seed", "step", "llc_mean", "llc_se"]].to_string(index=False))
-    print(f"done in {time.perf_counter() - t0:.0f} s")
-    if args.commit:
-        print("committed", calibration_table(runs[min(runs)], PLATEAU_LLC_CALIBRATION, sgld).commit())
-        print("committed", llc_table(runs, sgld).commit())
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -98,7 +98,7 @@ def page_runs(preset: str = "paper") -> dict:
     """Every run this chapter's pages show by default for ``preset``, by page: ``{page: {label: config}}``. Fig. 5's
     copied runs also need the reference's weights (the page's entry labelled "reference"). The plateau-LLC page's
     entries are its training runs (the cpu queue's: the long CPU run's three seeds); its λ̂ comes from
-    ``python -m plateau_lib.plateau.llc_across``."""
+    ``python -m plateau_lib plateau-llc``."""
     bias, switch = attention_bias_runs(preset)
     reference, init = optimal_init_runs(preset)
     return {"mws_plateau": seed_runs(preset),

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from plateau_lib.book import pages
-from plateau_lib.engine import cache, presets as engine_presets, stages
+from plateau_lib.engine import cache, stages
 from plateau_lib.engine.utils import resolve_device
 from plateau_lib.plateau import metrics, milestones, presets
 
@@ -274,8 +274,10 @@ def _checkpoints(cfg, progress) -> dict:
     return ckpts
 
 
-def measure_runs(configs: dict, settings: dict, use_cache: bool = True, progress: bool = True) -> tuple[dict, dict]:
-    """The tables of ``tables_from_rows`` and their meta for runs ``{label: TrainConfig}`` (labels: seeds).
+def measure_runs(configs: dict, settings: dict, use_cache: bool = True, progress: bool = True,
+                 deadline: float | None = None) -> tuple[dict, dict]:
+    """The tables of ``tables_from_rows`` and their meta for runs ``{label: TrainConfig}`` (labels: seeds); past
+    ``deadline`` the rows stop once kept (``StoredTable.build``).
 
     use_cache: load the stored tables (committed first). Otherwise, or when none are stored, measure every
     checkpoint; runs without local checkpoints are trained first (a run the page just retrained is reused).
@@ -301,7 +303,8 @@ def measure_runs(configs: dict, settings: dict, use_cache: bool = True, progress
 
     def compute():
         done = stored.build([(label, step) for label, cfg in configs.items() for step in sorted(cfg.checkpoint_steps)],
-                            row, on=("label", "step"), progress=progress, desc="probe at checkpoints")
+                            row, on=("label", "step"), progress=progress, desc="probe at checkpoints",
+                            deadline=deadline)
         return tables_from_rows(done), {
             "device": str(resolve_device(next(iter(configs.values())).device)), "torch": torch.__version__,
             "measure_wall_s": round(float(done["seconds"].sum()), 1), "probe_fits": len(done),
@@ -315,29 +318,3 @@ def measure_runs(configs: dict, settings: dict, use_cache: bool = True, progress
 def commit(configs: dict, settings: dict) -> list:
     """Copy the measured tables and each run's training result into ``results/`` for committing."""
     return [probe_table(configs, settings).commit(), *(cache.commit_result(c) for c in configs.values())]
-
-
-def main(argv=None) -> int:
-    """``python -m plateau_lib.plateau.probe --preset cpu [--commit]``: measure (resuming) the page's default runs."""
-    import argparse
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--preset", choices=engine_presets.PRESETS, default="cpu")
-    parser.add_argument("--commit", action="store_true", help="copy the tables and training results to results/")
-    parser.add_argument("--cpu-budget", action="store_true",
-                        help="with --preset paper: the probe at the stated CPU budget (presets.PROBE_PAPER_ON_CPU)")
-    args = parser.parse_args(argv)
-    if args.cpu_budget and args.preset != "paper":
-        parser.error("--cpu-budget goes with --preset paper only")
-    configs = presets.probe_runs(args.preset)
-    settings = presets.PROBE_PAPER_ON_CPU if args.cpu_budget else presets.probe_settings(args.preset)
-    tables, meta = measure_runs(configs, settings)
-    print(tables["scalars"].drop(columns="seconds").to_string(index=False))
-    print(f"{meta['probe_fits']} probe fits, {meta['probe_not_converged']} stopped at max_iter; "
-          f"{meta['measure_wall_s']} s measuring")
-    if args.commit:
-        print(*commit(configs, settings), sep="\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
