@@ -5,6 +5,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
 
 from plateau_lib.book import plots  # noqa: E402
 
@@ -39,7 +40,22 @@ def test_several_paper_levels_each_get_a_line_and_a_label_and_the_highest_fits()
     assert sorted(line.get_ydata()[0] for line in lines) == [0.15, 0.95]
     assert sorted(t.get_text() for t in ax.texts) == ["paper: KQ+OV ≈ 0.15", "paper: baseline ≈ 0.95"]
     low, high = ax.get_ylim()
-    assert high - 0.95 >= 0.12 * (high - low) - 1e-9
+    assert (high - 0.95) / (high - low) == pytest.approx(plots.LABEL_ROOM)
+    plt.close(fig)
+
+
+def test_the_labels_room_is_the_same_share_of_the_axes_on_linear_and_log_axes_and_never_shrinks_them():
+    fig, (linear, log, tall) = plt.subplots(1, 3)
+    linear.set_ylim(0, 1)
+    plots.room_above(linear, 1.0)
+    assert linear.get_ylim()[1] == pytest.approx(1 / (1 - plots.LABEL_ROOM))
+    log.set_yscale("log")
+    log.set_ylim(1, 100)
+    plots.room_above(log, 100)
+    assert np.log(log.get_ylim()[1] / 100) / np.log(log.get_ylim()[1]) == pytest.approx(plots.LABEL_ROOM)
+    tall.set_ylim(0, 10)
+    plots.room_above(tall, 1.0)
+    assert tall.get_ylim() == (0, 10)
     plt.close(fig)
 
 

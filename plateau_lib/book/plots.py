@@ -20,13 +20,24 @@ SEED_RANGE = ("pi", 100)
 PAPER_COLOUR = "#c0392b"  # the paper's own numbers, wherever a figure draws them
 LABEL_BOX = dict(boxstyle="square,pad=0.1", facecolor="white", edgecolor="none", alpha=0.8)  # a label over curves
 
+LABEL_ROOM = 0.14  # the top share of the axes kept free for the paper's labels
+
+
+def room_above(ax, top: float) -> None:
+    """Grow ``ax``'s y range (never shrink it) so that its top ``LABEL_ROOM`` lies above the data value ``top``,
+    measured in the axis's own scale (log or linear)."""
+    low, high = ax.get_ylim()
+    share = LABEL_ROOM / (1 - LABEL_ROOM)
+    wanted = top * (top / low) ** share if ax.get_yscale() == "log" else top + (top - low) * share
+    ax.set_ylim(low, max(high, wanted))
+
+
 def paper_levels(ax, levels) -> None:
     """The paper's own numbers on ``ax``: dotted horizontal lines labelled "paper: what", where ``levels`` is one
-    ``(value, what)`` or a list of them. The y range grows so that the highest label fits above its line."""
+    ``(value, what)`` or a list of them. The y range grows so that the highest label fits above its line
+    (``room_above``)."""
     levels = [levels] if isinstance(levels, tuple) else list(levels)
-    low, high = ax.get_ylim()
-    top = max(value for value, _ in levels)
-    ax.set_ylim(low, max(high, (top - 0.12 * low) / 0.88))  # the label's room: the top 12% above the highest line
+    room_above(ax, max(value for value, _ in levels))
     for value, what in levels:
         ax.axhline(value, ls=":", c=PAPER_COLOUR, lw=1.5)
         ax.annotate(f"paper: {what}", (0.99, value), xycoords=("axes fraction", "data"), ha="right", va="bottom",
@@ -36,10 +47,9 @@ def paper_levels(ax, levels) -> None:
 def paper_span(ax, start, end, what) -> None:
     """The paper's own range of x values on ``ax`` (e.g. the M where it reports a transient): a light band from
     ``start`` to ``end`` in the paper's colour, labelled "paper: what" in a strip added above the data, from the
-    band's left edge (its right edge when the band lies in the right half of the axes)."""
+    band's left edge (its right edge when the band lies in the right half of the axes; ``room_above``)."""
     low, high = ax.get_ylim()
-    room = 0.14 / 0.86  # the label's strip: the top 14% of the axes
-    ax.set_ylim(low, high * (high / low) ** room if ax.get_yscale() == "log" else high + (high - low) * room)
+    room_above(ax, high)
     ax.axvspan(start, end, color=PAPER_COLOUR, alpha=0.08, lw=0)
     for x in (start, end):
         ax.axvline(x, ls=":", c=PAPER_COLOUR, lw=1.2)
