@@ -69,6 +69,10 @@ def test_llc_rows_are_kept_and_not_redone(store, monkeypatch):
     assert windows["authors' window"].iloc[0] == pytest.approx(row["llc_mean"], rel=1e-4)
     assert windows["stages page's window"].iloc[0] == pytest.approx(
         diagnosis.window_llc(trace, row["init_loss"], small["nbeta"], 2, 2))
+    settled = diagnosis.last_draws(TINY, "cpu", small, draws=2)  # the whole window, and its last two draws
+    assert settled["window"].iloc[0] == pytest.approx(row["llc_mean"], rel=1e-4)
+    assert settled["last draws"].iloc[0] == pytest.approx(
+        diagnosis.window_llc(trace, row["init_loss"], small["nbeta"], 2, 2))
     longer = {**small, "num_burnin_steps": 2}  # another budget at the same step is a new row
     diagnosis.llc_at([(TINY, "cpu")], [984], llc=longer)
     assert len(calls) == 2 and diagnosis.llc_table(TINY, "cpu")["budget"].tolist() == [
@@ -153,3 +157,15 @@ def test_the_other_seeds_row_reads_the_fall_from_their_llc_rows():
     assert text.startswith("Falls at the other seeds") and "seed 0 170.0 → 110.0 (× 0.65)" in text
     assert "169–171 → 113–131" in text  # the paper's seeds, from the reference notes
     assert diagnosis_page.later_seeds_result(llc.iloc[:1], runs).startswith("Open.")
+
+
+def test_seed_llc_points_keep_the_other_float32_seeds_with_both_points_at_the_stages_budget():
+    budget, other = diagnosis.budget_label(ICL_LLC_REDUCED), "2 chains x 5000 draws"
+    rows = [(0, "float32", budget, diagnosis.STEP_40K, 169.3), (0, "float32", budget, diagnosis.END_STEP, 112.0),
+            (0, "float32", other, diagnosis.END_STEP, 150.0),  # another budget: not read
+            (1, "float32", budget, diagnosis.STEP_40K, 162.5), (1, "float32", budget, diagnosis.END_STEP, 160.0),
+            (2, "float32", budget, diagnosis.STEP_40K, 169.0),  # no end yet: left out
+            (3, "bfloat16", budget, diagnosis.STEP_40K, 170.0), (3, "bfloat16", budget, diagnosis.END_STEP, 120.0)]
+    llc = pd.DataFrame(rows, columns=["seed", "operands", "budget", "step", "llc_mean"])
+    assert diagnosis.seed_llc_points(llc) == {0: (169.3, 112.0)}
+    assert diagnosis.seed_llc_points(pd.DataFrame()) == {}

@@ -105,6 +105,20 @@ def test_the_papers_own_numbers_are_reproduced_and_a_miniature_is_not_comparable
         assert by_metric[metric].judge(value, "cpu") == expected, metric
 
 
+def test_other_seeds_judge_the_llc_claims_seed_by_seed_and_leave_the_curve_claims_to_the_run():
+    """Seed 1 (the run) at the paper's numbers, seed 0 whose λ̂ does not fall: the fall is partly, each seed shown."""
+    values = stages_page.stage_values(fake_run(), SimpleNamespace(boundaries=[984, 35353, 126262, 323232]),
+                                      {0: (170.0, 170.0)})
+    by_metric = {c.metric: c for c in claims_of(stages_page.FIGURE)}
+    fall = by_metric["λ̂ at the end ÷ λ̂ at 40k"]
+    assert fall.judge(values[fall.metric], "paper") == "partly"
+    assert fall.show(values[fall.metric]) == "1.00 and 0.69 (seeds 0 and 1)"
+    assert by_metric["λ̂ at 40k, the paper's peak (× steps ÷ 500k)"].judge(
+        values["λ̂ at 40k, the paper's peak (× steps ÷ 500k)"], "paper") == "reproduced"
+    assert values["step of the λ̂ peak (× 500k ÷ steps)"] == 40_000 and values["stages found"] == 5
+    assert stages_page.provenance_summary(fake_run(), {0: (170.0, 170.0)})["λ̂ claims also at seeds"] == [0]
+
+
 def test_verdict_table_records_each_preset_shown(tmp_path, monkeypatch):
     monkeypatch.setenv("PLATEAU_SUMMARIES", str(tmp_path))
     values = stages_page.stage_values(fake_run(), SimpleNamespace(boundaries=[984]))

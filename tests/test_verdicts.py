@@ -3,7 +3,8 @@ import math
 import pytest
 
 from plateau_lib import chapters
-from plateau_lib.book.verdicts import Claim, INF, VERDICTS, select
+from plateau_lib.book import summaries
+from plateau_lib.book.verdicts import BySeed, Claim, INF, VERDICTS, select
 
 CLAIMS = chapters.claims()
 
@@ -35,6 +36,22 @@ def test_the_papers_data_with_a_smaller_model_is_judged_except_where_the_model_s
     assert switch.rule().endswith("not comparable below the paper's model")
     with pytest.raises(ValueError, match="'paper_data'"):
         JUMP.judge(1.0, "gpu")
+
+
+def test_several_seeds_are_judged_one_by_one_and_never_averaged():
+    """A seed that misses the band makes the claim at most partly, however well the median sits; seeds that all
+    miss make it not reproduced; "ours" is the median, and each seed's value is shown and kept."""
+    assert COSINE.judge(BySeed({0: 0.95, 2: 0.92}), "paper") == "reproduced"
+    assert COSINE.judge(BySeed({0: 0.95, 1: 0.5, 2: 0.92}), "paper") == "partly"  # the median 0.92 would pass
+    assert COSINE.judge(BySeed({0: 0.5, 1: 0.85}), "paper") == "partly"
+    assert COSINE.judge(BySeed({0: 0.5, 1: math.nan}), "paper") == "not reproduced"
+    assert float(BySeed({0: 0.95, 1: 0.5, 2: 0.92})) == 0.92 and math.isnan(float(BySeed({3: math.nan})))
+    assert COSINE.show(BySeed({2: 0.92, 0: 0.95, 1: 0.5})) == "0.95, 0.5 and 0.92 (seeds 0, 1 and 2)"
+    assert COSINE.show(BySeed({1: 0.5})) == "0.5 (seed 1)"
+    (row,) = summaries.summary_rows([COSINE], "paper", {"peak cosine": BySeed({1: 0.5, 0: 0.95, 2: 0.92})})
+    assert (row["ours"], row["verdict"], row["by seed"]) == (0.92, "partly", {"0": 0.95, "1": 0.5, "2": 0.92})
+    with pytest.raises(ValueError, match="BySeed values"):
+        BySeed({})
 
 
 def test_rule_and_show():

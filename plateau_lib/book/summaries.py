@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from plateau_lib.book.verdicts import SOURCE_KINDS
+from plateau_lib.book.verdicts import SOURCE_KINDS, BySeed
 from plateau_lib.engine.utils import REPO_ROOT, git_commit, write_json
 
 # One column, one kind of run. A long CPU run is still a miniature: judged by the cpu rule (scale-bound claims are not
@@ -49,7 +49,8 @@ def summary_rows(claims: list, preset: str, values: dict, judged_as: str | None 
     """One row per claim of one figure (``claims``, its chapter's ``claims_of(figure)``): paper, ours (float or
     None), shown text, verdict and rule.
 
-    ``values`` maps each claim's metric to our number (None/NaN: never reached); unknown metrics raise.
+    ``values`` maps each claim's metric to our number (None/NaN: never reached), or to a ``BySeed`` (judged seed
+    by seed; "ours" is their median, and the row keeps each seed's under "by seed"); unknown metrics raise.
     """
     figure = claims[0].figure
     unknown = sorted(set(values) - {c.metric for c in claims})
@@ -59,10 +60,14 @@ def summary_rows(claims: list, preset: str, values: dict, judged_as: str | None 
     for c in claims:
         if c.metric not in values:
             continue
-        ours = values[c.metric]
-        ours = None if ours is None or (isinstance(ours, float) and math.isnan(ours)) else float(ours)
-        rows.append({"metric": c.metric, "paper": c.paper, "ours": ours, "shown": c.show(ours),
-                     "verdict": c.judge(ours, judged_as or JUDGED_AS.get(preset, preset)), "rule": c.rule()})
+        given = values[c.metric]
+        ours = None if given is None or math.isnan(float(given)) else float(given)
+        judged = given if isinstance(given, BySeed) else ours
+        row = {"metric": c.metric, "paper": c.paper, "ours": ours, "shown": c.show(judged),
+               "verdict": c.judge(judged, judged_as or JUDGED_AS.get(preset, preset)), "rule": c.rule()}
+        if isinstance(given, BySeed):
+            row["by seed"] = {str(k): float(v) for k, v in sorted(given.values.items())}
+        rows.append(row)
     return rows
 
 

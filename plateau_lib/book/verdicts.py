@@ -11,13 +11,17 @@ Every claim says where the paper's value comes from (:class:`Source`), and eithe
 on a model that has learned nothing: ``engine.train.untrained`` through the page's own code, gathered by
 ``plateau_lib.chapters.untrained_values``), which must come out *not reproduced*, or says why it has none
 (``no_baseline``: a ratio between conditions, a check of the estimator against a closed form).
+A claim about a configuration, which the paper backs with several model seeds, can be judged on several of ours
+(:class:`BySeed`): each seed is judged alone, and the verdict is theirs where they agree, else *partly* (or *not
+reproduced* where none reaches the ``partly`` band). It is never a mean that hides a seed.
 Each chapter lists its claims in its ``claims`` module (``CLAIMS``, ``PAPER_PENDING``); ``plateau_lib.chapters``
 gathers them in book order for the Reproducibility page.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+import statistics
+from dataclasses import dataclass, field, replace
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "not comparable at this scale")
 # A claim that a model which has learned nothing passes too (the untrained model, chance, or the data's own statistic)
@@ -48,6 +52,31 @@ class Source:
     def __str__(self) -> str:
         quote = f": “{self.quote}”" if self.quote else ""
         return f"{SOURCE_KINDS[self.kind]} ({self.where}){quote}"
+
+
+@dataclass(frozen=True)
+class BySeed:
+    """Our number at each of several model seeds of one configuration (``values``: ``{seed: number}``; NaN: the
+    seed never reached it). ``float()`` is the median over the seeds that reached it (NaN if none did)."""
+    values: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.values:
+            raise ValueError("BySeed values must hold at least one {seed: number}")
+
+    def __float__(self) -> float:
+        reached = [float(v) for v in self.values.values() if v is not None and not math.isnan(float(v))]
+        return statistics.median(reached) if reached else math.nan
+
+
+def combine_seed_verdicts(verdicts: list[str]) -> str:
+    """One verdict for several seeds' (``VERDICTS`` or ``SANITY``): theirs where every seed agrees; otherwise
+    *partly* if some seed is reproduced or partly (a sanity check: failed), else *not reproduced*."""
+    if len(set(verdicts)) == 1:
+        return verdicts[0]
+    if set(verdicts) <= set(SANITY):
+        return SANITY[1]
+    return VERDICTS[1] if set(verdicts) & set(VERDICTS[:2]) else VERDICTS[2]
 
 
 @dataclass(frozen=True)
@@ -82,8 +111,11 @@ class Claim:
             return text + "; not comparable below the paper's model"
         return text + ("; the cpu miniature is not comparable" if self.scale_bound else "")
 
-    def judge(self, ours: float | None, preset: str) -> str:
-        """The verdict on ``ours`` (None or NaN: the milestone was never reached) for ``preset``."""
+    def judge(self, ours: float | BySeed | None, preset: str) -> str:
+        """The verdict on ``ours`` (None or NaN: the milestone was never reached; :class:`BySeed`: each seed judged,
+        then ``combine_seed_verdicts``) for ``preset``."""
+        if isinstance(ours, BySeed):
+            return combine_seed_verdicts([self.judge(v, preset) for v in ours.values.values()])
         if preset not in ("cpu", "paper_data", "paper"):
             raise ValueError(f"preset must be 'cpu', 'paper_data' or 'paper', got {preset!r}")
         if (self.scale_bound and preset == "cpu") or (self.model_bound and preset == "paper_data"):
@@ -98,8 +130,15 @@ class Claim:
                 return verdict
         return VERDICTS[2]
 
-    def show(self, ours: float | None) -> str:
-        """``ours`` formatted (∞: a milestone later than its run, in a ratio), or the ``missing`` text."""
+    def show(self, ours: float | BySeed | None) -> str:
+        """``ours`` formatted (∞: a milestone later than its run, in a ratio), or the ``missing`` text; a
+        :class:`BySeed` as each seed's, in seed order ("169.3, 162.5 and 169.0 (seeds 0, 1 and 2)")."""
+        if isinstance(ours, BySeed):
+            seeds = sorted(ours.values)
+            shown = [self.show(ours.values[s]) for s in seeds]
+            def listed(items):
+                return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+            return f"{listed(shown)} (seed{'s' if len(seeds) > 1 else ''} {listed([str(s) for s in seeds])})"
         if ours is None or math.isnan(ours):
             return self.missing
         return ("∞" if ours > 0 else "−∞") if math.isinf(ours) else self.fmt.format(ours)

@@ -24,6 +24,8 @@ CLAIMS = [
     # λ̂ is judged at the paper's moment, the 40k checkpoint (its peak), not at our own peak wherever it falls; the
     # band is the paper's seeds 0-4 (169-171, reference §4.2), "partly" that range widened by two standard errors
     # of a 10-chain estimate (the chains' sd is 18-27 there: about ±15). An untrained model gives λ̂ ≈ 0.
+    # These two λ̂ claims are about the configuration, which the paper backs with five seeds: where more of our
+    # seeds of it have λ̂ at 40k and at the end, each seed is judged alone (verdicts.BySeed), never their mean.
     Claim(_ICL, "λ̂ at 40k, the paper's peak (× steps ÷ 500k)", "169.3 (seeds 0–4: 169–171)", (169, 171),
           (155, 185), scale_bound=True, fmt="{:.1f}"),
     # The fall through LR3-LR4: the end over the 40k value; the band is the paper's seeds' (116-141 ÷ 169-171).

@@ -238,6 +238,23 @@ def estimator_windows(cfg: TrainConfig, stream: str = "cpu", llc: dict = LLC_AS_
     return pd.DataFrame(rows, columns=["step", "authors' window", "stages page's window", "after 1,000 steps"])
 
 
+def last_draws(cfg: TrainConfig, stream: str = "cpu", llc: dict = ICL_LLC_REDUCED, draws: int = 200) -> pd.DataFrame:
+    """For each ``llc`` row with its traces: λ̂ over the row's own window (after the burn-in) and over its last
+    ``draws`` draws alone. A chain still rising reads higher over its last draws, so its window reads λ̂ low."""
+    rows = []
+    table = llc_table(cfg, stream)
+    if "budget" in table:
+        burn_in, total = llc["num_burnin_steps"], llc["num_burnin_steps"] + llc["num_draws"]
+        for row in table[table["budget"] == budget_label(llc)].itertuples():
+            path = trace_path(cfg, stream, int(row.step), llc)
+            if path.exists():
+                trace = np.load(path)
+                rows.append({"step": int(row.step),
+                             "window": window_llc(trace, row.init_loss, llc["nbeta"], burn_in, total - burn_in),
+                             "last draws": window_llc(trace, row.init_loss, llc["nbeta"], total - draws, draws)})
+    return pd.DataFrame(rows, columns=["step", "window", "last draws"])
+
+
 STREAMS = {"cpu": "CPU", "cuda": "GPU"}
 EVAL_SEED = 20_000_003  # the common held-out sequences every run is scored on (``markers``)
 MARKERS = ("loss", "delta_ridge", "loss_ood_inputs", "loss_ood_tasks", "pred_sq", "weight_norm")
@@ -322,6 +339,22 @@ def llc_rows(runs: list[tuple[TrainConfig, str]]) -> pd.DataFrame:
                                             data=STREAMS[stream]) for cfg, stream in runs]
     tables = [t for t in tables if "step" in t]
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
+STEP_40K = 40_292  # the kept checkpoint at the paper's 40k (end of LR2, the λ̂ peak)
+END_STEP = ICL_PAPER.steps - 1  # the last checkpoint
+
+
+def seed_llc_points(llc: pd.DataFrame, budget: dict = ICL_LLC_REDUCED) -> dict[int, tuple[float, float]]:
+    """``{seed: (λ̂ at STEP_40K, λ̂ at END_STEP)}`` of the other model seeds of the paper's configuration (float32;
+    ``llc``: ``llc_rows``; seed 1, the stages run, excluded) at the SGLD ``budget`` (the stages run's), for the
+    seeds that have both: the runs a claim about the configuration is judged on beside seed 1."""
+    if llc.empty:
+        return {}
+    rows = llc[(llc["seed"] != 1) & (llc["operands"] == "float32") & (llc["budget"] == budget_label(budget))]
+    at = rows.pivot_table(index="seed", columns="step", values="llc_mean", aggfunc="last")
+    have = at.reindex(columns=[STEP_40K, END_STEP]).dropna()
+    return {int(seed): (float(row[STEP_40K]), float(row[END_STEP])) for seed, row in have.iterrows()}
 
 
 def progress_table(runs: list[tuple[TrainConfig, str]]) -> pd.DataFrame:

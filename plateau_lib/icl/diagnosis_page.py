@@ -6,18 +6,18 @@ from __future__ import annotations
 import pandas as pd
 
 from plateau_lib.book import plots
-from plateau_lib.icl import development as dev, diagnosis, long_run
-from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
+from plateau_lib.icl import development as dev, diagnosis
+from plateau_lib.icl.diagnosis import STEP_40K
+from plateau_lib.icl.presets import ICL_LLC_REDUCED
 from plateau_lib.icl.stages_page import llc_at_paper_step
 
-STEP_40K = 40_292  # the paper's 40k checkpoint (end of LR2, the λ̂ peak)
 LATE_STEP = 318_181  # the kept checkpoint nearest the paper's 320k (end of LR4)
 LR4_STEP = 202_019  # a kept checkpoint inside LR4
-PANELS = [("loss", "evaluation loss"), ("delta_ridge", "Δ to ridge"), ("weight_norm", "weight norm"),
-          ("loss_ood_inputs_authors", "OOD-input loss, g = 5"), ("ln_f", "final LN, mean |w|"),
-          ("ln_attn_1", "1st attention's LN, mean |w|")]
-PAPER = {"loss": dev.PAPER_EVAL_LOSS, "delta_ridge": dev.PAPER_DELTA_RIDGE, "weight_norm": dev.PAPER_WEIGHT_NORM,
-         "loss_ood_inputs_authors": dev.PAPER_OOD_INPUTS_STD_NOISE}
+PANELS = [("llc", "λ̂ (4 chains × 800 draws)"), ("loss", "evaluation loss"), ("delta_ridge", "Δ to ridge"),
+          ("weight_norm", "weight norm"), ("loss_ood_inputs_authors", "OOD-input loss, g = 5"),
+          ("ln_f", "final LN, mean |w|"), ("ln_attn_1", "1st attention's LN, mean |w|")]
+PAPER = {"llc": dev.PAPER_LLC, "loss": dev.PAPER_EVAL_LOSS, "delta_ridge": dev.PAPER_DELTA_RIDGE,
+         "weight_norm": dev.PAPER_WEIGHT_NORM, "loss_ood_inputs_authors": dev.PAPER_OOD_INPUTS_STD_NOISE}
 PAPER_OOD_40K, PAPER_OOD_LATE = (dev.PAPER_OOD_INPUTS_STD_NOISE[s] for s in (40_000, 323_000))
 
 
@@ -27,7 +27,23 @@ def load() -> tuple[pd.DataFrame, pd.DataFrame, list]:
     return diagnosis.markers(runs), diagnosis.llc_rows(runs), runs
 
 
-def figure(markers: pd.DataFrame):
+def with_llc(markers: pd.DataFrame, llc: pd.DataFrame, stages_run=None) -> pd.DataFrame:
+    """``markers`` with a column "llc": λ̂ at the stages run's SGLD setting where it was estimated (``llc``: the
+    diagnosis runs' rows; ``stages_run``: the committed seed-1 run, whose weights the CPU retrain's are, bit for
+    bit, so its λ̂ goes on the retrain's rows)."""
+    budget = diagnosis.budget_label(ICL_LLC_REDUCED)
+    rows = (llc[llc["budget"] == budget][["seed", "operands", "data", "step", "llc_mean"]] if not llc.empty
+            else pd.DataFrame(columns=["seed", "operands", "data", "step", "llc_mean"]))
+    if stages_run is not None:
+        committed = stages_run.llc.dropna(subset=["llc_mean"])[["step", "llc_mean"]]
+        rows = pd.concat([rows, committed.assign(seed=1, operands="float32", data="CPU")], ignore_index=True)
+    rows = rows.drop_duplicates(["seed", "operands", "data", "step"], keep="last").rename(columns={"llc_mean": "llc"})
+    return markers.merge(rows, on=["seed", "operands", "data", "step"], how="left")
+
+
+def figure(markers: pd.DataFrame, llc: pd.DataFrame, stages_run=None):
+    """Every marker of every diagnosis run against step, λ̂ first (``with_llc``), the paper's seed 1 as crosses."""
+    markers = with_llc(markers, llc, stages_run)
     shown = markers.assign(seed=markers["seed"].map(lambda s: f"seed {s}"),
                            run=markers["operands"] + ", " + markers["data"] + " data")
     last = int(markers["step"].max())
@@ -39,8 +55,9 @@ def _range(d: dict, fmt: str) -> str:
     return f"{d['others low']:{fmt}}–{d['others high']:{fmt}}"
 
 
-def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs) -> pd.DataFrame:
-    """The diagnosis so far: one row per hypothesis (cheapest and most likely first), its result computed."""
+def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs, stages_run=None) -> pd.DataFrame:
+    """The diagnosis so far: one row per hypothesis (cheapest and most likely first), its result computed;
+    ``stages_run``: the committed seed-1 run (``long_run.finished_run``), None where it is not committed."""
     loss, delta = (diagnosis.seed_spread(markers, STEP_40K, c) for c in ("loss", "delta_ridge"))
     gaps = {c: diagnosis.precision_gap(markers, c) for c in ("loss", "delta_ridge")}
     check = diagnosis.retrain_check()
@@ -61,9 +78,8 @@ def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs) -> pd.DataFrame:
     else:
         values = ", ".join(f"{r.llc_mean:.1f} (seed {r.seed}, {r.operands})" for r in at_40k.itertuples())
         inside = sum(paper_low <= v <= paper_high for v in at_40k["llc_mean"])
-        committed = long_run.finished_run(ICL_PAPER, ICL_LLC_REDUCED)
-        ours = ("" if committed is None else f"; the committed seed-1 run (CPU data): "
-                f"{llc_at_paper_step(committed.llc.dropna(subset=['llc_mean']), 40_000, dev.PAPER_STEPS):.1f}")
+        ours = ("" if stages_run is None else f"; the committed seed-1 run (CPU data): "
+                f"{llc_at_paper_step(stages_run.llc.dropna(subset=['llc_mean']), 40_000, dev.PAPER_STEPS):.1f}")
         llc_result = (f"λ̂ at step {STEP_40K:,}: {values}; {inside} of {len(at_40k)} inside the paper's seeds "
                       f"({paper_low}–{paper_high}){ours}.")
     retrain_note = ("In progress: no state saved yet." if not check["steps compared"] else
@@ -98,7 +114,7 @@ def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs) -> pd.DataFrame:
          "setting", "about 9 CPU-minutes a run", llc_result),
         ("λ̂ falls in LR3–LR4 at the other seeds", "Seeds 0 and 2 go on from their GPU states on a CPU core (data "
          "drawn there from then on), seeds 3 and 4 wait for a GPU; λ̂ at the kept checkpoints of LR3–LR4 and the end",
-         "about 4.5 CPU-hours a seed to 500k (one core), 9 CPU-minutes a λ̂", later_seeds_result(llc, runs)),
+         "about 4.5 CPU-hours a seed to 500k (one core), 9 CPU-minutes a λ̂", later_seeds_result(llc, runs, stages_run)),
         ("The estimator as the authors ran it", "No burn-in, losses from the SGLD minibatches, n = 2²⁰, 5,000 "
          "draws, at 40k, 320k and 500k: 2 chains on a CPU (the full 10 in a GPU lease); the same chains read "
          "over the stages page's window too", "about 22 CPU-minutes a checkpoint (one core, measured at 40k)", estimator_result()),
@@ -149,10 +165,10 @@ def layer_norm_result(markers: pd.DataFrame) -> str:
             f"paper's description (App. D). The structure develops; λ̂ does not follow it.")
 
 
-def later_seeds_result(llc: pd.DataFrame, runs) -> str:
+def later_seeds_result(llc: pd.DataFrame, runs, stages_run=None) -> str:
     """The hypotheses table's result for λ̂ through LR3–LR4 at the other seeds: where each float32 GPU-begun run
     stands, its λ̂ rows (the stages run's SGLD setting), and, where a seed has λ̂ at both 40,292 and ``LATE_STEP``,
-    its fall against the paper's seeds' and our seed 1's (the committed stages run)."""
+    its fall against the paper's seeds' and our seed 1's (``stages_run``: the committed stages run)."""
     parts, falls = [], {}
     for cfg, stream in runs:
         if stream != "cuda" or cfg.seed == 1 or cfg.matmul_operands != "float32":
@@ -172,16 +188,31 @@ def later_seeds_result(llc: pd.DataFrame, runs) -> str:
         return f"Open. {'; '.join(parts) or 'No run yet'}. The paper's seeds: {paper}."
     (low40, high40), (low320, high320) = dev.PAPER_LLC_SEEDS[40_000], dev.PAPER_LLC_SEEDS[320_000]
     shown = "; ".join(f"seed {seed} {a:.1f} → {b:.1f} (× {b / a:.2f})" for seed, (a, b) in sorted(falls.items()))
-    committed = long_run.finished_run(ICL_PAPER, ICL_LLC_REDUCED)
     ours = ""
-    if committed is not None:
-        curve = committed.llc.dropna(subset=["llc_mean"])
+    if stages_run is not None:
+        curve = stages_run.llc.dropna(subset=["llc_mean"])
         a, b = (llc_at_paper_step(curve, step, dev.PAPER_STEPS) for step in (40_000, 320_000))
         ours = f"; our seed 1 (the stages run) {a:.1f} → {b:.1f} (× {b / a:.2f})"
     return (f"Falls at the other seeds. λ̂ from step {STEP_40K:,} to {LATE_STEP:,}: {shown}; the paper's seeds "
             f"{low40}–{high40} → {low320}–{high320} (× {low320 / high40:.2f}–{high320 / low40:.2f}){ours}. "
-            f"The fall in LR3–LR4 is the configuration's; our seed 1 misses it. Where the runs stand: "
-            f"{'; '.join(parts)}. The paper's seeds later: {paper}.")
+            f"{settling_note(falls)}The fall in LR3–LR4 is the configuration's; our seed 1 misses it. Where the runs "
+            f"stand: {'; '.join(parts)}. The paper's seeds later: {paper}.")
+
+
+def settling_note(seeds) -> str:
+    """Whether the other ``seeds``' chains were still rising over the stages page's window in LR4 (``diagnosis.
+    last_draws``): then the window reads λ̂ low there, and the last draws bound how much."""
+    late = {s: diagnosis.last_draws(diagnosis.variant(s), "cuda").set_index("step") for s in sorted(seeds)}
+    late = {s: t.loc[[LR4_STEP, LATE_STEP]] for s, t in late.items() if {LR4_STEP, LATE_STEP} <= set(t.index)}
+    if not late:
+        return ""
+    shown = "; ".join(f"seed {s} " + " and ".join(f"{r['last draws']:.1f} (window {r['window']:.1f})"
+                                                   for _, r in t.iterrows()) for s, t in late.items())
+    low, high = dev.PAPER_LLC_SEEDS[320_000]
+    last = " and ".join(f"{t.loc[LATE_STEP, 'last draws']:.1f}" for t in late.values())
+    return (f"The chains are still rising at the end of the window at {LR4_STEP:,} and {LATE_STEP:,}, as seed 1's "
+            f"were at 320k: their last 200 draws alone read {shown}, so the window reads the fall somewhat deep. At "
+            f"{LATE_STEP:,} the last draws give {last}; the paper's seeds {low}–{high}. ")
 
 
 def estimator_result() -> str:

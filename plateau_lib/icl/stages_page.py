@@ -17,6 +17,7 @@ import pandas as pd
 
 from plateau_lib.book.benchmarks import load_benchmarks
 from plateau_lib.book.pages import verdicts
+from plateau_lib.book.verdicts import BySeed
 from plateau_lib.engine import cache
 from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.stages import gp_stage_boundaries
@@ -75,7 +76,7 @@ def settings_table(cfg, llc: dict) -> pd.DataFrame:
 EXPECTED = {"cpu": "about 2.5 minutes with a core to itself (55 s training, 96 s LLC), 4-5 minutes when the 2 cores "
                    "are shared",
             "cpu_long": "about 2 hours on 2 CPU cores (the issue's budget; run it in the background with "
-                        "`python -m plateau_lib.icl.development --preset cpu_long`)",
+                        "`python -m plateau_lib stages --preset cpu_long`)",
             "paper": "many hours on a CPU: produce it on a GPU through the `make paper` queue"}
 
 
@@ -292,19 +293,27 @@ def llc_at_points(dev) -> pd.DataFrame:
 
 # ---- verdict numbers -----------------------------------------------------------------------------------
 
-def stage_values(dev, stages) -> dict:
-    """The page's numbers for the claims of ``FIGURE`` (``icl.claims``)."""
+def stage_values(dev, stages, other_seeds: dict | None = None) -> dict:
+    """The page's numbers for the claims of ``FIGURE`` (``icl.claims``). ``other_seeds``: ``{seed: (λ̂ at 40k,
+    λ̂ at the end)}`` of other model seeds of the same configuration (``diagnosis.seed_llc_points``): the two λ̂
+    claims about the configuration are then judged seed by seed (``verdicts.BySeed``), ``dev``'s seed among
+    them; the claims that need the whole λ̂ curve (the stages, the peak's step) stay ``dev``'s."""
     steps = run_steps(dev)
     llc = dev.llc.dropna(subset=["llc_mean"]).sort_values("step").reset_index(drop=True)
     peak = llc.loc[llc["llc_mean"].idxmax()]
     at_40k = llc_at_paper_step(llc, 40_000, steps)
+    fall = float(llc["llc_mean"].iloc[-1] / at_40k)
+    if other_seeds:
+        seed = int(dev.train.config.get("seed", 1))
+        at_40k = BySeed({seed: at_40k} | {s: a for s, (a, _) in other_seeds.items()})
+        fall = BySeed({seed: fall} | {s: end / a for s, (a, end) in other_seeds.items()})
     metrics = dev.train.metrics.sort_values("step")
     matched = (boundary_table(stages.boundaries, steps)["match"] == "yes").sum()
     return {"stages found": len(stages.boundaries) + 1,
             "paper boundaries matched (at the same fraction of the schedule)": int(matched),
             "step of the λ̂ peak (× 500k ÷ steps)": float(to_paper_step(peak["step"], steps)),
             "λ̂ at 40k, the paper's peak (× steps ÷ 500k)": at_40k,
-            "λ̂ at the end ÷ λ̂ at 40k": float(llc["llc_mean"].iloc[-1] / at_40k),
+            "λ̂ at the end ÷ λ̂ at 40k": fall,
             **training_values(metrics)}
 
 
@@ -392,9 +401,11 @@ def provenance_rows(devs: dict) -> list[dict]:
     return rows
 
 
-def provenance_summary(dev) -> dict:
-    """Device, seed, wall times and source of one run, for a recorded summary."""
+def provenance_summary(dev, other_seeds: dict | None = None) -> dict:
+    """Device, seed, wall times and source of one run, for a recorded summary; ``other_seeds`` (as for
+    ``stage_values``): the seeds its λ̂ claims are also judged on."""
     return {"device": dev.meta.get("device"), "runs": 1, "seeds": [dev.train.config.get("seed")],
+            **({"λ̂ claims also at seeds": sorted(other_seeds)} if other_seeds else {}),
             "wall_time_s": round(float(dev.meta.get("train_wall_s") or 0) + float(dev.meta.get("llc_wall_s") or 0), 1),
             "source": "committed" if str(dev.meta.get("cache") or "").startswith("results") else "this build",
             "configs": [dev.train.config]}
