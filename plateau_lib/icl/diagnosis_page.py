@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 
 from plateau_lib.book import plots
-from plateau_lib.icl import development as dev, diagnosis
+from plateau_lib.icl import development as dev, diagnosis, long_run
 from plateau_lib.icl.diagnosis import STEP_40K
-from plateau_lib.icl.presets import ICL_LLC_REDUCED
+from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
 from plateau_lib.icl.stages_page import llc_at_paper_step
 
 LATE_STEP = 318_181  # the kept checkpoint nearest the paper's 320k (end of LR4)
@@ -213,6 +213,36 @@ def settling_note(seeds) -> str:
     return (f"The chains are still rising at the end of the window at {LR4_STEP:,} and {LATE_STEP:,}, as seed 1's "
             f"were at 320k: their last 200 draws alone read {shown}, so the window reads the fall somewhat deep. At "
             f"{LATE_STEP:,} the last draws give {last}; the paper's seeds {low}–{high}. ")
+
+
+POINTS = {40_292: 40_000, 126_262: 126_000, 202_019: 200_000, 318_181: 320_000, 499_999: 500_000}  # kept: paper's
+
+
+def seed_llc_table(llc: pd.DataFrame) -> pd.DataFrame:
+    """λ̂ at the kept checkpoints nearest the paper's 40k, 126k, 200k, 320k and 500k at every float32 seed of the
+    paper's configuration with rows, all at the stages page's reduced budget (seed 1's reduced rows as its long run
+    made them, before chains 4x longer replaced those that failed their check), then seed 1's chains 4x longer
+    where they were run, the paper's seed 1 and its seeds 0-4 (reference §4.2). Text cells; "–": not estimated."""
+    reduced = diagnosis.budget_label(ICL_LLC_REDUCED)
+    ours = {} if llc.empty else {
+        int(seed): rows.set_index("step")["llc_mean"]
+        for seed, rows in llc[(llc["budget"] == reduced) & (llc["operands"] == "float32")].groupby("seed")}
+    own = long_run.llc_table(ICL_PAPER, ICL_LLC_REDUCED)
+    ours[1] = own.set_index(own["step"].astype(int))["llc_mean"] if len(own) else pd.Series(dtype=float)
+    check = long_run.budget_table(ICL_PAPER, ICL_LLC_REDUCED)
+    longer = check.set_index(check["step"].astype(int))["longer"] if len(check) else pd.Series(dtype=float)
+
+    def cell(series, step):
+        return f"{series[step]:.1f}" if step in series.index else "–"
+    rows = []
+    for step, paper in POINTS.items():
+        low, high = dev.PAPER_LLC_SEEDS[paper]
+        rows.append({"step": f"{step:,} (the paper's {paper // 1000}k)",
+                     **{f"seed {s}": cell(ours[s], step) for s in sorted(ours)},
+                     "seed 1, chains 4× longer": cell(longer, step),
+                     "paper: seed 1": f"{dev.PAPER_LLC[paper]:.1f}" if paper in dev.PAPER_LLC else "–",
+                     "paper: seeds 0–4": f"{low}–{high}"})
+    return pd.DataFrame(rows)
 
 
 def estimator_result() -> str:
