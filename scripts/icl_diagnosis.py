@@ -7,6 +7,7 @@ to results/in_progress/; commit that folder afterwards.
     OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 0 --stream cuda --budget-s 9000   # a GPU's run, here
     OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 0 2 --stream cuda --llc-at 40292 --budget-s 3600
     OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 1 --llc-at 40292 318181 --as-run --budget-s 3600
+    OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 0 --stream cuda --llc-at 318181 --longer --budget-s 3600
 """
 import argparse
 
@@ -25,6 +26,8 @@ def main(argv=None) -> None:
     parser.add_argument("--as-run", action="store_true",
                         help="with --llc-at: the estimator as the authors' code ran it (diagnosis.LLC_AS_RUN: 5,000 "
                              "draws from the first, n = 2^20), at 2 chains, instead of the stages page's budget")
+    parser.add_argument("--longer", action="store_true",
+                        help="with --llc-at: the stages run's budget check (diagnosis.LLC_LONGER: its chains 4x longer)")
     parser.add_argument("--stream", choices=("cpu", "cuda"), default=None,
                         help="the runs whose data a CPU or a GPU drew (default: this device's); training a GPU's "
                              "run here goes on with this device's data")
@@ -36,7 +39,10 @@ def main(argv=None) -> None:
     cpu_threads()
     configs = [diagnosis.variant(s, args.operands) for s in args.seeds]
     if args.llc_at:
-        llc = diagnosis.LLC_AS_RUN if args.as_run else diagnosis.ICL_LLC_REDUCED
+        if args.as_run and args.longer:
+            parser.error("--as-run and --longer are two budgets: give one")
+        llc = (diagnosis.LLC_AS_RUN if args.as_run else diagnosis.LLC_LONGER if args.longer
+               else diagnosis.ICL_LLC_REDUCED)
         diagnosis.llc_at([(c, args.stream or "cpu") for c in configs], args.llc_at, llc, budget_s=args.budget_s)
         return
     for record in diagnosis.retrain(configs, args.budget_s, not args.no_progress, args.out, args.cuda_graphs,

@@ -186,3 +186,9 @@ def test_the_seed_table_puts_every_seed_at_the_reduced_budget_beside_the_papers_
     assert table.loc["40,292 (the paper's 40k)", "seed 0"] == "169.3"  # float32 only: the bfloat16 row is not read
     assert table.loc["202,019 (the paper's 200k)", "paper: seed 1"] == "–"  # the reference logs no 200k value
     assert not table.isna().any().any()
+
+
+def test_the_longer_budget_is_the_stages_runs_check_and_keeps_rows_of_its_own():
+    from plateau_lib.icl import long_run
+    assert diagnosis.LLC_LONGER == {**ICL_LLC_REDUCED, "num_draws": long_run.CHECK_FACTOR * ICL_LLC_REDUCED["num_draws"]}
+    assert diagnosis.budget_label(diagnosis.LLC_LONGER) != diagnosis.budget_label(ICL_LLC_REDUCED)

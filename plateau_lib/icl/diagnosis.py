@@ -157,6 +157,9 @@ def llc_table(cfg: TrainConfig, stream: str = "cpu") -> pd.DataFrame:
 # burn-in), from n = 2^20 sequences, at 2 chains instead of 10 (about 22 minutes a checkpoint on one CPU core).
 # Its loss traces also give the stages page's window (200 steps of burn-in, then 800 draws) on the same chains.
 LLC_AS_RUN = {**ICL_LLC_PAPER, "num_chains": 2}
+# The stages run's budget check: the reduced budget's chains 4x longer (icl.long_run.CHECK_FACTOR), where a rising
+# chain's window reads λ̂ low; seed 1's 320k reads 154.0 so.
+LLC_LONGER = {**ICL_LLC_REDUCED, "num_draws": 4 * ICL_LLC_REDUCED["num_draws"]}
 LATE_DRAWS = 1_000  # the draws after these steps are read apart: nearer equilibrium where the chains rise slowly
 
 
