@@ -221,16 +221,20 @@ POINTS = {40_292: 40_000, 126_262: 126_000, 202_019: 200_000, 318_181: 320_000, 
 def seed_llc_table(llc: pd.DataFrame) -> pd.DataFrame:
     """λ̂ at the kept checkpoints nearest the paper's 40k, 126k, 200k, 320k and 500k at every float32 seed of the
     paper's configuration with rows, all at the stages page's reduced budget (seed 1's reduced rows as its long run
-    made them, before chains 4x longer replaced those that failed their check), then seed 1's chains 4x longer
-    where they were run, the paper's seed 1 and its seeds 0-4 (reference §4.2). Text cells; "–": not estimated."""
-    reduced = diagnosis.budget_label(ICL_LLC_REDUCED)
-    ours = {} if llc.empty else {
-        int(seed): rows.set_index("step")["llc_mean"]
-        for seed, rows in llc[(llc["budget"] == reduced) & (llc["operands"] == "float32")].groupby("seed")}
+    made them, before chains 4x longer replaced those that failed their check), then each seed's chains 4x longer
+    where they were run (``diagnosis.LLC_LONGER``; seed 1's from its budget check), the paper's seed 1 and its seeds
+    0-4 (reference §4.2). Text cells; "–": not estimated."""
+    def by_seed(budget: dict) -> dict:
+        rows = llc[(llc["budget"] == diagnosis.budget_label(budget)) & (llc["operands"] == "float32")] \
+            if not llc.empty else llc
+        return {int(seed): t.set_index(t["step"].astype(int))["llc_mean"] for seed, t in rows.groupby("seed")} \
+            if not rows.empty else {}
+    reduced, longer = by_seed(ICL_LLC_REDUCED), by_seed(diagnosis.LLC_LONGER)
     own = long_run.llc_table(ICL_PAPER, ICL_LLC_REDUCED)
-    ours[1] = own.set_index(own["step"].astype(int))["llc_mean"] if len(own) else pd.Series(dtype=float)
+    reduced[1] = own.set_index(own["step"].astype(int))["llc_mean"] if len(own) else pd.Series(dtype=float)
     check = long_run.budget_table(ICL_PAPER, ICL_LLC_REDUCED)
-    longer = check.set_index(check["step"].astype(int))["longer"] if len(check) else pd.Series(dtype=float)
+    if len(check):
+        longer[1] = check.set_index(check["step"].astype(int))["longer"]
 
     def cell(series, step):
         return f"{series[step]:.1f}" if step in series.index else "–"
@@ -238,8 +242,8 @@ def seed_llc_table(llc: pd.DataFrame) -> pd.DataFrame:
     for step, paper in POINTS.items():
         low, high = dev.PAPER_LLC_SEEDS[paper]
         rows.append({"step": f"{step:,} (the paper's {paper // 1000}k)",
-                     **{f"seed {s}": cell(ours[s], step) for s in sorted(ours)},
-                     "seed 1, chains 4× longer": cell(longer, step),
+                     **{f"seed {s}": cell(reduced[s], step) for s in sorted(reduced)},
+                     **{f"seed {s}, chains 4× longer": cell(longer[s], step) for s in sorted(longer)},
                      "paper: seed 1": f"{dev.PAPER_LLC[paper]:.1f}" if paper in dev.PAPER_LLC else "–",
                      "paper: seeds 0–4": f"{low}–{high}"})
     return pd.DataFrame(rows)
