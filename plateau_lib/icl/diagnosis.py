@@ -1,4 +1,4 @@
-"""Runs for the differential diagnosis of the stages run (why λ̂ does not fall in LR3–LR4): Hoogland et al.'s
+"""Runs for the differential diagnosis of the stages run (why λ̂ barely falls in LR3–LR4 at our seed 1): Hoogland et al.'s
 configuration retrained with its weights kept at a dozen steps, at other model seeds and with bfloat16 matrix
 operands (``TrainConfig.matmul_operands``), each kept compactly in the repository across work sessions.
 
@@ -24,7 +24,7 @@ from plateau_lib.engine import cache
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped, train_many
 from plateau_lib.engine.utils import atomic_path, git_commit, resolve_device, write_json
-from plateau_lib.icl import data
+from plateau_lib.icl import data, long_run
 from plateau_lib.icl.development import llc_data, structure_row
 from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER
 from plateau_lib.llc import llc_over_checkpoints, summarize
@@ -159,7 +159,7 @@ def llc_table(cfg: TrainConfig, stream: str = "cpu") -> pd.DataFrame:
 LLC_AS_RUN = {**ICL_LLC_PAPER, "num_chains": 2}
 # The stages run's budget check: the reduced budget's chains 4x longer (icl.long_run.CHECK_FACTOR), where a rising
 # chain's window reads λ̂ low; seed 1's 320k reads 154.0 so.
-LLC_LONGER = {**ICL_LLC_REDUCED, "num_draws": 4 * ICL_LLC_REDUCED["num_draws"]}
+LLC_LONGER = {**ICL_LLC_REDUCED, "num_draws": long_run.CHECK_FACTOR * ICL_LLC_REDUCED["num_draws"]}
 LATE_DRAWS = 1_000  # the draws after these steps are read apart: nearer equilibrium where the chains rise slowly
 
 
@@ -348,16 +348,27 @@ STEP_40K = 40_292  # the kept checkpoint at the paper's 40k (end of LR2, the λ�
 END_STEP = ICL_PAPER.steps - 1  # the last checkpoint
 
 
-def seed_llc_points(llc: pd.DataFrame, budget: dict = ICL_LLC_REDUCED) -> dict[int, tuple[float, float]]:
+def seed_llc_points(llc: pd.DataFrame) -> dict[int, tuple[float, float]]:
     """``{seed: (λ̂ at STEP_40K, λ̂ at END_STEP)}`` of the other model seeds of the paper's configuration (float32;
-    ``llc``: ``llc_rows``; seed 1, the stages run, excluded) at the SGLD ``budget`` (the stages run's), for the
-    seeds that have both: the runs a claim about the configuration is judged on beside seed 1."""
+    ``llc``: ``llc_rows``; seed 1, the stages run, excluded), for the seeds that have both, read by the stages
+    run's own rule (``long_run.checked_rows``): the reduced budget, replaced by chains 4x longer (``LLC_LONGER``)
+    where those were run and differ from it by ``long_run.CHECK_TOLERANCE`` or more. These are the runs a claim
+    about the configuration is judged on beside seed 1."""
     if llc.empty:
         return {}
-    rows = llc[(llc["seed"] != 1) & (llc["operands"] == "float32") & (llc["budget"] == budget_label(budget))]
-    at = rows.pivot_table(index="seed", columns="step", values="llc_mean", aggfunc="last")
-    have = at.reindex(columns=[STEP_40K, END_STEP]).dropna()
-    return {int(seed): (float(row[STEP_40K]), float(row[END_STEP])) for seed, row in have.iterrows()}
+    ours = llc[(llc["seed"] != 1) & (llc["operands"] == "float32")]
+    points = {}
+    for seed, rows in ours.groupby("seed"):
+        reduced = rows[rows["budget"] == budget_label(ICL_LLC_REDUCED)]
+        longer = rows[rows["budget"] == budget_label(LLC_LONGER)].set_index("step")["llc_mean"]
+        both = reduced[reduced["step"].isin(longer.index)]
+        check = pd.DataFrame({"step": both["step"], "longer": both["step"].map(longer),
+                              "relative difference": (both["llc_mean"] - both["step"].map(longer)).abs()
+                              / both["step"].map(longer).abs()})
+        at = long_run.checked_rows(reduced, check).set_index("step")["llc_mean"]
+        if {STEP_40K, END_STEP} <= set(at.index):
+            points[int(seed)] = (float(at[STEP_40K]), float(at[END_STEP]))
+    return points
 
 
 def progress_table(runs: list[tuple[TrainConfig, str]]) -> pd.DataFrame:

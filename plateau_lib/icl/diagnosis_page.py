@@ -1,4 +1,4 @@
-"""The stages page's differential diagnosis (why λ̂ does not fall in LR3–LR4): its figure and its table of
+"""The stages page's differential diagnosis (why λ̂ barely falls in LR3–LR4 at our seed 1): its figure and its table of
 hypotheses, each with its test, its cost and its result, the results computed from the committed runs
 (``icl.diagnosis``), none typed."""
 from __future__ import annotations
