@@ -114,7 +114,8 @@ def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs, stages_run=None) 
          "setting", "about 9 CPU-minutes a run", llc_result),
         ("λ̂ falls in LR3–LR4 at the other seeds", "Seeds 0 and 2 go on from their GPU states on a CPU core (data "
          "drawn there from then on), seeds 3 and 4 wait for a GPU; λ̂ at the kept checkpoints of LR3–LR4 and the end",
-         "about 4.5 CPU-hours a seed to 500k (one core), 9 CPU-minutes a λ̂", later_seeds_result(llc, runs, stages_run)),
+         "5.4 CPU-hours a seed from 85k to 500k (one core, measured), 9 CPU-minutes a λ̂, 32 with chains 4× longer",
+         later_seeds_result(llc, runs, stages_run)),
         ("The estimator as the authors ran it", "No burn-in, losses from the SGLD minibatches, n = 2²⁰, 5,000 "
          "draws, at 40k, 320k and 500k: 2 chains on a CPU (the full 10 in a GPU lease); the same chains read "
          "over the stages page's window too", "about 22 CPU-minutes a checkpoint (one core, measured at 40k)", estimator_result()),
@@ -174,8 +175,9 @@ def later_seeds_result(llc: pd.DataFrame, runs, stages_run=None) -> str:
         if stream != "cuda" or cfg.seed == 1 or cfg.matmul_operands != "float32":
             continue
         record = diagnosis.progress(cfg, stream) or {}
-        where = (f"step {record.get('step', 0):,}" + (f", on a CPU from {record['data_stream_reseeded_at']:,}"
-                                                      if record.get("data_stream_reseeded_at") else ""))
+        # a run in progress keeps the step its data were reseeded at on top; a finished one in its meta
+        reseeded = record.get("data_stream_reseeded_at") or record.get("meta", {}).get("data_stream_reseeded_at")
+        where = f"step {record.get('step', 0):,}" + (f", on a CPU from {reseeded:,}" if reseeded else "")
         rows = llc[(llc["seed"] == cfg.seed) & (llc["data"] == "GPU") & (llc["operands"] == "float32")
                    & (llc["budget"] == diagnosis.budget_label(ICL_LLC_REDUCED))].set_index("step")["llc_mean"]
         values = ", ".join(f"{v:.1f} at {step:,}" for step, v in rows[rows.index > STEP_40K].sort_index().items())
@@ -199,6 +201,9 @@ def later_seeds_result(llc: pd.DataFrame, runs, stages_run=None) -> str:
             f"stand: {'; '.join(parts)}. The paper's seeds later: {paper}.")
 
 
+LONGER_LAST = 800  # the last quarter of the longer chains' draws
+
+
 def settling_note(seeds) -> str:
     """Whether the other ``seeds``' chains were still rising over the stages page's window in LR4 (``diagnosis.
     last_draws``): then the window reads λ̂ low there, and the last draws bound how much."""
@@ -210,9 +215,15 @@ def settling_note(seeds) -> str:
                                                    for _, r in t.iterrows()) for s, t in late.items())
     low, high = dev.PAPER_LLC_SEEDS[320_000]
     last = " and ".join(f"{t.loc[LATE_STEP, 'last draws']:.1f}" for t in late.values())
+    longer = {s: diagnosis.last_draws(diagnosis.variant(s), "cuda", diagnosis.LLC_LONGER, draws=LONGER_LAST)
+              .set_index("step") for s in late}
+    ends = {s: t.loc[diagnosis.END_STEP] for s, t in longer.items() if diagnosis.END_STEP in t.index}
+    end = ("" if not ends else " At the end, chains 4× longer read " + " and ".join(
+        f"{r['window']:.1f} (seed {s}; their last {LONGER_LAST} draws {r['last draws']:.1f})" for s, r in ends.items())
+        + ": still rising, so λ̂ there is a lower bound.")
     return (f"The chains are still rising at the end of the window at {LR4_STEP:,} and {LATE_STEP:,}, as seed 1's "
             f"were at 320k: their last 200 draws alone read {shown}, so the window reads the fall somewhat deep. At "
-            f"{LATE_STEP:,} the last draws give {last}; the paper's seeds {low}–{high}. ")
+            f"{LATE_STEP:,} the last draws give {last}; the paper's seeds {low}–{high}.{end} ")
 
 
 POINTS = {40_292: 40_000, 126_262: 126_000, 202_019: 200_000, 318_181: 320_000, 499_999: 500_000}  # kept: paper's
