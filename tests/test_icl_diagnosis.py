@@ -187,13 +187,13 @@ def test_the_seed_table_puts_every_seed_at_the_reduced_budget_beside_the_papers_
                            "step": 318_181, "llc_mean": 115.04}])
     monkeypatch.setattr(long_run, "llc_table", lambda cfg, llc: pd.DataFrame({"step": [318_181.0], "llc_mean": [139.2]}))
     monkeypatch.setattr(long_run, "budget_table", lambda cfg, llc: pd.DataFrame({"step": [318_181], "longer": [154.0]}))
-    table = diagnosis_page.seed_llc_table(llc).set_index("step")
-    late = table.loc["318,181 (the paper's 320k)"]
+    table = diagnosis_page.seed_llc_table(llc).set_index("step (the paper's)")
+    late = table.loc["318,181 (320k)"]
     assert (late["seed 0"], late["seed 1"], late["seed 1, chains 4× longer"]) == ("105.2", "139.2", "154.0")
     assert (late["paper: seed 1"], late["paper: seeds 0–4"]) == ("112.8", "113–131")
-    assert late["seed 0, chains 4× longer"] == "115.0" and table.loc["40,292 (the paper's 40k)", "seed 0, chains 4× longer"] == "–"
-    assert table.loc["40,292 (the paper's 40k)", "seed 0"] == "169.3"  # float32 only: the bfloat16 row is not read
-    assert table.loc["202,019 (the paper's 200k)", "paper: seed 1"] == "–"  # the reference logs no 200k value
+    assert late["seed 0, chains 4× longer"] == "115.0" and table.loc["40,292 (40k)", "seed 0, chains 4× longer"] == "–"
+    assert table.loc["40,292 (40k)", "seed 0"] == "169.3"  # float32 only: the bfloat16 row is not read
+    assert table.loc["202,019 (200k)", "paper: seed 1"] == "–"  # the reference logs no 200k value
     assert not table.isna().any().any()
 
 

@@ -252,7 +252,7 @@ def seed_llc_table(llc: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for step, paper in POINTS.items():
         low, high = dev.PAPER_LLC_SEEDS[paper]
-        rows.append({"step": f"{step:,} (the paper's {paper // 1000}k)",
+        rows.append({"step (the paper's)": f"{step:,} ({paper // 1000}k)",
                      **{f"seed {s}": cell(reduced[s], step) for s in sorted(reduced)},
                      **{f"seed {s}, chains 4× longer": cell(longer[s], step) for s in sorted(longer)},
                      "paper: seed 1": f"{dev.PAPER_LLC[paper]:.1f}" if paper in dev.PAPER_LLC else "–",
