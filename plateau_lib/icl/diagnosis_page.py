@@ -217,10 +217,12 @@ def settling_note(seeds) -> str:
     last = " and ".join(f"{t.loc[LATE_STEP, 'last draws']:.1f}" for t in late.values())
     longer = {s: diagnosis.last_draws(diagnosis.variant(s), "cuda", diagnosis.LLC_LONGER, draws=LONGER_LAST)
               .set_index("step") for s in late}
-    ends = {s: t.loc[diagnosis.END_STEP] for s, t in longer.items() if diagnosis.END_STEP in t.index}
-    end = ("" if not ends else " At the end, chains 4× longer read " + " and ".join(
-        f"{r['window']:.1f} (seed {s}; their last {LONGER_LAST} draws {r['last draws']:.1f})" for s, r in ends.items())
-        + ": still rising, so λ̂ there is a lower bound.")
+    end = ""
+    for step, where in ((LATE_STEP, f"At {LATE_STEP:,}"), (diagnosis.END_STEP, "At the end")):
+        rows = {s: t.loc[step] for s, t in longer.items() if step in t.index}
+        end += ("" if not rows else f" {where}, chains 4× longer read " + " and ".join(
+            f"{r['window']:.1f} (seed {s}; their last {LONGER_LAST} draws {r['last draws']:.1f})"
+            for s, r in rows.items()) + ": still rising, so λ̂ there is a lower bound.")
     return (f"The chains are still rising at the end of the window at {LR4_STEP:,} and {LATE_STEP:,}, as seed 1's "
             f"were at 320k: their last 200 draws alone read {shown}, so the window reads the fall somewhat deep. At "
             f"{LATE_STEP:,} the last draws give {last}; the paper's seeds {low}–{high}.{end} ")
