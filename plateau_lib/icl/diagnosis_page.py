@@ -11,6 +11,7 @@ from plateau_lib.icl.diagnosis import STEP_40K
 from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
 from plateau_lib.icl.stages_page import llc_at_paper_step
 
+STEP_126K = 126_262  # the kept checkpoint nearest the paper's 126k (end of LR3)
 LATE_STEP = 318_181  # the kept checkpoint nearest the paper's 320k (end of LR4)
 LR4_STEP = 202_019  # a kept checkpoint inside LR4
 PANELS = [("llc", "λ̂ (4 chains × 800 draws)"), ("loss", "evaluation loss"), ("delta_ridge", "Δ to ridge"),
@@ -154,7 +155,7 @@ def ood_result(markers: pd.DataFrame) -> str:
 
 def layer_norm_result(markers: pd.DataFrame) -> str:
     """The hypotheses table's result for the layer-norm collapse (seed 1, the CPU retrain)."""
-    steps = (STEP_40K, 126_262, LATE_STEP)
+    steps = (STEP_40K, STEP_126K, LATE_STEP)
     values = {c: [_at(markers, s, c) for s in steps] for c in diagnosis.LAYER_NORMS}
     if any(pd.isna(v) for vs in values.values() for v in vs):
         return "Open: the CPU retrain's checkpoints are not scored yet."
@@ -228,7 +229,8 @@ def settling_note(seeds) -> str:
             f"{LATE_STEP:,} the last draws give {last}; the paper's seeds {low}–{high}.{end} ")
 
 
-POINTS = {40_292: 40_000, 126_262: 126_000, 202_019: 200_000, 318_181: 320_000, 499_999: 500_000}  # kept: paper's
+POINTS = {STEP_40K: 40_000, STEP_126K: 126_000, LR4_STEP: 200_000, LATE_STEP: 320_000,  # kept step: the paper's
+          diagnosis.END_STEP: 500_000}
 
 
 def seed_llc_table(llc: pd.DataFrame) -> pd.DataFrame:
