@@ -6,7 +6,7 @@ import math
 import pytest
 
 from plateau_lib import chapters
-from plateau_lib.book.verdicts import SANITY, Claim, Source, sourced
+from plateau_lib.book.verdicts import APPROXIMATE, SANITY, Band, Claim, Source, sourced
 
 CLAIMS = chapters.claims()
 
@@ -53,6 +53,32 @@ def test_sources_name_each_claim_once():
     with pytest.raises(ValueError, match="kind must be one of"):
         Source("blog", "somewhere")
     assert str(Source("figure", "Fig. 1")) == "read off a figure (approximate) (Fig. 1)"
+
+
+def test_bands_name_each_judged_claim_and_default_only_for_an_approximate_value():
+    exact, approx = Claim("F", "a", "1", (1, 1), (1, 1)), Claim("F", "b", "≈ 2", (1.8, 2.2), (1.5, 2.5))
+    sanity = Claim("F", "c", "0.1", (0, 1), (0, 1), sanity="the data's own")
+    sources = {m: Source("text", "§1") for m in "abc"}
+    with pytest.raises(ValueError, match=r"without a band \['a'\]"):
+        sourced([exact, approx, sanity], sources)
+    with pytest.raises(ValueError, match=r"no such judged claim \['c'\]"):
+        sourced([exact, approx, sanity], sources, {"a": Band("paper", "seeds"), "c": Band("paper", "seeds")})
+    a, b, c = sourced([exact, approx, sanity], sources, {"a": Band("paper", "the paper's seeds 0–4")})
+    assert (a.band.kind, b.band, c.band) == ("paper", APPROXIMATE, None)
+    assert str(a.band) == "the paper's own: the paper's seeds 0–4"
+    with pytest.raises(ValueError, match="Band kind must be one of"):
+        Band("guess", "x")
+    with pytest.raises(ValueError, match="Band why"):
+        Band("reading", "")
+
+
+def test_every_judged_claim_says_where_its_band_comes_from():
+    judged = [c for c in chapters.claims() if not c.sanity]
+    assert all(c.band is not None for c in judged)
+    assert all(c.band is None for c in chapters.claims() if c.sanity)
+    # Hoogland's λ̂ claims are judged on the paper's own seeds, not on a band the book widened
+    hoogland = {c.metric: c for c in judged if c.figure.startswith("Hoogland")}
+    assert hoogland["λ̂ at 40k, the paper's peak (× steps ÷ 500k)"].band.kind == "paper"
 
 
 def test_a_later_milestone_needs_a_reference_that_got_there():

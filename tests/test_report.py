@@ -51,8 +51,8 @@ def test_reproducibility_table_is_wide_and_in_book_order(summaries):
     report.record_summary(claims_of(FIG), "paper", {"final accuracy": 1.0}, "mws_plateau", {})
     report.record_summary(claims_of(FIG), "cpu", {"final accuracy": 0.5}, "mws_plateau", {})
     table = report.reproducibility_table(CLAIMS, PAPER_PENDING)
-    assert list(table.columns) == ["figure", "metric", "paper", "paper value from", "quote", "cpu miniature",
-                                   "long CPU run", "paper's data, smaller model",
+    assert list(table.columns) == ["figure", "metric", "paper", "paper value from", "quote", "bands from", "band kind",
+                                   "cpu miniature", "long CPU run", "paper's data, smaller model",
                                    "trained here in the paper's model shapes", "paper preset",
                                    "untrained model (must fail)", "sanity check", "source"]
     assert list(table["figure"].unique()) == [FIG, "Fig. 5 (optimal initialisation)"]  # book order
@@ -145,10 +145,27 @@ def test_the_reproducibility_page_quotes_its_sources_and_lists_sanity_checks_apa
     assert rows.loc["data ρ", "untrained model (must fail)"] == "0.057 (sanity check passed)"
     assert rows.loc["step of the jump", "untrained model (must fail)"] == "not computed yet"
     assert rows.loc["final accuracy", "paper value from"].startswith("this book's inference (")
+    assert rows.loc["final accuracy", "bands from"] == "the book's tolerance: a band around the paper's approximate value"
+    assert rows.loc["data ρ", "bands from"] == "none: a sanity check"
     claims_html, sanity_html = pages.reproducibility(table).data, pages.reproducibility(table, sanity=True).data
     assert "final accuracy" in claims_html and "data ρ" not in claims_html
     assert "data ρ" in sanity_html and "final accuracy" not in sanity_html
     assert "<summary>quote</summary>" in claims_html and 'href="mws_plateau.html#provenance"' in claims_html
+
+
+def test_the_band_tally_counts_each_verdict_by_where_its_band_comes_from(summaries):
+    """Fig. 2's paper column, hand-set: 'step of the jump' rests on the paper's own bound (400 steps), 'final
+    accuracy' on a tolerance around "≈ 1", the APM's rank correlation on the book's reading of "monotonically";
+    the sanity check 'data ρ' is in no row."""
+    from plateau_lib.book import pages
+    values = {"step of the jump": 183.0, "final accuracy": 1.0, "APM's rank correlation with the step, up to the jump": 0.8,
+              "peak cosine before the jump": 0.5, "data ρ": 0.057}
+    report.record_summary(claims_of(FIG), "paper", values, "mws_plateau", {})
+    counts = pages.band_tally(report.reproducibility_table(CLAIMS, PAPER_PENDING))
+    assert counts.to_dict("index") == {
+        "the paper's own spread, bound or count": {"reproduced": 1, "partly": 0, "not reproduced": 0},
+        "the book's tolerance around the paper's value": {"reproduced": 1, "partly": 0, "not reproduced": 1},
+        "the book's reading of a qualitative statement": {"reproduced": 0, "partly": 1, "not reproduced": 0}}
 
 
 def test_the_verdict_box_lists_the_paper_columns_verdicts_sanity_checks_last(summaries):

@@ -17,7 +17,7 @@ import seaborn as sns
 
 from plateau_lib.book import summaries
 from plateau_lib.book.summaries import load_summaries, PRESET_COLUMNS, slug
-from plateau_lib.book.verdicts import count_verdicts, SANITY, VERDICTS
+from plateau_lib.book.verdicts import BAND_KINDS, count_verdicts, SANITY, VERDICTS
 from plateau_lib.engine.cache import cache_key, cached_train, cached_train_many, find, load_committed
 from plateau_lib.engine.stages import plateau_summary
 from plateau_lib.engine.utils import atomic_path, cpu_threads, in_book_build
@@ -340,7 +340,7 @@ def reproducibility(table: pd.DataFrame, sanity: bool = False):
     shown = rows.map(_cell)
     shown = shown.assign(**{"paper value from": [source(w, q) for w, q in zip(rows["paper value from"], rows["quote"])],
                            "source": [f'<a href="{page}.html#provenance">provenance</a>' for page in rows["source"]]})
-    shown = shown.drop(columns=["quote", "sanity check"]).rename(columns={"source": "page"})
+    shown = shown.drop(columns=["quote", "band kind", "sanity check"]).rename(columns={"source": "page"})
     body = shown.to_html(index=False, escape=False, border=0, classes="dataframe reproducibility-table")
     return HTML(f'<div class="table-scroll">{body}</div>')
 
@@ -366,6 +366,19 @@ def tally(table: pd.DataFrame, by: str) -> pd.DataFrame:
     counts = counts.sort_index(level=0, key=lambda names: names.map(order), sort_remaining=False)
     counts = counts.loc[counts.sum(axis=1) > 0, list(VERDICTS + SANITY)]
     return counts.rename(columns=lambda v: v.replace("sanity check ", "sanity check: "))
+
+
+def band_tally(table: pd.DataFrame, column: str = PRESET_COLUMNS["paper"]) -> pd.DataFrame:
+    """How many of ``column``'s verdicts (default: the paper preset's) rest on each kind of band
+    (``verdicts.BAND_KINDS``: the paper's own spread or bound, the book's tolerance around a value, the book's
+    reading of a qualitative word): one row per kind, one column per verdict; sanity checks are left out."""
+    judged = table[~table["sanity check"]]
+    verdicts = judged[column].str.extract(r"\(([^()]*)\)$")[0]
+    rows = {"paper": "the paper's own spread, bound or count", "tolerance": "the book's tolerance around the "
+            "paper's value", "reading": "the book's reading of a qualitative statement"}
+    counts = pd.DataFrame({rows[kind]: count_verdicts(verdicts[judged["band kind"] == kind].dropna())
+                           for kind in BAND_KINDS}).T.loc[:, list(VERDICTS[:3])]
+    return counts.rename_axis("bands from")
 
 
 def tally_html(counts: pd.DataFrame):

@@ -108,7 +108,8 @@ def load_summaries() -> list[dict]:
 def reproducibility_table(claims: list, pending: dict, summaries: list[dict] | None = None,
                           untrained: dict | None = None) -> pd.DataFrame:
     """One wide table of ``claims`` (every chapter's, in book order: ``chapters.claims()``): figure | metric |
-    paper | where the paper value comes from | its quote | one "value (verdict)" column per preset | the untrained
+    paper | where the paper value comes from | its quote | where the bands come from (``bands from``, and its
+    ``band kind``) | one "value (verdict)" column per preset | the untrained
     model's "value (verdict)" (``untrained``: ``chapters.untrained_values()``; a claim without a baseline says why) |
     whether it is a sanity check | the page.
 
@@ -127,7 +128,9 @@ def reproducibility_table(claims: list, pending: dict, summaries: list[dict] | N
             continue
         row = {"figure": claim.figure, "metric": claim.metric, "paper": claim.paper,
                "paper value from": f"{SOURCE_KINDS[claim.source.kind]} ({claim.source.where})" if claim.source else "",
-               "quote": claim.source.quote if claim.source else ""}
+               "quote": claim.source.quote if claim.source else "",
+               "bands from": str(claim.band) if claim.band else "none: a sanity check",
+               "band kind": claim.band.kind if claim.band else ""}
         for preset, column in PRESET_COLUMNS.items():
             hit = found.get((claim.figure, preset, claim.metric))
             why = pending.get(claim.figure, "no run yet") if preset == "paper" else "no run yet"
@@ -141,8 +144,8 @@ def reproducibility_table(claims: list, pending: dict, summaries: list[dict] | N
         row["sanity check"] = bool(claim.sanity)
         row["source"] = pages[claim.figure]
         rows.append(row)
-    return pd.DataFrame(rows, columns=["figure", "metric", "paper", "paper value from", "quote",
-                                       *PRESET_COLUMNS.values(), UNTRAINED, "sanity check", "source"])
+    return pd.DataFrame(rows, columns=["figure", "metric", "paper", "paper value from", "quote", "bands from",
+                                       "band kind", *PRESET_COLUMNS.values(), UNTRAINED, "sanity check", "source"])
 
 
 def mean_sd(values) -> str:

@@ -33,6 +33,10 @@ INF = math.inf
 SOURCE_KINDS = {"text": "the paper's text", "figure": "read off a figure (approximate)",
                 "code": "the authors' code or logged data", "inference": "this book's inference",
                 "unconfirmed": "no available source confirms it"}
+# Where a claim's *reproduced* band comes from: the paper's own seeds, range, bound or count; the book's tolerance
+# around a value the paper gives approximately (or without a spread); or the book's reading of a qualitative
+# statement as a number ("significantly faster" as under half the baseline's step).
+BAND_KINDS = {"paper": "the paper's own", "tolerance": "the book's tolerance", "reading": "the book's reading"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,28 @@ class Source:
     def __str__(self) -> str:
         quote = f": “{self.quote}”" if self.quote else ""
         return f"{SOURCE_KINDS[self.kind]} ({self.where}){quote}"
+
+
+@dataclass(frozen=True)
+class Band:
+    """Where a claim's bands come from: ``kind`` (one of ``BAND_KINDS``) and ``why`` (the spread, bound or count
+    the paper gives, or the book's tolerance or reading in words)."""
+    kind: str
+    why: str
+
+    def __post_init__(self):
+        if self.kind not in BAND_KINDS:
+            raise ValueError(f"Band kind must be one of {sorted(BAND_KINDS)}, got {self.kind!r}")
+        if not self.why:
+            raise ValueError("Band why must say which spread, bound, tolerance or reading gives the band")
+
+    def __str__(self) -> str:
+        return f"{BAND_KINDS[self.kind]}: {self.why}"
+
+
+# A claim whose paper value is "≈ x" is judged on a band the book put around x (the claim's own comment gives the
+# figure it was read from); other claims name their band's basis in the chapter's ``BANDS``.
+APPROXIMATE = Band("tolerance", "a band around the paper's approximate value")
 
 
 @dataclass(frozen=True)
@@ -94,6 +120,7 @@ class Claim:
     fmt: str = "{:.3g}"
     sanity: str = ""                # non-empty: a sanity check, and why (the baseline that passes it too)
     source: Source | None = None    # where the paper value comes from (every claim has one; tests check)
+    band: Band | None = None        # where the bands come from (every claim but a sanity check has one)
     no_baseline: str = ""           # non-empty: why no untrained baseline is defined (else chapters.untrained_values has it)
 
     def rule(self) -> str:
@@ -144,16 +171,27 @@ class Claim:
         return ("∞" if ours > 0 else "−∞") if math.isinf(ours) else self.fmt.format(ours)
 
 
-def sourced(claims: list[Claim], sources: dict) -> list[Claim]:
-    """``claims`` with each one's :class:`Source` from ``{metric: Source}`` (a chapter's ``SOURCES``); ValueError
-    naming the claims without a source and the sources without a claim."""
+def sourced(claims: list[Claim], sources: dict, bands: dict | None = None) -> list[Claim]:
+    """``claims`` with each one's :class:`Source` from ``{metric: Source}`` (a chapter's ``SOURCES``) and its
+    :class:`Band` from ``{metric: Band}`` (its ``BANDS``; a claim whose paper value reads "≈ x" defaults to
+    ``APPROXIMATE``, a sanity check has none); ValueError naming the claims without a source or a band and the
+    sources or bands without a claim."""
+    bands = bands or {}
     metrics = [c.metric for c in claims]
     duplicated = sorted({m for m in metrics if metrics.count(m) > 1})
     missing, unknown = sorted(set(metrics) - set(sources)), sorted(set(sources) - set(metrics))
     if duplicated or missing or unknown:
         raise ValueError(f"sources must name each claim's metric once: duplicated {duplicated}, without a source "
                          f"{missing}, no such claim {unknown}")
-    return [replace(c, source=sources[c.metric]) for c in claims]
+    judged = {c.metric for c in claims if not c.sanity}
+    unbanded = sorted(m for m in judged - set(bands)
+                      if not next(c for c in claims if c.metric == m).paper.startswith("≈"))
+    stray = sorted(set(bands) - judged)
+    if unbanded or stray:
+        raise ValueError(f"bands must name each judged claim without an '≈' paper value: without a band {unbanded}, "
+                         f"no such judged claim {stray}")
+    return [replace(c, source=sources[c.metric],
+                    band=None if c.sanity else bands.get(c.metric, APPROXIMATE)) for c in claims]
 
 
 def count_verdicts(verdicts) -> dict[str, int]:

@@ -1,7 +1,7 @@
 """The in-context linear regression chapter's claims (Hoogland et al.; Carroll et al.; Raventós et al.)."""
 from __future__ import annotations
 
-from plateau_lib.book.verdicts import Claim, INF, Source, select, sourced
+from plateau_lib.book.verdicts import Band, Claim, INF, Source, select, sourced
 
 _ICL = "Hoogland Fig. 1(b) (LR stages)"
 _TR = "Carroll Figs. 1, 3 (transient ridge)"
@@ -124,7 +124,32 @@ SOURCES = {
     'Δᵀʳᵘᵉ(PT, ridge) ÷ Δᵀʳᵘᵉ(dMMSE_M, ridge) at the largest finite M': Source('text', 'Raventós et al. Fig. 2 caption',
         'However, the PT approaches Ridge much faster, significantly outperforming dMMSE on new tasks (bottom left).'),
 }
-CLAIMS = sourced(CLAIMS, SOURCES)
+# Where each band comes from (book.verdicts.Band) for the claims whose paper value is not "≈ x".
+BANDS = {
+    "stages found": Band("paper", "the paper's count of stages, 5"),
+    "paper boundaries matched (at the same fraction of the schedule)": Band("paper", "the paper's four boundaries"),
+    "λ̂ at 40k, the paper's peak (× steps ÷ 500k)": Band("paper", "the paper's seeds 0–4 (169–171)"),
+    "λ̂ at the end ÷ λ̂ at 40k": Band("paper", "the paper's seeds 0–4 (0.68–0.83)"),
+    "minimum mean-square prediction (LR1 marker)": Band(
+        "tolerance", "below 0.05, well under σ² = 0.125, around the authors' logged 0.013"),
+    "final evaluation loss": Band("tolerance", "about ± 3 times the paper's seed sd (± 0.009)"),
+    "final Δ to ridge": Band("tolerance", "about ± a third around the authors' logged 0.091 (no seed spread given)"),
+    "share of the M in 16–128 with a transient (the page's rule: a dip, then a rise > 5%; Δ to ridge regrows)": Band(
+        "paper", "the paper's range of M with a transient, 16–128: all of them"),
+    "tᶜʳⁱᵗ's smallest step up between consecutive M with a transient (evaluations of the grid)": Band(
+        "reading", "“increases with M” read as every step up at least 3 evaluations, so that no tie reads as an order"),
+    "behavioural switch: smallest M whose final model is nearer ridge": Band("paper", "the paper's range, 182–362"),
+    "|correlation of PC2 with the OOD loss| over all checkpoints": Band(
+        "reading", "“PC2 tracks the OOD loss” read as a correlation of at least 0.7 in size"),
+    "variance explained by PC1 + PC2": Band("tolerance", "20–35% around the paper's 27.5%"),
+    "λ̂ at the smallest M ÷ λ̂ at M = ∞": Band("reading", "“below λ̂_∞” read as at least 10% below, so a tie is no order"),
+    "λ̂ at the largest dMMSE-like M ÷ λ̂ at M = ∞": Band(
+        "reading", "“above λ̂_∞” read as at least 10% above, so a tie is no order"),
+    "Δᵀʳᵘᵉ(PT, ridge) ÷ Δᵀʳᵘᵉ(dMMSE_M, ridge) at the largest finite M": Band(
+        "reading", "“much faster” (≪ 1) read as under half"),
+}
+
+CLAIMS = sourced(CLAIMS, SOURCES, BANDS)
 
 # Why a figure's `paper` column is empty where no page recorded a value or a status (summaries.record_status).
 PAPER_PENDING = {

@@ -1,7 +1,7 @@
 """The LLC calibration page's claims: λ̂ against closed-form learning coefficients."""
 from __future__ import annotations
 
-from plateau_lib.book.verdicts import Claim, Source, select, sourced
+from plateau_lib.book.verdicts import Band, Claim, Source, select, sourced
 
 _LLC = "LLC golden models"
 
@@ -32,7 +32,11 @@ SOURCES = {
     'λ̂ ÷ λ, regular model d = 10': Source('text', 'Hoogland et al. §A.2; regular λ = d/2 (Watanabe)',
         'If the population loss looks like a quadratic form near [w*] then [λ] is half the number of parameters'),
 }
-CLAIMS = sourced(CLAIMS, SOURCES)
+# Where the bands come from (book.verdicts.Band): ± 10% of the exact λ, tighter than the authors' own tests (rtol
+# 0.4 for reduced-rank regression, ± 3.5 chain sd for the polynomials: devinterp.md §7).
+_TEN_PERCENT = Band("tolerance", "± 10% of the exact λ (the authors' tests allow rtol 0.4 or ± 3.5 chain sd)")
+BANDS = {metric: _TEN_PERCENT for metric in SOURCES}
+CLAIMS = sourced(CLAIMS, SOURCES, BANDS)
 
 # Why a figure's `paper` column is empty where no page recorded a value or a status (summaries.record_status).
 PAPER_PENDING = {

@@ -1,7 +1,7 @@
 """The Pythia/OLMo chapter's claims (Gopalani et al. Figs. 8, 23-25)."""
 from __future__ import annotations
 
-from plateau_lib.book.verdicts import Claim, Source, select, sourced
+from plateau_lib.book.verdicts import Band, Claim, Source, select, sourced
 
 _LLM = "Fig. 8 (Pythia/OLMo collapse and repetition)"
 _OLMO = "Figs. 23–25 (OLMo-2 7B, steps 150 and 600)"
@@ -44,7 +44,19 @@ SOURCES = {
     'cosine at step 600 ÷ at step 150': Source('text', 'Gopalani et al. summary, LLM Validation',
         'OLMo-2 7B (step 600) | ≈ 0.43 | Dissipated'),
 }
-CLAIMS = sourced(CLAIMS, SOURCES)
+# Where each band comes from (book.verdicts.Band).
+BANDS = {
+    "peak cosine of the generated tokens' states": Band("paper", "the summary's bound, > 0.9"),
+    "repetition at the step of peak cosine": Band("reading", "“high” repetition read as at least half the tokens"),
+    "cosine at the last step ÷ its peak": Band(
+        "reading", "“falls” read as under 0.6 of the peak (OLMo-2 7B's is 0.46)"),
+    "repetition at the last step ÷ at the step of peak cosine": Band(
+        "reading", "“dissipated” read as under a fifth of the repetition at the peak"),
+    "cosine at step 150": Band("tolerance", "0.85–1 around the summary's 0.93"),
+    "cosine at step 600 ÷ at step 150": Band("tolerance", "under 0.6, around the summary's 0.46"),
+}
+
+CLAIMS = sourced(CLAIMS, SOURCES, BANDS)
 
 # Why a figure's `paper` column is empty where no page recorded a value or a status (summaries.record_status).
 PAPER_PENDING = {

@@ -1,7 +1,7 @@
 """The loss-plateau chapter's claims (Gopalani et al.): each paper number with the bands that judge ours."""
 from __future__ import annotations
 
-from plateau_lib.book.verdicts import Claim, INF, Source, select, sourced
+from plateau_lib.book.verdicts import Band, Claim, INF, Source, select, sourced
 
 # Gopalani et al. (Figs. 2-5, 43). Bands are ±0.05-0.1 around an "≈" value read off the paper's plots.
 _FIG2 = "Fig. 2 (MWS plateau)"
@@ -198,7 +198,48 @@ SOURCES = {
     'peak cosine after attention ÷ after the MLP (before the final layer norm)': Source('inference', 'Gopalani et al. summary, Key Findings',
         'The attention layer, not the MLP, causes collapse'),
 }
-CLAIMS = sourced(CLAIMS, SOURCES)
+# Where each band comes from (book.verdicts.Band) for the claims whose paper value is not "≈ x": the paper's own
+# bound, or the book's reading of the summary's qualitative words. The papers' full text is not available for
+# Gopalani et al., so most bands here are readings; the Reproducibility page counts the verdicts resting on them.
+_PRESENT_RHO = Band("reading", "“present” read as a peak ρ at least twice the data's own")
+_PRESENT_COS = Band("reading", "“present” read as a peak cosine of at least 0.7 (the MWS plateau's is ≈ 0.95)")
+_PARTIAL = Band("reading", "a “partial solution” read as its part's accuracy at least 0.5 above the rest's")
+_UNCHANGED = Band("reading", "“essentially unchanged” read as within a factor 4/3 of the baseline's span")
+BANDS = {
+    "APM's rank correlation with the step, up to the jump": Band(
+        "reading", "“monotonically increases” read as a rank correlation of at least 0.9"),
+    "step of the jump": Band("paper", "the authors' configured run of 400 steps"),
+    "peak cosine, c = 0.2": Band("paper", "the summary's bound, > 0.95"),
+    "jump step, c = 10 ÷ c = 1": Band("reading", "“significantly faster” read as under half the baseline's step"),
+    "jump step, c = 0.2 ÷ c = 1": Band("reading", "“significantly delayed” read as over twice the baseline's step"),
+    "steps from switch to jump, c = 10 at step 25–100 (max)": Band(
+        "reading", "“soon after” read as within 100 steps (a quarter of the 400-step run)"),
+    "plateau span, KQ copied ÷ baseline": Band("reading", "“almost no plateau” read as under a quarter of the baseline's"),
+    "plateau span, MLP copied ÷ baseline": _UNCHANGED,
+    "plateau span, embeddings copied ÷ baseline": _UNCHANGED,
+    "prefix sum: y1 − rest accuracy when it is learned": _PARTIAL,
+    "addition: final carry − rest accuracy when it is learned": _PARTIAL,
+    **{f"{task}: peak ρ before the jump ÷ data's": _PRESENT_RHO
+       for task in ("addition", "permutation", "histogram", "concat MWS")},
+    **{f"{task}: peak cosine before the jump": _PRESENT_COS
+       for task in ("addition", "permutation", "histogram", "concat MWS")},
+    "REPEAT1: step at which α_1 reaches 0.9": Band("reading", "“early in training” read as within 50 steps"),
+    "REPEAT1: plateau span ÷ run length": Band("reading", "“almost no plateau” read as under 5% of the run"),
+    "runs that learn y₁ first, then plateau (fraction)": Band(
+        "reading", "“consistent across setups” read as at least 95% of the runs"),
+    "runs that jump within their run (fraction)": Band(
+        "reading", "“consistent across setups” read as at least 95% of the runs"),
+    "lowest peak cosine over setups (setup means)": Band(
+        "reading", "a collapse in every setup read as each setup's mean peak cosine at least 0.8"),
+    "lowest peak ρ over setups (setup means)": Band(
+        "reading", "repetition in every setup read as each setup's mean peak ρ at least 0.5"),
+    "softmax jump step ÷ linear baseline's": Band(
+        "reading", "the longer configured run (2,000 steps against 400) read as a jump at least 1.5 times later"),
+    "peak cosine before the jump, residual after attention": Band(
+        "reading", "“collapse occurs after the attention layer” read as a peak cosine of at least 0.8 there"),
+}
+
+CLAIMS = sourced(CLAIMS, SOURCES, BANDS)
 
 # Fig. 2's numbers in the paper's text (the claims' sources above), as levels the page's figure draws: {column of the
 # training metrics: (value, what the text says)}.
