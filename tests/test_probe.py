@@ -203,3 +203,17 @@ def test_the_paper_column_reads_the_stated_cpu_budget_only_where_it_alone_is_sto
     own.mkdir()
     (own / "meta.json").write_text("{}")
     assert probe.page_settings(configs, "paper") == paper            # the paper's own budget comes first
+
+
+def test_phase_views_pair_train_and_test_and_list_the_peak_cosines():
+    """Two hand-built seeds, the second never jumped (NaN before the jump): pairs read 'train / test', a pair with
+    nothing reads '–', the cosines are each location's, one narrow table each."""
+    row = {"seed": 0, "partial_step": 20, "jump_step": 180, "model_acc_before_jump": 0.5, "model_acc_tf_before_jump": 0.25,
+           **{f"probe_{split}_{phase}": value for phase in probe.PHASES
+              for split, value in (("train", 0.9), ("test", 0.125))},
+           **{f"peak_{name}": i / 10 for i, name in enumerate(probe.LOCATIONS)}}
+    never = {**row, "seed": 1, "jump_step": np.nan, "probe_train_before_jump": np.nan, "probe_test_before_jump": np.nan}
+    view, cosines = probe.phase_views(pd.DataFrame([row, never]))
+    assert view.loc[0, "probe mid-plateau"] == "0.90 / 0.12" and view.loc[0, "model before the jump"] == "0.50 / 0.25"
+    assert view.loc[1, "probe before the jump"] == "–" and view.index.name == "seed"
+    assert list(cosines.columns) == list(probe.LOCATIONS.values()) and cosines.loc[1, "after the final layer norm"] == 0.4

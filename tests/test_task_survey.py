@@ -109,5 +109,5 @@ def test_run_summary_reads_the_lead_and_the_repetition_extremes():
     assert s["partial_lead"] == pytest.approx(0.85)          # 0.95 - 0.1 at the partial step
     assert s["min_entropy"] == 0.4 and s["peak_rho"] == 0.6   # before the jump at step 30
     table = other_tasks.summary_table({"addition": Result}, {"addition": cfg})
-    assert table.loc["addition", "plateau span (steps)"] == "20"
+    assert table.loc["addition", "plateau span"] == "20"
     assert table.loc["addition", "partial solution"] == "y4"

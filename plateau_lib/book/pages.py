@@ -59,7 +59,8 @@ HEADER_WORDS = {"apm": "APM", "llc": "λ̂", "se": "s.e.", "acc": "accuracy", "r
                 "ood": "OOD", "rho": "ρ", "mae": "MAE", "dmmse": "dMMSE", "init": "initial", "num": "number of",
                 "s": "(s)", "pct": "%", "cpu": "CPU", "gpu": "GPU", "lr": "learning rate", "embed": "embedding",
                 "gpt": "GPT", "llm": "LLM", "icl": "ICL", "vmap": "vmapped", "bf16": "bf16", "fp32": "fp32"}
-HEADER_SYMBOLS = {"t_crit": "tᶜʳⁱᵗ"}  # a paper's symbol (Carroll et al.'s t_M^crit)
+# A paper's symbol (Carroll et al.'s t_M^crit), or a short header where the word rule reads long in a wide table
+HEADER_SYMBOLS = {"t_crit": "tᶜʳⁱᵗ", "num_diverged": "diverged chains"}
 
 
 class Verbatim(str):

@@ -248,8 +248,8 @@ def stored_llc_over_training():
 # ---- the page's section: "Finding a CPU-sized transient" ---------------------------------------------------------
 
 SHOWN = {"trial": "trial", "M": "M", "seed": "seed", "params": "parameters", "steps_shown": "steps", "device": "device",
-         "cpu_min": "CPU minutes", "gpu_min": "GPU minutes", "t_crit": "tᶜʳⁱᵗ", "ood_rise": "OOD rise after tᶜʳⁱᵗ",
-         "ridge_regrowth": "Δ-to-ridge regrowth", "final_delta_dmmse": "final Δ to dMMSE_M",
+         "cpu_min": "CPU min", "gpu_min": "GPU min", "t_crit": "tᶜʳⁱᵗ", "ood_rise": "OOD rise",
+         "ridge_regrowth": "Δ-to-ridge rise", "final_delta_dmmse": "final Δ to dMMSE_M",
          "final_delta_ridge": "final Δ to ridge", "transient": "transient"}
 
 

@@ -95,8 +95,8 @@ def run_summary(result, cfg) -> dict:
     return row
 
 
-SUMMARY_COLUMNS = {"partial_step": "partial learned (step)", "jump_step": "jump (step)",
-                   "plateau_span": "plateau span (steps)", "partial_lead": "partial − rest accuracy then",
+SUMMARY_COLUMNS = {"partial_step": "partial learned", "jump_step": "jump", "plateau_span": "plateau span",
+                   "partial_lead": "partial − rest accuracy",
                    "peak_cosine": "peak cosine", "apm_before_jump": "APM before jump", "final_acc": "final accuracy"}
 
 

@@ -186,6 +186,26 @@ def phase_table(scalars: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+PHASES = {"start": "at the start", "plateau": "mid-plateau", "before_jump": "before the jump", "end": "at the end"}
+
+
+def phase_views(phases: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``phase_table`` as the page shows it, in two narrow tables indexed by seed: the plateau and the probe's
+    "train / test" accuracy at each phase, with the model's own greedy / teacher-forced accuracy before the jump;
+    and each location's peak mean cosine before the jump."""
+    def pair(a, b):
+        return "–" if np.isnan(a) and np.isnan(b) else f"{a:.2f} / {b:.2f}"
+    probe_view = pd.DataFrame({"partial step": phases["partial_step"], "jump step": phases["jump_step"],
+                               **{f"probe {words}": [pair(a, b) for a, b in zip(phases[f"probe_train_{phase}"],
+                                                                            phases[f"probe_test_{phase}"])]
+                                  for phase, words in PHASES.items()},
+                               "model before the jump": [pair(a, b) for a, b in zip(phases["model_acc_before_jump"],
+                                                                                   phases["model_acc_tf_before_jump"])]})
+    cosines = pd.DataFrame({words: phases[f"peak_{name}"] for name, words in LOCATIONS.items()})
+    return (probe_view.set_index(phases["seed"].rename("seed")),
+            cosines.set_index(phases["seed"].rename("seed")).round(2))
+
+
 def plateau_spans(phases: pd.DataFrame) -> dict:
     """``{seed: (partial step, jump step)}``: each run's plateau, for shading (None where never reached)."""
     return {row.seed: (row.partial_step, row.jump_step) for row in phases.itertuples()}
