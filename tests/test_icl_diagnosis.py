@@ -184,7 +184,10 @@ def test_the_seed_table_puts_every_seed_at_the_reduced_budget_beside_the_papers_
                         for s, v in ((40_292, 169.31), (318_181, 105.24))]
                        + [{"seed": 0, "operands": "bfloat16", "budget": budget, "step": 40_292, "llc_mean": 1.0},
                           {"seed": 0, "operands": "float32", "budget": diagnosis.budget_label(diagnosis.LLC_LONGER),
-                           "step": 318_181, "llc_mean": 115.04}])
+                           "step": 318_181, "llc_mean": 115.04},
+                          # the retrain's kept checkpoints: read where the stages run has no λ̂, never in its place
+                          {"seed": 1, "operands": "float32", "budget": budget, "step": 398_989, "llc_mean": 150.04},
+                          {"seed": 1, "operands": "float32", "budget": budget, "step": 318_181, "llc_mean": 1.0}])
     monkeypatch.setattr(long_run, "llc_table", lambda cfg, llc: pd.DataFrame({"step": [318_181.0], "llc_mean": [139.2]}))
     monkeypatch.setattr(long_run, "budget_table", lambda cfg, llc: pd.DataFrame({"step": [318_181], "longer": [154.0]}))
     table = diagnosis_page.seed_llc_table(llc).set_index("step (the paper's)")
@@ -194,6 +197,11 @@ def test_the_seed_table_puts_every_seed_at_the_reduced_budget_beside_the_papers_
     assert late["seed 0, chains 4× longer"] == "115.0" and table.loc["40,292 (40k)", "seed 0, chains 4× longer"] == "–"
     assert table.loc["40,292 (40k)", "seed 0"] == "169.3"  # float32 only: the bfloat16 row is not read
     assert table.loc["202,019 (200k)", "paper: seed 1"] == "–"  # the reference logs no 200k value
+    assert table.loc["398,989 (400k)", "seed 1"] == "150.0" and table.loc["398,989 (400k)", "seed 0"] == "–"
+    # one row per step with the paper's seed range, each at the kept checkpoint within 5% of it
+    assert list(table.index) == ["984 (1k)", "5,050 (5k)", "10,100 (10k)", "20,201 (20k)", "40,292 (40k)",
+                                 "80,807 (80k)", "126,262 (126k)", "202,019 (200k)", "318,181 (320k)",
+                                 "398,989 (400k)", "499,999 (500k)"]
     assert not table.isna().any().any()
 
 

@@ -538,10 +538,12 @@ def location_norms(norms: pd.DataFrame, names: dict, title=None):
 
 
 def markers_vs_step(table: pd.DataFrame, panels, reference: dict | None = None, hue: str = "seed",
-                    style: str | None = None, title=None, ncols: int = 2, panel_height: float = 2.4):
+                    style: str | None = None, title=None, ncols: int = 2, panel_height: float = 2.4,
+                    ranges: dict | None = None):
     """Markers against log-step, one panel per ``panels`` entry (column, y label), one line per ``hue`` (and
     ``style``) value; ``reference``: {column: {step: value}} drawn as black crosses (the paper's values),
-    labelled "paper"."""
+    labelled "paper"; ``ranges``: {column: {step: (low, high)}} drawn as grey bars (the paper's seeds' range),
+    labelled "paper, seeds 0–4"."""
     nrows = -(-len(panels) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH, panel_height * nrows + 0.8), sharex=True,
                              layout="constrained", squeeze=False)
@@ -549,6 +551,10 @@ def markers_vs_step(table: pd.DataFrame, panels, reference: dict | None = None, 
     for ax, (column, ylabel) in zip(axes.flat, panels):
         sns.lineplot(table, x="step", y=column, hue=hue, style=style, palette=palette, marker="o", markersize=4,
                      ax=ax, legend=ax is axes.flat[0], errorbar=None)
+        spans = (ranges or {}).get(column)
+        if spans:
+            ax.vlines(list(spans), [lo for lo, _ in spans.values()], [hi for _, hi in spans.values()], color="0.55",
+                      lw=4, alpha=0.6, zorder=4, label="paper, seeds 0–4")
         points = (reference or {}).get(column)
         if points:
             ax.scatter(list(points), list(points.values()), marker="X", s=55, color="black", zorder=5, label="paper")

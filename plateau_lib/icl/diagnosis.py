@@ -348,26 +348,33 @@ STEP_40K = 40_292  # the kept checkpoint at the paper's 40k (end of LR2, the λ�
 END_STEP = ICL_PAPER.steps - 1  # the last checkpoint
 
 
+def llc_by_seed(llc: pd.DataFrame, llc_setting: dict = ICL_LLC_REDUCED, operands: str = "float32") -> dict:
+    """``{seed: λ̂ by step}`` of ``llc`` (``llc_rows``) at one SGLD budget (``llc_setting``, default the stages
+    page's reduced one) and one precision of the matrix products; a seed without such rows is absent."""
+    if llc.empty:
+        return {}
+    rows = llc[(llc["budget"] == budget_label(llc_setting)) & (llc["operands"] == operands)]
+    return {int(seed): t.set_index(t["step"].astype(int))["llc_mean"].sort_index() for seed, t in rows.groupby("seed")}
+
+
 def seed_llc_points(llc: pd.DataFrame) -> dict[int, tuple[float, float]]:
     """``{seed: (λ̂ at STEP_40K, λ̂ at END_STEP)}`` of the other model seeds of the paper's configuration (float32;
     ``llc``: ``llc_rows``; seed 1, the stages run, excluded), for the seeds that have both, read by the stages
     run's own rule (``long_run.checked_rows``): the reduced budget, replaced by chains 4x longer (``LLC_LONGER``)
     where those were run and differ from it by ``long_run.CHECK_TOLERANCE`` or more. These are the runs a claim
     about the configuration is judged on beside seed 1."""
-    if llc.empty:
-        return {}
-    ours = llc[(llc["seed"] != 1) & (llc["operands"] == "float32")]
+    reduced, longer = llc_by_seed(llc), llc_by_seed(llc, LLC_LONGER)
     points = {}
-    for seed, rows in ours.groupby("seed"):
-        reduced = rows[rows["budget"] == budget_label(ICL_LLC_REDUCED)]
-        longer = rows[rows["budget"] == budget_label(LLC_LONGER)].set_index("step")["llc_mean"]
-        both = reduced[reduced["step"].isin(longer.index)]
-        check = pd.DataFrame({"step": both["step"], "longer": both["step"].map(longer),
-                              "relative difference": (both["llc_mean"] - both["step"].map(longer)).abs()
-                              / both["step"].map(longer).abs()})
-        at = long_run.checked_rows(reduced, check).set_index("step")["llc_mean"]
+    for seed, at in reduced.items():
+        if seed == 1:
+            continue
+        checked = longer.get(seed, pd.Series(dtype=float)).reindex(at.index).dropna()
+        check = pd.DataFrame({"step": checked.index, "longer": checked.to_numpy(),
+                              "relative difference": ((at[checked.index] - checked).abs() / checked.abs()).to_numpy()})
+        at = long_run.checked_rows(pd.DataFrame({"step": at.index, "llc_mean": at.to_numpy()}), check)
+        at = at.set_index("step")["llc_mean"]
         if {STEP_40K, END_STEP} <= set(at.index):
-            points[int(seed)] = (float(at[STEP_40K]), float(at[END_STEP]))
+            points[seed] = (float(at[STEP_40K]), float(at[END_STEP]))
     return points
 
 

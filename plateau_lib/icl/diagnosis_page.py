@@ -48,7 +48,7 @@ def figure(markers: pd.DataFrame, llc: pd.DataFrame, stages_run=None):
     shown = markers.assign(seed=markers["seed"].map(lambda s: f"seed {s}"),
                            run=markers["operands"] + ", " + markers["data"] + " data")
     last = int(markers["step"].max())
-    return plots.markers_vs_step(shown, PANELS, PAPER, hue="seed", style="run",
+    return plots.markers_vs_step(shown, PANELS, PAPER, hue="seed", style="run", ranges={"llc": dev.PAPER_LLC_SEEDS},
                                  title=f"The paper's configuration at five model seeds, to step {last:,}")
 
 
@@ -229,24 +229,29 @@ def settling_note(seeds) -> str:
             f"{LATE_STEP:,} the last draws give {last}; the paper's seeds {low}–{high}.{end} ")
 
 
-POINTS = {STEP_40K: 40_000, STEP_126K: 126_000, LR4_STEP: 200_000, LATE_STEP: 320_000,  # kept step: the paper's
-          diagnosis.END_STEP: 500_000}
+def paper_points() -> dict[int, int]:
+    """``{kept step: the paper's step}``: each kept checkpoint (``diagnosis.KEPT_STEPS``) within 5% of a step at
+    which the paper gives its seeds' λ̂ (``development.PAPER_LLC_SEEDS``)."""
+    points = {}
+    for paper in dev.PAPER_LLC_SEEDS:
+        kept = min(diagnosis.KEPT_STEPS, key=lambda k: abs(k + 1 - paper))
+        if abs(kept + 1 - paper) <= 0.05 * paper:
+            points[kept] = paper
+    return points
 
 
 def seed_llc_table(llc: pd.DataFrame) -> pd.DataFrame:
-    """λ̂ at the kept checkpoints nearest the paper's 40k, 126k, 200k, 320k and 500k at every float32 seed of the
-    paper's configuration with rows, all at the stages page's reduced budget (seed 1's reduced rows as its long run
-    made them, before chains 4x longer replaced those that failed their check), then each seed's chains 4x longer
-    where they were run (``diagnosis.LLC_LONGER``; seed 1's from its budget check), the paper's seed 1 and its seeds
-    0-4 (reference §4.2). Text cells; "–": not estimated."""
-    def by_seed(budget: dict) -> dict:
-        rows = llc[(llc["budget"] == diagnosis.budget_label(budget)) & (llc["operands"] == "float32")] \
-            if not llc.empty else llc
-        return {int(seed): t.set_index(t["step"].astype(int))["llc_mean"] for seed, t in rows.groupby("seed")} \
-            if not rows.empty else {}
-    reduced, longer = by_seed(ICL_LLC_REDUCED), by_seed(diagnosis.LLC_LONGER)
+    """λ̂ at the kept checkpoints nearest the steps where the paper gives its seeds' λ̂ (``paper_points``), at every
+    float32 seed of the paper's configuration with rows, all at the stages page's reduced budget (seed 1's from its
+    long run where it has the step, before chains 4x longer replaced those that failed their check, else from the
+    retrain's kept checkpoints, the same weights), then each seed's chains 4x longer where they were run
+    (``diagnosis.LLC_LONGER``; seed 1's from its budget check), the paper's seed 1 and its seeds 0-4 (reference
+    §4.2). Text cells; "–": not estimated."""
+    reduced, longer = diagnosis.llc_by_seed(llc), diagnosis.llc_by_seed(llc, diagnosis.LLC_LONGER)
     own = long_run.llc_table(ICL_PAPER, ICL_LLC_REDUCED)
-    reduced[1] = own.set_index(own["step"].astype(int))["llc_mean"] if len(own) else pd.Series(dtype=float)
+    if len(own):
+        own = own.set_index(own["step"].astype(int))["llc_mean"]
+        reduced[1] = own.combine_first(reduced.get(1, pd.Series(dtype=float)))
     check = long_run.budget_table(ICL_PAPER, ICL_LLC_REDUCED)
     if len(check):
         longer[1] = check.set_index(check["step"].astype(int))["longer"]
@@ -254,9 +259,10 @@ def seed_llc_table(llc: pd.DataFrame) -> pd.DataFrame:
     def cell(series, step):
         return f"{series[step]:.1f}" if step in series.index else "–"
     rows = []
-    for step, paper in POINTS.items():
+    for step, paper in paper_points().items():
         low, high = dev.PAPER_LLC_SEEDS[paper]
-        rows.append({"step (the paper's)": f"{step:,} ({paper // 1000}k)",
+        label = f"{paper // 1000}k" if paper >= 1000 else f"{paper}"
+        rows.append({"step (the paper's)": f"{step:,} ({label})",
                      **{f"seed {s}": cell(reduced[s], step) for s in sorted(reduced)},
                      **{f"seed {s}, chains 4× longer": cell(longer[s], step) for s in sorted(longer)},
                      "paper: seed 1": f"{dev.PAPER_LLC[paper]:.1f}" if paper in dev.PAPER_LLC else "–",
