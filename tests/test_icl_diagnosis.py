@@ -209,3 +209,28 @@ def test_the_longer_budget_is_the_stages_runs_check_and_keeps_rows_of_its_own():
     from plateau_lib.icl import long_run
     assert diagnosis.LLC_LONGER == {**ICL_LLC_REDUCED, "num_draws": long_run.CHECK_FACTOR * ICL_LLC_REDUCED["num_draws"]}
     assert diagnosis.budget_label(diagnosis.LLC_LONGER) != diagnosis.budget_label(ICL_LLC_REDUCED)
+
+
+def test_seed_stages_runs_the_pages_rule_on_each_seed_and_on_the_papers_own_values_at_the_same_steps(monkeypatch):
+    """Seed 0 at the steps where the paper gives its seeds' range, with the middle of that range as its λ̂ (so its
+    row must equal the control's), seed 2 missing one step (left out), seed 1 from the stages run."""
+    import types
+    from plateau_lib.icl import development, diagnosis_page, long_run
+    budget, points = diagnosis.budget_label(ICL_LLC_REDUCED), diagnosis_page.paper_points()
+    middle = [sum(development.PAPER_LLC_SEEDS[p]) / 2 for p in points.values()]
+    llc = pd.DataFrame([{"seed": 0, "operands": "float32", "budget": budget, "step": s, "llc_mean": v}
+                        for s, v in zip(points, middle)]
+                       + [{"seed": 2, "operands": "float32", "budget": budget, "step": s, "llc_mean": v}
+                          for s, v in list(zip(points, middle))[1:]])
+    monkeypatch.setattr(long_run, "llc_table", lambda cfg, llc: pd.DataFrame())
+    whole = pd.DataFrame({"step": list(points), "llc_mean": middle})
+    run = development.Development(types.SimpleNamespace(config={"steps": 500_000}), whole, pd.DataFrame(), {})
+    table = diagnosis_page.seed_stages(llc, run).set_index("λ̂ curve")
+    assert list(table.index) == ["seed 0, 11 kept checkpoints", diagnosis_page.PAPER_MIDDLE,
+                                 "seed 1, the stages run's 11 checkpoints"]
+    assert (table.iloc[0] == table.loc[diagnosis_page.PAPER_MIDDLE]).all()
+    assert table.loc[diagnosis_page.PAPER_MIDDLE, "λ̂ highest at"] == "40,292"  # the paper's 40k peak
+    assert diagnosis_page.seed_stages(llc, None).empty
+    note = diagnosis_page.seed_stages_note(table.reset_index())
+    assert "At seed 0: " in note and "The same boundaries as the paper's values at this grid: seed 0." in note
+    assert diagnosis_page.seed_stages_note(pd.DataFrame()) == "No seed has λ̂ at every one of these steps yet."

@@ -341,7 +341,8 @@ def reproducibility(table: pd.DataFrame, sanity: bool = False):
     shown = rows.map(_cell)
     shown = shown.assign(**{"paper value from": [source(w, q) for w, q in zip(rows["paper value from"], rows["quote"])],
                            "source": [f'<a href="{page}.html#provenance">provenance</a>' for page in rows["source"]]})
-    shown = shown.drop(columns=["quote", "band kind", "sanity check"]).rename(columns={"source": "page"})
+    dropped = ["quote", "band kind", "sanity check"] + (["bands from"] if sanity else [])  # a sanity check has no band
+    shown = shown.drop(columns=dropped).rename(columns={"source": "page"})
     body = shown.to_html(index=False, escape=False, border=0, classes="dataframe reproducibility-table")
     return HTML(f'<div class="table-scroll">{body}</div>')
 

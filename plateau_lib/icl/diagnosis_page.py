@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from plateau_lib.book import plots
-from plateau_lib.icl import development as dev, diagnosis, long_run
+from plateau_lib.icl import development as dev, diagnosis, long_run, stages_page
 from plateau_lib.icl.diagnosis import STEP_40K
 from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
 from plateau_lib.icl.stages_page import llc_at_paper_step
@@ -240,6 +240,65 @@ def paper_points() -> dict[int, int]:
     return points
 
 
+def reduced_by_seed(llc: pd.DataFrame) -> dict:
+    """``{seed: λ̂ by step}`` at the stages page's reduced budget for every float32 seed (``diagnosis.llc_by_seed``),
+    seed 1's from its long run where it has the step (before chains 4x longer replaced those that failed their
+    check), else from the retrain's kept checkpoints: the same weights, bit for bit."""
+    reduced = diagnosis.llc_by_seed(llc)
+    own = long_run.llc_table(ICL_PAPER, ICL_LLC_REDUCED)
+    if len(own):
+        own = own.set_index(own["step"].astype(int))["llc_mean"]
+        reduced[1] = own.combine_first(reduced.get(1, pd.Series(dtype=float)))
+    return reduced
+
+
+PAPER_MIDDLE = "the paper's seeds 0–4, the middle of their range"
+
+
+def seed_stages(llc: pd.DataFrame, stages_run) -> pd.DataFrame:
+    """The stages page's rule (``stages_page.boundaries_by_budget``) on each float32 seed's λ̂ at the kept
+    checkpoints where the paper gives its seeds' range (``paper_points``, the reduced budget; a seed without all of
+    them is left out), with the step of its highest λ̂; then, as the control of so coarse a grid, the same rule on
+    the middle of the paper's seed range at the same steps; then seed 1's whole curve (the stages run's
+    checkpoints). ``stages_run``: the committed seed-1 run. Empty where no seed has every step."""
+    points = paper_points()
+    curves = {}
+    for seed, at in reduced_by_seed(llc).items():
+        if set(points) <= set(at.index):
+            curves[f"seed {seed}, {len(points)} kept checkpoints"] = pd.DataFrame(
+                {"step": list(points), "llc_mean": at[list(points)].to_numpy()})
+    if not curves or stages_run is None:
+        return pd.DataFrame()
+    curves[PAPER_MIDDLE] = pd.DataFrame({"step": list(points), "llc_mean": [
+        sum(dev.PAPER_LLC_SEEDS[paper]) / 2 for paper in points.values()]})
+    whole = stages_run.llc.dropna(subset=["llc_mean"])[["step", "llc_mean"]]
+    curves[f"seed 1, the stages run's {len(whole)} checkpoints"] = whole
+    table = stages_page.boundaries_by_budget(stages_run, curves)
+    peaks = {name: int(c.loc[c["llc_mean"].idxmax(), "step"]) for name, c in curves.items()}
+    table.insert(2, "λ̂ highest at", table["λ̂ curve"].map(peaks).map("{:,}".format))
+    return table
+
+
+def seed_stages_note(table: pd.DataFrame) -> str:
+    """``seed_stages`` in words: what the rule finds on the paper's own values at the same steps, then at each
+    seed (markdown)."""
+    if table.empty:
+        return "No seed has λ̂ at every one of these steps yet."
+    rows = table.set_index("λ̂ curve")
+
+    def found(name):
+        r = rows.loc[name]
+        where = "no boundary" if r["boundaries found"] == "none" else f"boundaries at {r['boundaries found']}"
+        return f"{r['stages']} stages ({where}; λ̂ highest at {r['λ̂ highest at']})"
+    seeds = [name for name in rows.index if name.endswith("kept checkpoints")]
+    same = [name.split(",")[0] for name in seeds
+            if rows.loc[name, "boundaries found"] == rows.loc[PAPER_MIDDLE, "boundaries found"]]
+    return (f"On the middle of the paper's seed range at these steps the rule finds {found(PAPER_MIDDLE)}. "
+            + " ".join(f"At {name.split(',')[0]}: {found(name)}." for name in seeds)
+            + (f" The same boundaries as the paper's values at this grid: {', '.join(same)}." if same else
+               " No seed gives the paper's values' boundaries at this grid."))
+
+
 def seed_llc_table(llc: pd.DataFrame) -> pd.DataFrame:
     """λ̂ at the kept checkpoints nearest the steps where the paper gives its seeds' λ̂ (``paper_points``), at every
     float32 seed of the paper's configuration with rows, all at the stages page's reduced budget (seed 1's from its
@@ -247,11 +306,7 @@ def seed_llc_table(llc: pd.DataFrame) -> pd.DataFrame:
     retrain's kept checkpoints, the same weights), then each seed's chains 4x longer where they were run
     (``diagnosis.LLC_LONGER``; seed 1's from its budget check), the paper's seed 1 and its seeds 0-4 (reference
     §4.2). Text cells; "–": not estimated."""
-    reduced, longer = diagnosis.llc_by_seed(llc), diagnosis.llc_by_seed(llc, diagnosis.LLC_LONGER)
-    own = long_run.llc_table(ICL_PAPER, ICL_LLC_REDUCED)
-    if len(own):
-        own = own.set_index(own["step"].astype(int))["llc_mean"]
-        reduced[1] = own.combine_first(reduced.get(1, pd.Series(dtype=float)))
+    reduced, longer = reduced_by_seed(llc), diagnosis.llc_by_seed(llc, diagnosis.LLC_LONGER)
     check = long_run.budget_table(ICL_PAPER, ICL_LLC_REDUCED)
     if len(check):
         longer[1] = check.set_index(check["step"].astype(int))["longer"]
