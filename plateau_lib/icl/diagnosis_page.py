@@ -114,7 +114,7 @@ def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs, stages_run=None) 
         ("λ̂ at the peak depends on the seed", "λ̂ at the 40k checkpoint of every seed, the stages run's SGLD "
          "setting", "about 9 CPU-minutes a run", llc_result),
         ("λ̂ falls in LR3–LR4 at the other seeds", "Seeds 0 and 2 go on from their GPU states on a CPU core (data "
-         "drawn there from then on), seeds 3 and 4 wait for a GPU; λ̂ at the kept checkpoints of LR3–LR4 and the end",
+         "drawn there from then on), seeds 3 and 4 wait for a GPU; λ̂ at every kept checkpoint",
          "5.4 CPU-hours a seed from 85k to 500k (one core, measured), 9 CPU-minutes a λ̂, 32 with chains 4× longer",
          later_seeds_result(llc, runs, stages_run)),
         ("The estimator as the authors ran it", "No burn-in, losses from the SGLD minibatches, n = 2²⁰, 5,000 "
@@ -260,7 +260,8 @@ def seed_stages(llc: pd.DataFrame, stages_run) -> pd.DataFrame:
     checkpoints where the paper gives its seeds' range (``paper_points``, the reduced budget; a seed without all of
     them is left out), with the step of its highest λ̂; then, as the control of so coarse a grid, the same rule on
     the middle of the paper's seed range at the same steps; then seed 1's whole curve (the stages run's
-    checkpoints). ``stages_run``: the committed seed-1 run. Empty where no seed has every step."""
+    checkpoints). ``stages_run``: the committed seed-1 run. One row per curve (indexed by it); empty where no seed
+    has every step."""
     points = paper_points()
     curves = {}
     for seed, at in reduced_by_seed(llc).items():
@@ -276,7 +277,7 @@ def seed_stages(llc: pd.DataFrame, stages_run) -> pd.DataFrame:
     table = stages_page.boundaries_by_budget(stages_run, curves)
     peaks = {name: int(c.loc[c["llc_mean"].idxmax(), "step"]) for name, c in curves.items()}
     table.insert(2, "λ̂ highest at", table["λ̂ curve"].map(peaks).map("{:,}".format))
-    return table
+    return table.set_index("λ̂ curve")
 
 
 def seed_stages_note(table: pd.DataFrame) -> str:
@@ -284,15 +285,15 @@ def seed_stages_note(table: pd.DataFrame) -> str:
     seed (markdown)."""
     if table.empty:
         return "No seed has λ̂ at every one of these steps yet."
-    rows = table.set_index("λ̂ curve")
 
     def found(name):
-        r = rows.loc[name]
-        where = "no boundary" if r["boundaries found"] == "none" else f"boundaries at {r['boundaries found']}"
+        r = table.loc[name]
+        where = ("no boundary" if r["boundaries found"] == "none" else
+                 f"boundar{'y' if r['stages'] == 2 else 'ies'} at {r['boundaries found']}")
         return f"{r['stages']} stages ({where}; λ̂ highest at {r['λ̂ highest at']})"
-    seeds = [name for name in rows.index if name.endswith("kept checkpoints")]
+    seeds = [name for name in table.index if name.endswith("kept checkpoints")]
     same = [name.split(",")[0] for name in seeds
-            if rows.loc[name, "boundaries found"] == rows.loc[PAPER_MIDDLE, "boundaries found"]]
+            if table.loc[name, "boundaries found"] == table.loc[PAPER_MIDDLE, "boundaries found"]]
     return (f"On the middle of the paper's seed range at these steps the rule finds {found(PAPER_MIDDLE)}. "
             + " ".join(f"At {name.split(',')[0]}: {found(name)}." for name in seeds)
             + (f" The same boundaries as the paper's values at this grid: {', '.join(same)}." if same else
