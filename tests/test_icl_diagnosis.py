@@ -226,10 +226,11 @@ def test_seed_stages_runs_the_pages_rule_on_each_seed_and_on_the_papers_own_valu
     whole = pd.DataFrame({"step": list(points), "llc_mean": middle})
     run = development.Development(types.SimpleNamespace(config={"steps": 500_000}), whole, pd.DataFrame(), {})
     table = diagnosis_page.seed_stages(llc, run)
-    assert list(table.index) == ["seed 0, 11 kept checkpoints", diagnosis_page.PAPER_MIDDLE,
-                                 "seed 1, the stages run's 11 checkpoints"]
-    assert (table.iloc[0] == table.loc[diagnosis_page.PAPER_MIDDLE]).all()
-    assert table.loc[diagnosis_page.PAPER_MIDDLE, "λ̂ highest at"] == "40,292"  # the paper's 40k peak
+    grid = "11, at the paper's steps"
+    assert list(table.index) == [("seed 0", grid), (diagnosis_page.PAPER_MIDDLE, grid),
+                                 ("seed 1", "all 11 of the stages run")]
+    assert (table.iloc[0] == table.loc[(diagnosis_page.PAPER_MIDDLE, grid)]).all()
+    assert table.loc[(diagnosis_page.PAPER_MIDDLE, grid), "λ̂ highest at"] == "40,292"  # the paper's 40k peak
     assert diagnosis_page.seed_stages(llc, None).empty
     note = diagnosis_page.seed_stages_note(table)
     assert "At seed 0: " in note and "The same boundaries as the paper's values at this grid: seed 0." in note

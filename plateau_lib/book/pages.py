@@ -372,14 +372,12 @@ def tally(table: pd.DataFrame, by: str) -> pd.DataFrame:
 
 def band_tally(table: pd.DataFrame, column: str = PRESET_COLUMNS["paper"]) -> pd.DataFrame:
     """How many of ``column``'s verdicts (default: the paper preset's) rest on each kind of band
-    (``verdicts.BAND_KINDS``: the paper's own spread or bound, the book's tolerance around a value, the book's
-    reading of a qualitative word): one row per kind, one column per verdict; sanity checks are left out."""
+    (``verdicts.BAND_KINDS``, each row named by its kind's meaning), one column per verdict; sanity checks are left
+    out."""
     judged = table[~table["sanity check"]]
     verdicts = judged[column].str.extract(r"\(([^()]*)\)$")[0]
-    rows = {"paper": "the paper's own spread, bound or count", "tolerance": "the book's tolerance around the "
-            "paper's value", "reading": "the book's reading of a qualitative statement"}
-    counts = pd.DataFrame({rows[kind]: count_verdicts(verdicts[judged["band kind"] == kind].dropna())
-                           for kind in BAND_KINDS}).T.loc[:, list(VERDICTS[:3])]
+    counts = pd.DataFrame({kind.meaning: count_verdicts(verdicts[judged["band kind"] == name].dropna())
+                           for name, kind in BAND_KINDS.items()}).T.loc[:, list(VERDICTS[:3])]
     return counts.rename_axis("bands from")
 
 

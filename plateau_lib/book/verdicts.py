@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "not comparable at this scale")
 # A claim that a model which has learned nothing passes too (the untrained model, chance, or the data's own statistic)
@@ -35,8 +36,16 @@ SOURCE_KINDS = {"text": "the paper's text", "figure": "read off a figure (approx
                 "unconfirmed": "no available source confirms it"}
 # Where a claim's *reproduced* band comes from: the paper's own seeds, range, bound or count; the book's tolerance
 # around a value the paper gives approximately (or without a spread); or the book's reading of a qualitative
-# statement as a number ("significantly faster" as under half the baseline's step).
-BAND_KINDS = {"paper": "the paper's own", "tolerance": "the book's tolerance", "reading": "the book's reading"}
+# statement as a number ("significantly faster" as under half the baseline's step). Each kind has a short ``label``,
+# put before a band's reason in the claims table, and a ``meaning``, the row of the page's band tally.
+class BandKind(NamedTuple):
+    label: str
+    meaning: str
+
+
+BAND_KINDS = {"paper": BandKind("the paper's own", "the paper's own spread, bound or count"),
+              "tolerance": BandKind("the book's tolerance", "the book's tolerance around the paper's value"),
+              "reading": BandKind("the book's reading", "the book's reading of a qualitative statement")}
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,7 @@ class Band:
             raise ValueError("Band why must say which spread, bound, tolerance or reading gives the band")
 
     def __str__(self) -> str:
-        return f"{BAND_KINDS[self.kind]}: {self.why}"
+        return f"{BAND_KINDS[self.kind].label}: {self.why}"
 
 
 # A claim whose paper value is "≈ x" is judged on a band the book put around x (the claim's own comment gives the

@@ -370,7 +370,7 @@ def seed_llc_points(llc: pd.DataFrame) -> dict[int, tuple[float, float]]:
             continue
         checked = longer.get(seed, pd.Series(dtype=float)).reindex(at.index).dropna()
         check = pd.DataFrame({"step": checked.index, "longer": checked.to_numpy(),
-                              "relative difference": ((at[checked.index] - checked).abs() / checked.abs()).to_numpy()})
+                              "relative difference": long_run.relative_difference(at[checked.index], checked).to_numpy()})
         at = long_run.checked_rows(pd.DataFrame({"step": at.index, "llc_mean": at.to_numpy()}), check)
         at = at.set_index("step")["llc_mean"]
         if {STEP_40K, END_STEP} <= set(at.index):

@@ -260,42 +260,45 @@ def seed_stages(llc: pd.DataFrame, stages_run) -> pd.DataFrame:
     checkpoints where the paper gives its seeds' range (``paper_points``, the reduced budget; a seed without all of
     them is left out), with the step of its highest λ̂; then, as the control of so coarse a grid, the same rule on
     the middle of the paper's seed range at the same steps; then seed 1's whole curve (the stages run's
-    checkpoints). ``stages_run``: the committed seed-1 run. One row per curve (indexed by it); empty where no seed
-    has every step."""
+    checkpoints). ``stages_run``: the committed seed-1 run. One row per curve, indexed by ``(λ̂ of, checkpoints)``:
+    "seed N" or ``PAPER_MIDDLE``, and which checkpoints (the grid of the paper's steps, first, or the stages run's
+    all); empty where no seed has every step."""
     points = paper_points()
+    grid = f"{len(points)}, at the paper's steps"
     curves = {}
     for seed, at in reduced_by_seed(llc).items():
         if set(points) <= set(at.index):
-            curves[f"seed {seed}, {len(points)} kept checkpoints"] = pd.DataFrame(
+            curves[(f"seed {seed}", grid)] = pd.DataFrame(
                 {"step": list(points), "llc_mean": at[list(points)].to_numpy()})
     if not curves or stages_run is None:
         return pd.DataFrame()
-    curves[PAPER_MIDDLE] = pd.DataFrame({"step": list(points), "llc_mean": [
+    curves[(PAPER_MIDDLE, grid)] = pd.DataFrame({"step": list(points), "llc_mean": [
         sum(dev.PAPER_LLC_SEEDS[paper]) / 2 for paper in points.values()]})
     whole = stages_run.llc.dropna(subset=["llc_mean"])[["step", "llc_mean"]]
-    curves[f"seed 1, the stages run's {len(whole)} checkpoints"] = whole
-    table = stages_page.boundaries_by_budget(stages_run, curves)
-    peaks = {name: int(c.loc[c["llc_mean"].idxmax(), "step"]) for name, c in curves.items()}
-    table.insert(2, "λ̂ highest at", table["λ̂ curve"].map(peaks).map("{:,}".format))
-    return table.set_index("λ̂ curve")
+    curves[("seed 1", f"all {len(whole)} of the stages run")] = whole
+    table = stages_page.boundaries_by_budget(stages_run, dict(enumerate(curves.values())))
+    peaks = [int(c.loc[c["llc_mean"].idxmax(), "step"]) for c in curves.values()]
+    table.insert(2, "λ̂ highest at", [f"{p:,}" for p in peaks])
+    index = pd.MultiIndex.from_tuples(list(curves), names=["λ̂ of", "checkpoints"])
+    return table.drop(columns=["λ̂ curve", "checkpoints"]).set_index(index)
 
 
 def seed_stages_note(table: pd.DataFrame) -> str:
     """``seed_stages`` in words: what the rule finds on the paper's own values at the same steps, then at each
-    seed (markdown)."""
+    seed on the same grid (markdown)."""
     if table.empty:
         return "No seed has λ̂ at every one of these steps yet."
+    grid = table.index[0][1]  # the paper's steps, the grid of the seeds and the control
+    control = table.loc[(PAPER_MIDDLE, grid)]
 
-    def found(name):
-        r = table.loc[name]
+    def found(r):
         where = ("no boundary" if r["boundaries found"] == "none" else
                  f"boundar{'y' if r['stages'] == 2 else 'ies'} at {r['boundaries found']}")
         return f"{r['stages']} stages ({where}; λ̂ highest at {r['λ̂ highest at']})"
-    seeds = [name for name in table.index if name.endswith("kept checkpoints")]
-    same = [name.split(",")[0] for name in seeds
-            if table.loc[name, "boundaries found"] == table.loc[PAPER_MIDDLE, "boundaries found"]]
-    return (f"On the middle of the paper's seed range at these steps the rule finds {found(PAPER_MIDDLE)}. "
-            + " ".join(f"At {name.split(',')[0]}: {found(name)}." for name in seeds)
+    seeds = table.xs(grid, level="checkpoints").drop(PAPER_MIDDLE)
+    same = [name for name, r in seeds.iterrows() if r["boundaries found"] == control["boundaries found"]]
+    return (f"On the middle of the paper's seed range at these steps the rule finds {found(control)}. "
+            + " ".join(f"At {name}: {found(r)}." for name, r in seeds.iterrows())
             + (f" The same boundaries as the paper's values at this grid: {', '.join(same)}." if same else
                " No seed gives the paper's values' boundaries at this grid."))
 

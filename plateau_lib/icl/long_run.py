@@ -209,6 +209,12 @@ def progress_line(state: dict) -> str:
     return line
 
 
+def relative_difference(reduced, longer):
+    """How far the reduced budget's λ̂ is from the longer chains', as a fraction of the longer chains' (numbers or
+    aligned Series): the budget check fails at ``CHECK_TOLERANCE`` or more."""
+    return abs(reduced - longer) / abs(longer)
+
+
 def checked_rows(rows: pd.DataFrame, check: pd.DataFrame) -> pd.DataFrame:
     """The λ̂ rows as the page shows them: where the budget check failed, the longer chains' λ̂ and standard error
     replace the reduced budget's (the reduced one had not converged there); column ``budget`` says which."""
@@ -457,7 +463,7 @@ def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR, shard:
             short = float(np.mean(res.llc_running[ok, llc["num_draws"] - 1]))
             half = float(np.mean(res.llc_running[ok, long["num_draws"] // 2 - 1]))
             out.append({"step": s, "reduced": short, "longer": res.llc_mean,
-                        "relative difference": abs(short - res.llc_mean) / abs(res.llc_mean),
+                        "relative difference": relative_difference(short, res.llc_mean),
                         "draws": llc["num_draws"], "longer draws": long["num_draws"], "chains": llc["num_chains"],
                         "elapsed_s": res.elapsed_s, "longer_se": res.llc_se, "longer at half its draws": half})
         return pd.DataFrame(out)
