@@ -119,11 +119,15 @@ def _paper(args, parser) -> int:
         for folder in paper.unpack(args.unpack):
             print(f"unpacked {folder}")
         print(f"indexed the committed runs in {paper.write_index()}")
-        queue = cache.ROOT / ".cache" / "queue"
+        queue = cache.QUEUE.local
         if queue.exists():
-            print(f"give the next command {queue.relative_to(cache.ROOT)}/ ({paper.folder_mib(queue):.1f} MiB) to resume")
+            print(f"give the next command {cache.shown_path(queue)}/ ({paper.folder_mib(queue):.1f} MiB) to resume")
         return 0
-    cache.LOCAL = paper.QUEUE_LOCAL  # the queue's working files, in one folder a next command can be given
+    with cache.using(cache.QUEUE):  # the queue's working files, in one folder a next command can be given
+        return _paper_queue(args, parser)
+
+
+def _paper_queue(args, parser) -> int:
     with_llm = not args.page or "llm_collapse" in args.page
     pages = [p for p in args.page or () if p != "llm_collapse"] or (None if not args.page else [])
     if args.list:
@@ -207,7 +211,12 @@ def _stages_run(args, parser) -> int:
     except ValueError:
         return refuse(parser, f"--shard must be K/N with integers 0 <= K < N, got {args.shard!r}")
     cpu_threads()
-    cache.LOCAL = cache.QUEUE
+    with cache.using(cache.QUEUE):
+        _stages_run_action(args, shard)
+    return 0
+
+
+def _stages_run_action(args, shard: tuple[int, int]) -> None:
     cfg, llc = ICL_PAPER, ICL_LLC_REDUCED
     if args.action == "train":
         long_run.train(cfg, llc, args.budget_s)
@@ -218,7 +227,6 @@ def _stages_run(args, parser) -> int:
     elif args.action == "save":
         print(long_run.save(cfg, llc))
     print(json.dumps(long_run.progress(cfg), indent=1))
-    return 0
 
 
 def _diversity_options(parser):

@@ -52,7 +52,6 @@ from plateau_lib.llm import collapse as llm, presets as llm_presets
 
 COMMITTED, ON_CPU, MISSING = "committed", "committed, computed on CPU", "missing"
 
-QUEUE_LOCAL = cache.QUEUE  # the command line's working files: what a next command is given
 PART_MIB, CARRY_MIB = 15, 64   # a lent GPU returns files of at most 16 MiB and is given at most 64 MiB
 ANALYSIS_STACK = 8             # checkpoints per batched SGLD computation on a GPU
 
@@ -111,7 +110,7 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
 
     Runs with no copied groups go first, stacked by architecture; Fig. 5's copied runs follow, once their
     reference's weights exist. With ``budget_s`` training stops at that many seconds (``train.Stopped``
-    is caught; the unfinished runs' resume states stay in ``cache.LOCAL``).
+    is caught; the unfinished runs' resume states stay in the current store's local folder).
     """
     dev = check_device(device, preset, allow_cpu)
     todo = pending(pages, preset, replace_cpu)
@@ -149,25 +148,26 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
                                                     extras=[e.extra for e in entries], progress=False,
                                                     backend=backend, deadline=deadline))
     except Stopped:
-        local = [(e, cache.LOCAL / f"train-{cache.cache_key(e.config, e.extra)}") for e in todo]
+        local = [(e, cache.current().local / f"train-{cache.cache_key(e.config, e.extra)}") for e in todo]
         finished = [(e, path) for e, path in local  # stored by this queue before the deadline, not yet committed
                     if (path / "meta.json").exists() and (path / "meta.json").stat().st_mtime >= started]
         commit([e for e, _ in finished], [cache.TrainResult.load(path) for _, path in finished])
         print(f"budget of {budget_s:.0f} s spent: {len(written)} run(s) committed; the unfinished ones resume "
-              f"from {cache.LOCAL}/train-*.partial", flush=True)
+              f"from {cache.current().local}/train-*.partial", flush=True)
     return written
 
 
 # ---- the CPU part of the queue: runs that fit one core, on two worker processes --------------------------------
 
 CPU_LIMIT_H = 3.0  # a run estimated above this many CPU-hours is left for a GPU
-def _train_on_worker(cfg, extra, local: str, committed: str, deadline: float | None):
-    """A worker's job: train ``cfg`` through the cache (one thread); None if the deadline stopped it (its resume
-    state is kept in ``local``). Stopped is caught here: it is a KeyboardInterrupt, which a worker must not see."""
+def _train_on_worker(cfg, extra, store: cache.Store, deadline: float | None):
+    """A worker's job: train ``cfg`` through the caller's ``store`` (one thread); None if the deadline stopped it
+    (its resume state is kept in the store's local folder). Stopped is caught here: it is a KeyboardInterrupt,
+    which a worker must not see."""
     cpu_threads()
-    cache.LOCAL, cache.COMMITTED = Path(local), Path(committed)
     try:
-        return cache.cached_train_many([cfg], extras=[extra], progress=False, lock=False, deadline=deadline)[0]
+        return cache.cached_train_many([cfg], extras=[extra], progress=False, lock=False, deadline=deadline,
+                                       store=store)[0]
     except Stopped:
         return None
 
@@ -195,12 +195,12 @@ def run_cpu_queue(pages=None, budget_s: float | None = None, workers: int = 2, l
         client = Client(cluster)
     written = []
     try:
-        futures = {client.submit(_train_on_worker, e.config.replace(device="cpu"), e.extra, str(cache.LOCAL),
-                                 str(cache.COMMITTED), deadline, pure=False): e for e in todo}
+        futures = {client.submit(_train_on_worker, e.config.replace(device="cpu"), e.extra, cache.current(),
+                                 deadline, pure=False): e for e in todo}
         for future in as_completed(futures):
             e, result = futures[future], future.result()
             if result is None:
-                print(f"{e.page} {e.label}: stopped at the budget; it resumes from {cache.LOCAL}", flush=True)
+                print(f"{e.page} {e.label}: stopped at the budget; it resumes from {cache.current().local}", flush=True)
                 continue
             written.append(cache.commit_result(e.config, e.extra))
             print(f"{e.page} {e.label}: {result.meta.get('wall_time_s')} s on cpu -> {written[-1].name}", flush=True)
@@ -233,7 +233,8 @@ def run_analyses(pages=None, preset: str = "paper", device: str = "auto", deadli
         try:
             folders = a.compute(str(dev), stack, deadline)
         except Stopped as stop:  # what it committed before the deadline (e.g. a calibration) is brought back too
-            written += [cache.COMMITTED / n for n in a.outputs if (cache.COMMITTED / n / "meta.json").exists()]
+            committed = cache.current().committed
+            written += [committed / n for n in a.outputs if (committed / n / "meta.json").exists()]
             print(f"{a.page} {a.label}: {stop}", flush=True)
             break
         written += [f for f in folders if f not in written]
@@ -268,14 +269,16 @@ def run_llm(preset: str = "paper", device: str = "auto", deadline: float | None 
 
 def partial_folders() -> list[Path]:
     """Resume states of runs stopped part-way (carried to the next command to continue them)."""
-    return sorted(p for p in cache.LOCAL.glob("train-*.partial") if (p / "resume.pt").exists())
+    return sorted(p for p in cache.current().local.glob("train-*.partial") if (p / "resume.pt").exists())
 
 
 def queue_state(preset: str = "paper") -> list[Path]:
     """The working folders a next command needs, most useful first: tables kept row by row, training resume
     states, then the finished local runs (weights, checkpoints) that analyses still to do will read."""
-    rows = sorted(p for p in cache.LOCAL.glob("*.partial") if not p.name.startswith("train-") and any(p.iterdir()))
-    runs = [cache.LOCAL / f"train-{cache.cache_key(c)}" for a in chapters.analyses(preset) if not a.committed() for c in a.runs]
+    local = cache.current().local
+    rows = sorted(p for p in local.glob("*.partial") if not p.name.startswith("train-") and any(p.iterdir()))
+    runs = [local / f"train-{cache.cache_key(c)}" for a in chapters.analyses(preset) if not a.committed()
+            for c in a.runs]
     return rows + partial_folders() + [p for p in dict.fromkeys(runs) if (p / "final_state.pt").exists()]
 
 
@@ -377,7 +380,7 @@ def write_index(path: Path | None = None) -> Path:
                          "run": e.label, "d_model": e.config.d_model, "steps": e.config.steps,
                          "device": meta.get("device"), "wall_time_s": meta.get("wall_time_s"),
                          "commit": meta.get("commit"), "date": str(meta.get("date", ""))[:10]})
-    path = cache.COMMITTED / "runs.csv" if path is None else path
+    path = cache.current().committed / "runs.csv" if path is None else path
     pd.DataFrame(rows).drop_duplicates("folder").to_csv(path, index=False)
     return path
 
@@ -419,7 +422,7 @@ def print_status(entries: list[Entry], preset: str, costs: dict | None = None, l
     if costs is not None:
         feasible = [e for e in entries if e.status == MISSING and e not in over and not made_across_sessions(e.config)]
         hours = sum(estimate_cpu_s(e.config, costs) or 0.0 for e in feasible) / 3600
-        print(f"on this CPU (one core a run, measured step times in {CPU_RECORD.relative_to(cache.ROOT)}): "
+        print(f"on this CPU (one core a run, measured step times in {cache.shown_path(CPU_RECORD)}): "
               f"{len(feasible)} missing run(s) fit the limit of {limit_h:g} CPU-hours a run, about {hours:.1f} "
               f"CPU-hours in all; {len(over)} are left for a GPU (over the limit, or Fig. 5's copied runs)")
 

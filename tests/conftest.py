@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,19 @@ torch.set_num_threads(1)
 @pytest.fixture
 def gen():
     return torch.Generator().manual_seed(1234)
+
+
+@pytest.fixture
+def use_store():
+    """``use_store(committed=..., local=...)`` makes a store of those folders (each left out: the current store's)
+    current for the rest of the test, and returns it; the one before is current again after the test."""
+    from plateau_lib.engine import cache
+    with ExitStack() as stack:
+        def use(committed=None, local=None):
+            now = cache.current()
+            return stack.enter_context(cache.using(cache.Store(now.committed if committed is None else committed,
+                                                               now.local if local is None else local)))
+        yield use
 
 
 REPO = Path(__file__).resolve().parent.parent

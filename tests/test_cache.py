@@ -45,7 +45,7 @@ def test_a_field_missing_from_the_neutral_table_is_refused():
 
 
 def test_committed_results_sit_under_their_keys():
-    for folder in sorted(cache.COMMITTED.glob("train-*")):
+    for folder in sorted(cache.current().committed.glob("train-*")):
         meta = json.loads((folder / "meta.json").read_text())
         fields = {f.name for f in dataclasses.fields(TrainConfig)}
         cfg = TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()
@@ -54,10 +54,25 @@ def test_committed_results_sit_under_their_keys():
         assert not list(folder.glob("*.pt")), f"{folder}: weights are not committed"
 
 
+def test_a_store_is_current_inside_its_block_and_the_one_before_after_it(tmp_path):
+    """Where results go is the current store's business: a block's store takes the training run and its stored
+    tables, and the store before it is current again after the block; anything but a Store is refused."""
+    before, cfg = cache.current(), TrainConfig(**TINY)
+    inner = cache.Store(tmp_path / "committed", tmp_path / "local")
+    with cache.using(inner):
+        assert cache.current() == inner
+        cache.cached_train(cfg, progress=False)
+        assert inner.run(cfg) == tmp_path / "local" / f"train-{cache.cache_key(cfg)}"
+        assert cache.StoredTable("demo", {"a": 1}).store == inner
+        assert cache.commit_result(cfg).parent == tmp_path / "committed"
+    assert cache.current() == before and before.run(cfg) != inner.run(cfg)
+    with pytest.raises(ValueError, match="parameter 'store' must be a cache.Store"):
+        cache.use(str(tmp_path))
+
+
 @pytest.fixture
-def stores(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+def stores(tmp_path, monkeypatch, use_store):
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     monkeypatch.setattr(cache, "ROOT", tmp_path)
     return tmp_path
 
@@ -90,14 +105,13 @@ def test_committing_again_without_the_local_copy_keeps_the_committed_one(stores)
     cfg = TrainConfig(**TINY)
     cache.cached_train(cfg, progress=False)
     path = cache.commit_result(cfg)
-    shutil.rmtree(cache.LOCAL / path.name)
+    shutil.rmtree(cache.current().local / path.name)
     assert cache.commit_result(cfg) == path and (path / "meta.json").exists()
 
 
-def test_stored_tables_round_trip(tmp_path, monkeypatch):
+def test_stored_tables_round_trip(tmp_path, use_store):
     import pandas as pd
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     spec = {"runs": {"1/0": "abc"}, "llc": {"epsilon": 3e-4}}
     stored = cache.StoredTable("kind", spec)
     assert stored.load() is None and stored.name == f"kind-{cache.table_key(spec)}"
@@ -116,14 +130,13 @@ def test_stored_tables_round_trip(tmp_path, monkeypatch):
     assert again.get(lambda: calls.append(1))[1]["cache"].endswith(again.name) and calls == [1]
 
 
-def test_a_built_table_resumes_its_kept_rows_and_stops_past_its_deadline_with_them_kept(tmp_path, monkeypatch):
+def test_a_built_table_resumes_its_kept_rows_and_stops_past_its_deadline_with_them_kept(tmp_path, use_store):
     import time
 
     import pandas as pd
 
     from plateau_lib.engine.train import Stopped
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     stored, calls = cache.StoredTable("rows", {"run": "abc"}), []
 
     def rows(steps):

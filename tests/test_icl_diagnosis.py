@@ -6,7 +6,6 @@ import pandas as pd
 import pytest
 import torch
 
-from plateau_lib.engine import cache
 from plateau_lib.engine.train import train
 from plateau_lib.icl import diagnosis
 from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
@@ -16,9 +15,8 @@ TINY = ICL_PAPER.replace(d_model=8, n_head=2, batch_size=8, eval_batch=16, steps
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch):
-    monkeypatch.setattr(diagnosis, "IN_PROGRESS", tmp_path / "in_progress")
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+def store(tmp_path, use_store):
+    use_store(committed=tmp_path, local=tmp_path / "local")  # the states in tmp_path / "in_progress"
     return tmp_path
 
 

@@ -143,11 +143,9 @@ def test_the_sweep_takes_the_largest_step_before_lambda_grows_by_the_one_rule():
     assert diversity.chosen_epsilon(table) is None
 
 
-def test_llc_table_resumes_from_its_kept_rows(tmp_path, monkeypatch):
+def test_llc_table_resumes_from_its_kept_rows(tmp_path, use_store):
     """Rows kept before an interruption are reused, not re-estimated; the finished table drops the partial."""
-    from plateau_lib.engine import cache
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     configs = icl_presets.configs(BASE, [2, math.inf])
     llc = dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=8, num_chains=1, num_draws=5, num_burnin_steps=0,
                n_data=32, seed=0)
@@ -160,12 +158,10 @@ def test_llc_table_resumes_from_its_kept_rows(tmp_path, monkeypatch):
     assert stored.rows().empty  # partial dropped once stored
 
 
-def test_llc_over_training_estimates_every_checkpoint_and_the_final_weights_and_resumes(tmp_path, monkeypatch):
+def test_llc_over_training_estimates_every_checkpoint_and_the_final_weights_and_resumes(tmp_path, use_store):
     """One row per (M, seed, step): each checkpoint and the final weights; a row kept before an interruption is
     reused; a run without checkpoints is refused before any compute."""
-    from plateau_lib.engine import cache
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     runs = icl_presets.configs(BASE.replace(checkpoint_steps=(5, 10)), [4, 8])
     llc = dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=8, num_chains=1, num_draws=5, num_burnin_steps=0,
                n_data=32, seed=0)

@@ -149,7 +149,7 @@ def test_committed_results_keep_their_keys():
     """Every committed folder's key is recomputed from its own meta (the config or the spec it records), and every
     run ``results/runs.csv`` indexes is still declared by the chapters' presets under the same folder name."""
     checked = 0
-    for meta_path in sorted(cache.COMMITTED.glob("*-*/meta.json")):
+    for meta_path in sorted(cache.current().committed.glob("*-*/meta.json")):
         kind, key = meta_path.parent.name.rsplit("-", 1)
         meta = json.loads(meta_path.read_text())
         if "config" in meta:
@@ -162,7 +162,7 @@ def test_committed_results_keep_their_keys():
             assert cache.table_key(meta["spec"]) == key, meta_path.parent.name
         checked += 1
     assert checked > 100
-    index = pd.read_csv(cache.COMMITTED / "runs.csv")
+    index = pd.read_csv(cache.current().committed / "runs.csv")
     declared = {f"train-{cache.cache_key(e.config, e.extra)}" for preset in ("paper", "cpu")
                 for e in paper.status(None, preset)}
     assert set(index["folder"]) <= declared

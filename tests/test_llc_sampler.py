@@ -411,8 +411,7 @@ def test_run_failure_modes_records_warnings_without_printing():
     assert results[failure_modes.NOT_CONVERGED].hyperparams["epsilon"] == 1e-6
 
 
-def test_transformer_helpers(tmp_path, monkeypatch):
-    from plateau_lib.engine import cache
+def test_transformer_helpers(tmp_path, use_store):
     from plateau_lib.plateau import llc_transformer, metrics as M
     settings = {"d_model": 8, "train_steps": 30}
     cfg = llc_transformer.transformer_config(settings)
@@ -420,7 +419,7 @@ def test_transformer_helpers(tmp_path, monkeypatch):
     assert llc_transformer.early_config(cfg).steps == 10 and llc_transformer.early_config(cfg.replace(steps=500)).steps == 50
     seqs = llc_transformer.sgld_sequences(cfg, 16)
     assert torch.equal(seqs, llc_transformer.sgld_sequences(cfg, 16)) and seqs.shape[0] == 16
-    monkeypatch.setattr(cache, "LOCAL", tmp_path)  # train into a temporary cache
+    use_store(local=tmp_path)  # train into a temporary cache
     trained = llc_transformer.load_trained(cfg.replace(steps=3, eval_every=3, batch_size=8, eval_batch=8), use_cache=False)
     assert trained.num_params == sum(p.numel() for p in trained.model.parameters())
     with torch.no_grad():

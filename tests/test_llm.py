@@ -24,13 +24,11 @@ def no_network(monkeypatch):
 
 
 @pytest.fixture
-def local_cache(tmp_path, monkeypatch):
+def local_cache(tmp_path, monkeypatch, use_store):
     """Miniature checkpoints and stored tables go to a temporary folder."""
-    from plateau_lib.engine import cache
     monkeypatch.setattr(miniature, "LOCAL", tmp_path / "llm")
     monkeypatch.setattr(corpus, "LOCAL", tmp_path / "llm")
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "results")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    use_store(committed=tmp_path / "committed", local=tmp_path / "results")
     return tmp_path
 
 
@@ -264,7 +262,7 @@ def test_generations_with_carriage_returns_and_quotes_survive_the_stored_table(l
 
 def test_committed_collapse_results_sit_under_their_keys_without_weights():
     from plateau_lib.engine import cache
-    folders = sorted(cache.COMMITTED.glob(f"{collapse.KIND}-*"))
+    folders = sorted(cache.current().committed.glob(f"{collapse.KIND}-*"))
     assert folders, "the collapse page's CPU miniatures are committed"
     for folder in folders:
         meta = json.loads((folder / "meta.json").read_text())

@@ -22,16 +22,14 @@ TINY_LLC = {**ICL_LLC_REDUCED, "batch_size": 16, "num_chains": 2, "num_draws": 8
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "results")
-    monkeypatch.setattr(long_run, "IN_PROGRESS", tmp_path / "results" / "in_progress")
+def home(tmp_path, use_store):
+    use_store(committed=tmp_path / "results", local=tmp_path / "local")
     return tmp_path
 
 
 def new_machine():
     """Everything but the committed state is gone."""
-    shutil.rmtree(cache.LOCAL, ignore_errors=True)
+    shutil.rmtree(cache.current().local, ignore_errors=True)
 
 
 def child(cfg, call: str, *args: str) -> subprocess.Popen:
@@ -40,8 +38,7 @@ def child(cfg, call: str, *args: str) -> subprocess.Popen:
     fields = {k: getattr(cfg, k) for k in ("d_model", "n_head", "steps", "batch_size", "eval_every", "eval_batch",
                                            "checkpoint_steps", "eval_steps")}
     script = (f"import sys; from pathlib import Path; from plateau_lib.engine import cache; from plateau_lib.icl import long_run\n"
-              f"cache.LOCAL = Path({str(cache.LOCAL)!r}); cache.COMMITTED = Path({str(cache.COMMITTED)!r})\n"
-              f"long_run.IN_PROGRESS = Path({str(long_run.IN_PROGRESS)!r})\n"
+              f"cache.use(cache.Store({str(cache.current().committed)!r}, {str(cache.current().local)!r}))\n"
               f"from plateau_lib.icl.presets import ICL_PAPER\n"
               f"cfg = ICL_PAPER.replace(**{fields!r})\n"
               f"long_run.{call}\n")
@@ -62,7 +59,7 @@ def test_budget_stops_resume_to_the_uninterrupted_run(home):
     whole = cache.cached_train(TINY, use_cache=False, progress=False).metrics
     straight = long_run.estimate(TINY, TINY_LLC, budget_s=120)            # λ̂ of the uninterrupted run, in one go
     new_machine()
-    shutil.rmtree(cache.COMMITTED)   # the state and the finished training that the straight run committed
+    shutil.rmtree(cache.current().committed)   # the state and the finished training that the straight run committed
     assert long_run.train(TINY, TINY_LLC, budget_s=0.0, progress_bar=False) == 1   # stopped after one step
     state = long_run.progress(TINY)
     assert state["status"] == "in progress" and state["step"] == 1 and state["steps"] == 60
@@ -177,7 +174,7 @@ def test_two_shards_side_by_side_fill_the_table_of_one_process(home):
     cache.cached_train(TINY, use_cache=False, progress=False)
     straight = long_run.estimate(TINY, TINY_LLC, budget_s=120)
     shutil.rmtree(long_run.kept(TINY, TINY_LLC).rows_folder())
-    shutil.rmtree(long_run.IN_PROGRESS)
+    shutil.rmtree(cache.current().in_progress())
     procs = [child(TINY, f"estimate(cfg, {TINY_LLC!r}, budget_s=120, shard=(int(sys.argv[1]), 2))", str(k))
              for k in (0, 1)]
     assert [p.wait(timeout=300) for p in procs] == [0, 0]

@@ -4,7 +4,6 @@ import matplotlib.pyplot as plt
 import pytest
 
 from plateau_lib.book.panels import Panel, try_it
-from plateau_lib.engine import cache
 from plateau_lib.plateau import panels
 
 
@@ -77,9 +76,8 @@ def test_no_controls_is_refused():
         try_it({}, line_figure)
 
 
-def test_the_mws_panel_trains_the_chosen_config_and_a_second_run_is_a_cache_hit(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+def test_the_mws_panel_trains_the_chosen_config_and_a_second_run_is_a_cache_hit(tmp_path, use_store):
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     panel = panels.mws_panel(live=True)
     for name, value in {"lr": 10 ** -2.5, "d_model": 16, "seed": 3, "steps": 100}.items():
         panel.controls[name].value = value
@@ -140,9 +138,8 @@ def test_the_golden_panel_redraws_at_every_change_with_the_chosen_sgld_settings(
     (panels.task_panel, {"task": "repeat_1", "steps": 40},
      lambda cfg: (cfg["task"], cfg["task_kwargs"]["k"], cfg["steps"]) == ("repeat", 1, 40)),
 ])
-def test_the_bias_init_and_task_panels_train_the_chosen_config(make, values, check, tmp_path, monkeypatch):
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+def test_the_bias_init_and_task_panels_train_the_chosen_config(make, values, check, tmp_path, use_store):
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     panel = make(live=True)
     for name, value in values.items():
         panel.controls[name].value = value
@@ -151,8 +148,8 @@ def test_the_bias_init_and_task_panels_train_the_chosen_config(make, values, che
     assert check(panel.result.config) and panel.image.value[:4] == b"\x89PNG"
 
 
-def test_bad_combinations_are_one_line_in_the_panel(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
+def test_bad_combinations_are_one_line_in_the_panel(tmp_path, use_store):
+    use_store(local=tmp_path / "local")
     panel = panels.bias_panel(live=True)
     panel.controls["switch_step"].value, panel.controls["steps"].value = 250, 200
     panel.button.click()
@@ -164,10 +161,9 @@ def test_bad_combinations_are_one_line_in_the_panel(tmp_path, monkeypatch):
     assert not list((tmp_path / "local").glob("train-*"))  # refused before any compute
 
 
-def test_the_icl_panels_train_the_chosen_config_and_low_m_redraws_at_once(tmp_path, monkeypatch):
+def test_the_icl_panels_train_the_chosen_config_and_low_m_redraws_at_once(tmp_path, use_store):
     from plateau_lib.icl import panels as icl_panels
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     stages = icl_panels.stages_panel(live=True)
     stages.controls["steps"].value, stages.controls["d_model"].value = 500, 16
     stages.button.click()

@@ -80,7 +80,7 @@ def test_in_a_kernel_the_panel_runs_the_chosen_values(page, tmp_path):
     cells = panel_cells(nb)
     check = [
         "from plateau_lib.engine import cache",
-        f"cache.LOCAL = cache.Path({str(tmp_path / 'local')!r})   # new runs go to a scratch cache",
+        f"cache.use(cache.Store(cache.DEFAULT.committed, {str(tmp_path / 'local')!r}))   # new runs: a scratch cache",
         "before = bytes(panel.image.value)",
         set_controls,
         *(["panel.button.click()"] if button else []),

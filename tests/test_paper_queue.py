@@ -16,9 +16,8 @@ TINY = TrainConfig(task_kwargs={"n": 4, "p": 5}, d_model=8, steps=4, batch_size=
 
 
 @pytest.fixture
-def tiny_queue(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "results")
+def tiny_queue(tmp_path, monkeypatch, use_store):
+    use_store(committed=tmp_path / "results", local=tmp_path / "local")
     monkeypatch.setattr(cache, "ROOT", tmp_path)
     runs = {"page_a": {0: TINY, 1: TINY.replace(seed=1)},
             "page_b": {"reference": TINY, ("KQ", 1): TINY.replace(seed=1, copy_groups=("kq", "embed"))}}
@@ -62,7 +61,7 @@ def test_paper_runs_need_a_gpu_unless_forced(tiny_queue):
         paper.run_queue(device="cpu")
 
 
-def test_a_stopped_queue_resumes_from_its_packed_partial_state(tiny_queue, tmp_path, monkeypatch):
+def test_a_stopped_queue_resumes_from_its_packed_partial_state(tiny_queue, tmp_path, monkeypatch, use_store):
     """A deadline stops training part-way; --tar packs the partial state; --unpack elsewhere resumes it."""
     long = {"page_a": {0: TINY.replace(steps=400, eval_every=50)}}
     monkeypatch.setattr(chapters, "page_runs", lambda preset="paper": long)
@@ -76,7 +75,7 @@ def test_a_stopped_queue_resumes_from_its_packed_partial_state(tiny_queue, tmp_p
     assert [p.name for p in (home / ".cache" / "queue").iterdir()] == [paper.partial_folders()[0].name]
     resume = torch.load(next(home.glob(".cache/queue/*.partial/resume.pt")), weights_only=True)
     assert 0 < resume["step"] < 400
-    monkeypatch.setattr(cache, "LOCAL", home / ".cache" / "queue")
+    use_store(local=home / ".cache" / "queue")
     written = paper.run_queue(allow_cpu=True)
     assert len(written) == 1 and paper.pending() == [] and not paper.partial_folders()
 
@@ -111,7 +110,7 @@ def test_an_analysis_waits_for_its_training_then_commits(stages_queue):
     assert paper.run_analyses(device="cpu", deadline=0.0) == []  # nothing left, so no budget needed
 
 
-def test_a_stopped_analysis_resumes_elsewhere_from_its_packed_rows_and_checkpoints(stages_queue, tmp_path,
+def test_a_stopped_analysis_resumes_elsewhere_from_its_packed_rows_and_checkpoints(use_store, stages_queue, tmp_path,
                                                                                   monkeypatch):
     """The budget stops λ̂ after its first kept row; the pack carries those rows and the run's checkpoints (and
     nothing else); unpacked in a new home, the queue finishes with the table of an uninterrupted computation."""
@@ -127,17 +126,15 @@ def test_a_stopped_analysis_resumes_elsewhere_from_its_packed_rows_and_checkpoin
     assert len(parts) > 1 and parts[1].name == "q.2.tar.gz"
     home = tmp_path / "home"
     assert paper.unpack(parts, home) == [f".cache/queue/{name}" for name in sorted(state)]
-    monkeypatch.setattr(cache, "LOCAL", home / ".cache" / "queue")
-    monkeypatch.setattr(cache, "COMMITTED", home / "results")
+    use_store(committed=home / "results", local=home / ".cache" / "queue")
     carried = home / ".cache" / "queue" / f"train-{cache.cache_key(ICL)}"
     weights = {p.name: p.stat().st_mtime_ns for p in carried.glob("*.pt")}
     paper.run_queue(allow_cpu=True)  # the run's result is found in the carried state, not retrained
     assert len(weights) == 6 and weights == {p.name: p.stat().st_mtime_ns for p in carried.glob("*.pt")}
     paper.run_analyses(device="cpu")
-    resumed = cache.find(development.KIND, development.key(ICL, ICL_LLC))
+    resumed = cache.current().find(development.KIND, development.key(ICL, ICL_LLC))
     assert resumed.parent == home / "results"
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "again")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "none")
+    use_store(committed=tmp_path / "none", local=tmp_path / "again")
     whole = development.run(ICL, ICL_LLC, progress=False)
     columns = ["step", "llc_mean", "llc_se", "init_loss"]
     pd.testing.assert_frame_equal(pd.read_csv(resumed / "llc.csv")[columns], whole.llc[columns])
@@ -204,7 +201,7 @@ def test_cpu_queue_trains_the_feasible_runs_on_two_workers_stops_and_resumes(tin
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as lc, \
             distributed.Client(lc) as client:
         assert paper.run_cpu_queue(budget_s=0.0, client=client, limit_h=3.0) == []   # each stops after one step
-        assert len(list(cache.LOCAL.glob("train-*.partial/resume.pt"))) == 3
+        assert len(list(cache.current().local.glob("train-*.partial/resume.pt"))) == 3
         written = paper.run_cpu_queue(client=client, limit_h=3.0)
     assert sorted(p.name for p in written) == sorted(f"train-{cache.cache_key(c)}" for c in
                                                      (TINY, TINY.replace(seed=1), TINY.replace(seed=3)))

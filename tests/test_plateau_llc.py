@@ -115,8 +115,8 @@ def test_calibration_rule_on_a_hand_built_sweep():
     assert chosen_setting(mark_choice(bad, over="step")) is None
 
 
-def test_a_stored_table_builds_each_row_once_and_resumes(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache, "LOCAL", tmp_path)
+def test_a_stored_table_builds_each_row_once_and_resumes(tmp_path, use_store):
+    use_store(local=tmp_path)
     calls, interrupted = [], []
 
     def rows(steps):

@@ -125,9 +125,8 @@ def test_tables_keep_matrices_at_the_peak_and_last_checkpoint():
     assert norms.query("step == 20 and location == 'embed' and position == 3")["value"].item() == 22
 
 
-def test_measure_runs_resumes_and_stores(tmp_path, monkeypatch):
-    for name in ("LOCAL", "COMMITTED", "ROOT"):
-        monkeypatch.setattr(cache, name, tmp_path / name.lower())
+def test_measure_runs_resumes_and_stores(tmp_path, monkeypatch, use_store):
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     cfg = TrainConfig(d_model=8, steps=4, batch_size=8, eval_every=2, eval_batch=8, checkpoint_steps=(0, 2, 4))
     configs = {0: cfg}
     measured, real = [], probe.measure
@@ -146,7 +145,7 @@ def test_measure_runs_resumes_and_stores(tmp_path, monkeypatch):
     tables, meta = probe.measure_runs(configs, TINY_PROBE, progress=False)
     assert len(measured) == 1  # the two kept rows were not measured again
     assert list(tables["scalars"]["step"]) == [0, 2, 4] and meta["probe_fits"] == 3
-    assert not (cache.LOCAL / f"{probe.probe_table(configs, TINY_PROBE).name}.partial").exists()
+    assert not (cache.current().local / f"{probe.probe_table(configs, TINY_PROBE).name}.partial").exists()
     again, _ = probe.measure_runs(configs, TINY_PROBE, progress=False)  # loaded, not measured
     assert len(measured) == 1
     pd.testing.assert_frame_equal(again["scalars"], tables["scalars"])
@@ -181,17 +180,16 @@ def test_presets_follow_the_paper():
     assert list(itertools.islice(presets.probe_runs("cpu")[0].checkpoint_steps, 3)) == [0, 25, 50]
 
 
-def test_the_paper_column_reads_the_stated_cpu_budget_only_where_it_alone_is_stored(tmp_path, monkeypatch):
+def test_the_paper_column_reads_the_stated_cpu_budget_only_where_it_alone_is_stored(tmp_path, use_store):
     """The paper's probe budget is shown where its tables are stored; else the stated CPU budget's, where those are;
     a build asked to recompute, or given a probe field, measures what it was asked for."""
-    for name in ("LOCAL", "COMMITTED", "ROOT"):
-        monkeypatch.setattr(cache, name, tmp_path / name.lower())
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     configs = presets.probe_runs("paper")
     paper, on_cpu = presets.probe_settings("paper"), presets.PROBE_PAPER_ON_CPU
     assert on_cpu == {**paper, "max_iter": 100}
     assert probe.page_settings(configs, "paper") == paper            # nothing stored: the paper's
     assert probe.paper_column() is None                              # nothing is computed for the column
-    stored = cache.COMMITTED / probe.probe_table(configs, on_cpu).name
+    stored = cache.current().committed / probe.probe_table(configs, on_cpu).name
     stored.mkdir(parents=True)
     (stored / "meta.json").write_text("{}")
     assert probe.page_settings(configs, "paper") == on_cpu
@@ -199,7 +197,7 @@ def test_the_paper_column_reads_the_stated_cpu_budget_only_where_it_alone_is_sto
     assert probe.page_settings(configs, "paper", max_iter=300) == {**paper, "max_iter": 300}
     assert probe.page_settings(configs, "cpu") == presets.probe_settings("cpu")
     assert probe.paper_column() is None                              # tables without the training runs: not shown
-    own = cache.COMMITTED / probe.probe_table(configs, paper).name
+    own = cache.current().committed / probe.probe_table(configs, paper).name
     own.mkdir()
     (own / "meta.json").write_text("{}")
     assert probe.page_settings(configs, "paper") == paper            # the paper's own budget comes first

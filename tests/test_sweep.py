@@ -25,9 +25,8 @@ TINY = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4, "noise_va
 
 
 @pytest.fixture
-def isolated(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+def isolated(tmp_path, use_store):
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     return tmp_path
 
 
@@ -81,7 +80,7 @@ def test_a_sweep_killed_on_its_dask_workers_resumes_to_the_uninterrupted_sweep(i
               "from plateau_lib.engine import cache; from plateau_lib.engine.sweep import sweep\n"
               "from plateau_lib.icl import presets\n"
               f"from tests.test_sweep import TINY\n"
-              f"cache.LOCAL = Path({str(cache.LOCAL)!r}); cache.COMMITTED = Path({str(cache.COMMITTED)!r})\n"
+              f"cache.use(cache.Store({str(cache.current().committed)!r}, {str(cache.current().local)!r}))\n"
               "if __name__ == '__main__':\n"
               f"    configs = presets.configs(TINY.replace(**{fields!r}), [1, 2, math.inf])\n"
               "    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=':0') as lc, Client(lc) as c:\n"

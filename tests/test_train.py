@@ -96,9 +96,8 @@ def test_sgd_and_muon_run():
         assert res.metrics["loss"].notna().all() and len(res.metrics) == 4
 
 
-def test_cache_roundtrip_and_key(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+def test_cache_roundtrip_and_key(tmp_path, use_store):
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     cfg = TrainConfig(**TINY)
     first = cache.cached_train(cfg, progress=False)
     again = cache.cached_train(cfg, progress=False)
@@ -132,11 +131,10 @@ def test_plateau_summary_on_hand_built_curves():
     assert stages.plateau_summary(solved_at_once)["jump_step"] == 0
 
 
-def test_concurrent_runs_of_one_config_share_the_cache(tmp_path, monkeypatch):
+def test_concurrent_runs_of_one_config_share_the_cache(tmp_path, use_store):
     """Two notebooks asking for the same run at once: one computes, the other waits and loads it."""
     from concurrent.futures import ThreadPoolExecutor
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     cfg = TrainConfig(**TINY)
     with ThreadPoolExecutor(2) as pool:
         a, b = pool.map(lambda _: cache.cached_train(cfg, progress=False), range(2))

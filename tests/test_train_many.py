@@ -105,9 +105,8 @@ def test_muon_falls_back_to_sequential_and_says_so():
         pd.testing.assert_frame_equal(a.metrics, b.metrics)
 
 
-def test_cached_train_many_loads_hits_and_stores_each_run(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+def test_cached_train_many_loads_hits_and_stores_each_run(tmp_path, use_store):
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     configs = [BASE.replace(seed=s, steps=6) for s in (0, 1, 2)]
     first = cache.cached_train(configs[1], progress=False)
     results = cache.cached_train_many(configs + [configs[0]], progress=False, backend="stacked")
@@ -118,9 +117,8 @@ def test_cached_train_many_loads_hits_and_stores_each_run(tmp_path, monkeypatch)
     assert len(stored) == 3 and not any(p.suffix == ".partial" for p in stored)
 
 
-def test_extra_evaluation_steps_and_kept_checkpoints(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
+def test_extra_evaluation_steps_and_kept_checkpoints(tmp_path, use_store):
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     cfg = BASE.replace(eval_steps=(1, 2, 3), checkpoint_steps=(0, 3, 20))
     result = cache.cached_train(cfg, progress=False)
     assert result.metrics.step.tolist() == [0, 1, 2, 3, 5, 10, 15, 20]

@@ -55,8 +55,8 @@ def test_bad_curves_are_refused():
         diversity.transient(STEPS[:5], dip_and_return()[:5], dip_and_return()[:5])
 
 
-def test_the_search_table_round_trips_and_replaces_a_rows_older_version(tmp_path, monkeypatch):
-    monkeypatch.setattr(ts, "TABLE", tmp_path / "search.csv")
+def test_the_search_table_round_trips_and_replaces_a_rows_older_version(tmp_path, use_store):
+    use_store(committed=tmp_path)
     assert ts.table().empty
     row = {"trial": "w64", "change": "first setting", "M": 32, "t_crit": 1500, "ood_rise": 0.2, "transient": True}
     ts.keep_row(row)
@@ -65,7 +65,7 @@ def test_the_search_table_round_trips_and_replaces_a_rows_older_version(tmp_path
     table = ts.table()
     assert len(table) == 2 and set(table["M"]) == {32, math.inf}
     assert table.loc[table["M"] == 32, "t_crit"].item() == 1700
-    pd.testing.assert_frame_equal(table, pd.read_csv(tmp_path / "search.csv"))
+    pd.testing.assert_frame_equal(table, pd.read_csv(tmp_path / ts.TABLE))
 
 
 def test_trial_configs_change_one_thing_and_refuse_unknown_names():
@@ -102,23 +102,20 @@ def test_the_page_note_and_table_are_drawn_from_the_rows():
     assert "what changed" not in shown.columns and ts.search_note(pd.DataFrame()).startswith("No configuration")
 
 
-def test_a_stopped_trial_keeps_rows_so_far_and_its_finished_run_replaces_them(tmp_path, monkeypatch):
+def test_a_stopped_trial_keeps_rows_so_far_and_its_finished_run_replaces_them(tmp_path, monkeypatch, use_store):
     """A run stopped before its last step is kept as a row marked steps_done < steps, with its curves committed
     apart; the same command resumes it, and its finished row replaces the stopped one and drops those curves."""
     from plateau_lib.engine import cache
     from plateau_lib.engine.train import train
     monkeypatch.setattr(cache, "ROOT", tmp_path)
-    monkeypatch.setattr(cache, "LOCAL", tmp_path / "local")
-    monkeypatch.setattr(cache, "COMMITTED", tmp_path / "committed")
-    monkeypatch.setattr(ts, "TABLE", tmp_path / "committed" / "search.csv")
-    monkeypatch.setattr(ts, "STOPPED_CURVES", tmp_path / "committed" / "stopped.csv")
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     tiny = {"d_model": 8, "steps": 40, "eval_every": 40, "eval_steps": list(range(0, 41, 2)), "batch_size": 8,
             "eval_batch": 32, "task_kwargs": {**ts.BASE.task_kwargs, "d_mlp": 16}}
     monkeypatch.setitem(ts.TRIALS, "tiny", ("a tiny setting", tiny))
     cfg = ts.trial_config("tiny", 16)
     with pytest.raises(KeyboardInterrupt):
-        train(cfg, run_dir=cache.LOCAL / f"train-{cache.cache_key(cfg)}.partial", save_every=1, progress=False,
-              stop_after=24)
+        train(cfg, run_dir=cache.current().local / f"train-{cache.cache_key(cfg)}.partial", save_every=1,
+              progress=False, stop_after=24)
     (row,) = ts.record_stopped("tiny", [16])
     assert row["steps_done"] == 24 < row["steps"] == 40
     assert ts.readable(ts.table())["steps"].item() == "24 of 40"

@@ -18,7 +18,7 @@ import seaborn as sns
 from plateau_lib.book import summaries
 from plateau_lib.book.summaries import load_summaries, PRESET_COLUMNS, slug
 from plateau_lib.book.verdicts import BAND_KINDS, count_verdicts, SANITY, VERDICTS
-from plateau_lib.engine.cache import cache_key, cached_train, cached_train_many, find, load_committed
+from plateau_lib.engine.cache import cache_key, cached_train, cached_train_many, current, load_committed
 from plateau_lib.engine.stages import plateau_summary
 from plateau_lib.engine.utils import atomic_path, cpu_threads, in_book_build
 
@@ -308,7 +308,7 @@ def copied_runs(reference_cfg, configs: dict, use_cache: bool = True):
     when a copied run has to be computed."""
     reference_key = cache_key(reference_cfg)
     extra = {label: {"reference": reference_key} if cfg.copy_groups else None for label, cfg in configs.items()}
-    need_weights = any(cfg.copy_groups and (not use_cache or find("train", cache_key(cfg, extra[label])) is None)
+    need_weights = any(cfg.copy_groups and (not use_cache or current().run(cfg, extra[label]) is None)
                        for label, cfg in configs.items())
     reference = cached_train(reference_cfg, use_cache=use_cache, progress=False, need_state=need_weights)
     init = {label: reference.final_state for label, cfg in configs.items() if cfg.copy_groups}

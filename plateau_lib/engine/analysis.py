@@ -19,8 +19,8 @@ class Analysis(NamedTuple):
     compute: Callable
 
     def committed(self) -> bool:
-        return all((cache.COMMITTED / name / "meta.json").exists() for name in self.outputs)
+        return all((cache.current().committed / name / "meta.json").exists() for name in self.outputs)
 
     def trained(self) -> bool:
         """Whether every run it reads has been trained (committed or local)."""
-        return all(cache.find("train", cache.cache_key(c)) is not None for c in self.runs)
+        return all(cache.current().run(c) is not None for c in self.runs)

@@ -11,6 +11,11 @@ the caller gets (and what the page shows). New results are written atomically to
 ``commit_result`` copies one to ``results/`` without ``final_state.pt`` (``meta.json`` carries the
 provenance).
 
+Where results live is a ``Store``: its ``committed`` folder (``results/``, in git) and its ``local`` one
+(``.cache/results``: new results, weights, checkpoints and resume states). The functions here use the current
+store (``current()``: ``DEFAULT`` unless a caller chose another for a block, ``using(store)``, or for a process,
+``use(store)``); a worker process is handed its store as an argument.
+
 A result made after training (λ̂ at checkpoints, a probe, a calibration) is a ``StoredTable``: a few CSV tables
 keyed by a JSON spec (the runs' keys and the settings), loaded or computed and saved in one call (``get``), its rows
 built one group at a time and kept, so that interrupted work resumes (``build``).
@@ -26,6 +31,7 @@ import json
 import shutil
 import time
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -37,9 +43,68 @@ from plateau_lib.engine.utils import atomic_path, git_commit, in_book_build
 
 RESULTS_VERSION = 1
 ROOT = REPO_ROOT
-COMMITTED = ROOT / "results"
-LOCAL = ROOT / ".cache" / "results"
-QUEUE = ROOT / ".cache" / "queue"  # the paper queue's working files (``python -m plateau_lib paper`` sets LOCAL to it)
+
+
+@dataclass(frozen=True)
+class Store:
+    """Where results are kept: ``committed`` (``results/``: tables and provenance, no weights; read first) and
+    ``local`` (new results, weights, checkpoints and resume states). A plain value: a worker process is given one."""
+    committed: Path
+    local: Path
+
+    def __post_init__(self):
+        object.__setattr__(self, "committed", Path(self.committed))
+        object.__setattr__(self, "local", Path(self.local))
+
+    def find(self, kind: str, key: str) -> Path | None:
+        """The folder of the finished result ``<kind>-<key>`` (committed first), or None."""
+        for base in (self.committed, self.local):
+            path = base / f"{kind}-{key}"
+            if (path / "meta.json").exists():
+                return path
+        return None
+
+    def run(self, cfg, extra=None) -> Path | None:
+        """The folder of the finished training run of ``cfg`` (committed first), or None; never trains."""
+        return self.find("train", cache_key(cfg, extra))
+
+    def in_progress(self) -> Path:
+        """The committed folder of long jobs' compact resume states, carried between work sessions."""
+        return self.committed / "in_progress"
+
+
+DEFAULT = Store(ROOT / "results", ROOT / ".cache" / "results")
+QUEUE = Store(DEFAULT.committed, ROOT / ".cache" / "queue")  # the paper queue's: its working files in one folder
+_current = [DEFAULT]  # the process's current store (all its threads'), changed only by ``use`` and ``using``
+
+
+def current() -> Store:
+    """The store the functions here use: the one chosen by ``using`` or ``use``, else ``DEFAULT``."""
+    return _current[0]
+
+
+def use(store: Store) -> Store:
+    """Make ``store`` the current one for the rest of this process (a worker's or a script's; a block: ``using``);
+    returns the one it replaces."""
+    if not isinstance(store, Store):
+        raise ValueError(f"parameter 'store' must be a cache.Store, got {store!r}")
+    before, _current[0] = _current[0], store
+    return before
+
+
+@contextmanager
+def using(store: Store):
+    """``store`` is the current one inside the block, and the one before it after the block."""
+    before = use(store)
+    try:
+        yield store
+    finally:
+        _current[0] = before
+
+
+def shown_path(path: Path) -> str:
+    """``path`` as a page shows it: relative to the repository where it is inside it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def cache_key(cfg, extra=None) -> str:
@@ -49,31 +114,24 @@ def cache_key(cfg, extra=None) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def find(kind: str, key: str) -> Path | None:
-    for base in (COMMITTED, LOCAL):
-        path = base / f"{kind}-{key}"
-        if (path / "meta.json").exists():
-            return path
-    return None
-
-
-def _hit(key: str, need_state: bool) -> TrainResult | None:
-    hit = find("train", key)
+def _hit(store: Store, key: str, need_state: bool) -> TrainResult | None:
+    hit = store.find("train", key)
+    local = store.local / f"train-{key}"
     if hit is not None and need_state and not (hit / "final_state.pt").exists():
-        hit = LOCAL / f"train-{key}" if (LOCAL / f"train-{key}" / "final_state.pt").exists() else None
+        hit = local if (local / "final_state.pt").exists() else None
     if hit is None:
         return None
     result = TrainResult.load(hit)
-    result.meta["cache"] = str(hit.relative_to(ROOT)) if hit.is_relative_to(ROOT) else str(hit)
+    result.meta["cache"] = shown_path(hit)
     return result
 
 
-def _store(result: TrainResult, key: str, extra) -> TrainResult:
+def _store(store: Store, result: TrainResult, key: str, extra) -> TrainResult:
     """Write a fresh result atomically under its key (with provenance) and drop its partial folder."""
     result.meta.update(commit=git_commit(), date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                        results_version=RESULTS_VERSION, key=key, extra=extra)
-    partial = LOCAL / f"train-{key}.partial"
-    with atomic_path(LOCAL / f"train-{key}") as tmp:
+    partial = store.local / f"train-{key}.partial"
+    with atomic_path(store.local / f"train-{key}") as tmp:
         result.save(tmp)
         for ckpt in partial.glob("ckpt_*.pt"):  # checkpoints stay with the local result (never committed)
             shutil.move(ckpt, tmp / ckpt.name)
@@ -83,14 +141,14 @@ def _store(result: TrainResult, key: str, extra) -> TrainResult:
 
 
 @contextmanager
-def _locked(keys, lock: bool = True):
+def _locked(local: Path, keys, lock: bool = True):
     """Hold the lock of every key (in sorted order, so two callers never deadlock): one process computes a
     key, others wait and then load it. ``lock=False`` takes none (sweep workers on other machines, where
     file locks are unreliable; they rely on atomic renames)."""
-    LOCAL.mkdir(parents=True, exist_ok=True)
+    local.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         for key in sorted(set(keys)) if lock else ():
-            fcntl.flock(stack.enter_context(open(LOCAL / f"train-{key}.lock", "w")), fcntl.LOCK_EX)
+            fcntl.flock(stack.enter_context(open(local / f"train-{key}.lock", "w")), fcntl.LOCK_EX)
         yield
 
 
@@ -106,18 +164,20 @@ def cached_train(cfg: TrainConfig, use_cache: bool = True, init_state=None, extr
 
 def cached_train_many(configs, use_cache: bool = True, init_states=None, extras=None, progress=True,
                       need_state: bool = False, backend: str = "auto", deadline: float | None = None,
-                      lock: bool = True, on_done=None) -> list[TrainResult]:
+                      lock: bool = True, on_done=None, store: Store | None = None) -> list[TrainResult]:
     """``train_many(configs)`` through the cache: hits are loaded, the rest trained together (``backend``),
     each stored the moment it finishes; interrupted runs resume from their partial folders (``deadline``
     stops them there on purpose, raising ``train.Stopped``). ``lock``: see ``_locked``. ``on_done``:
-    ``f(index, result)`` for each config as it is loaded or finishes (e.g. a sweep's progress bar)."""
+    ``f(index, result)`` for each config as it is loaded or finishes (e.g. a sweep's progress bar). ``store``:
+    where (default: ``current()``; a worker process is given its caller's)."""
+    store = current() if store is None else store
     configs = list(configs)
     init_states = [None] * len(configs) if init_states is None else list(init_states)
     extras = [None] * len(configs) if extras is None else list(extras)
     keys = [cache_key(c, e) for c, e in zip(configs, extras)]
     done = on_done or (lambda i, result: None)
-    with _locked(keys, lock):
-        results = [_hit(k, need_state) if use_cache else None for k in keys]
+    with _locked(store.local, keys, lock):
+        results = [_hit(store, k, need_state) if use_cache else None for k in keys]
         for i, result in enumerate(results):
             if result is not None:
                 done(i, result)
@@ -127,12 +187,13 @@ def cached_train_many(configs, use_cache: bool = True, init_states=None, extras=
                 todo.setdefault(k, i)
         if todo:
             index = list(todo.values())
-            for i in index:
-                (LOCAL / f"train-{keys[i]}.partial").mkdir(parents=True, exist_ok=True)
-            fresh = train_many([configs[i] for i in index], [init_states[i] for i in index],
-                               [LOCAL / f"train-{keys[i]}.partial" for i in index], progress=progress,
-                               backend=backend, deadline=deadline,
-                               on_result=lambda j, r: done(index[j], _store(r, keys[index[j]], extras[index[j]])))
+            partials = [store.local / f"train-{keys[i]}.partial" for i in index]
+            for folder in partials:
+                folder.mkdir(parents=True, exist_ok=True)
+            fresh = train_many([configs[i] for i in index], [init_states[i] for i in index], partials,
+                               progress=progress, backend=backend, deadline=deadline,
+                               on_result=lambda j, r: done(index[j], _store(store, r, keys[index[j]],
+                                                                            extras[index[j]])))
             for i, k in enumerate(keys):
                 if results[i] is None:
                     results[i] = fresh[index.index(todo[k])]
@@ -141,17 +202,17 @@ def cached_train_many(configs, use_cache: bool = True, init_states=None, extras=
 
 def checkpoints(cfg, extra=None) -> dict:
     """``{step: path}`` of the checkpoints a local result of ``cfg`` kept (``cfg.checkpoint_steps``)."""
-    folder = LOCAL / f"train-{cache_key(cfg, extra)}"
+    folder = current().local / f"train-{cache_key(cfg, extra)}"
     return {int(p.stem.split("_")[1]): p for p in sorted(folder.glob("ckpt_*.pt"))}
 
 
 def load_committed(cfg, extra=None) -> TrainResult | None:
     """The committed result of ``cfg`` (e.g. a ``paper`` run shown beside a live ``cpu`` run), or None."""
-    path = COMMITTED / f"train-{cache_key(cfg, extra)}"
+    path = current().committed / f"train-{cache_key(cfg, extra)}"
     if not (path / "meta.json").exists():
         return None
     result = TrainResult.load(path)
-    result.meta["cache"] = str(path.relative_to(ROOT))
+    result.meta["cache"] = shown_path(path)
     return result
 
 
@@ -159,7 +220,7 @@ def stopped_result(cfg, extra=None) -> TrainResult | None:
     """The evaluations so far of a run of ``cfg`` stopped at a deadline (its local resume state), as a TrainResult
     whose ``meta["stopped_at"]`` is the step reached; None when there is none. For showing how far a run got,
     never as a finished one (it has no final weights)."""
-    path = LOCAL / f"train-{cache_key(cfg, extra)}.partial" / "resume.pt"
+    path = current().local / f"train-{cache_key(cfg, extra)}.partial" / "resume.pt"
     if not path.exists():
         return None
     state = torch.load(path, weights_only=True, map_location="cpu")
@@ -169,10 +230,11 @@ def stopped_result(cfg, extra=None) -> TrainResult | None:
                         "device": state.get("device", "unknown")})
 
 
-def _commit(folder: str, missing: str, ignore=None) -> Path:
-    """Copy ``LOCAL/folder`` into ``results/`` atomically (``ignore``: shutil's, for files left out); already
-    committed and not local: nothing to copy. No local result and none committed: ``missing`` is raised."""
-    src, dst = LOCAL / folder, COMMITTED / folder
+def _commit(store: Store, folder: str, missing: str, ignore=None) -> Path:
+    """Copy ``store``'s local ``folder`` into its committed one atomically (``ignore``: shutil's, for files left
+    out); already committed and not local: nothing to copy. No local result and none committed: ``missing`` is
+    raised."""
+    src, dst = store.local / folder, store.committed / folder
     if not (src / "meta.json").exists():
         if (dst / "meta.json").exists():
             return dst
@@ -184,7 +246,7 @@ def _commit(folder: str, missing: str, ignore=None) -> Path:
 
 def committed_meta(cfg, extra=None) -> dict | None:
     """The provenance (``meta.json``) of the committed result of ``cfg``, without loading its tables; or None."""
-    path = COMMITTED / f"train-{cache_key(cfg, extra)}" / "meta.json"
+    path = current().committed / f"train-{cache_key(cfg, extra)}" / "meta.json"
     return json.loads(path.read_text()) if path.exists() else None
 
 
@@ -192,7 +254,8 @@ def commit_result(cfg, extra=None) -> Path:
     """Copy the local result of ``cfg`` into ``results/`` (tables, arrays, meta; no weights) for committing
     (already committed and not local: nothing to copy)."""
     key = cache_key(cfg, extra)
-    return _commit(f"train-{key}", f"no local result for this config (key {key}); run cached_train(cfg) first",
+    return _commit(current(), f"train-{key}",
+                   f"no local result for this config (key {key}); run cached_train(cfg) first",
                    shutil.ignore_patterns("final_state.pt", "*.pt"))
 
 
@@ -209,8 +272,9 @@ class StoredTable:
     with provenance in ``meta.json``. Its rows can be built one group at a time, each kept at once, so that an
     interrupted build resumes (``build``); several processes can fill the same rows (``shared``)."""
 
-    def __init__(self, kind: str, spec: dict):
+    def __init__(self, kind: str, spec: dict, store: Store | None = None):
         self.kind, self.spec = kind, spec
+        self.store = current() if store is None else store  # where it is read and kept
         self.key = table_key(spec)
         self.name = f"{kind}-{self.key}"  # its folder under results/ or the local cache
 
@@ -219,7 +283,7 @@ class StoredTable:
 
     def path(self) -> Path | None:
         """Where the finished table is stored (committed first), or None."""
-        return find(self.kind, self.key)
+        return self.store.find(self.kind, self.key)
 
     def load(self):
         """``({name: DataFrame}, meta)`` of the finished table (committed first), or None; never computes."""
@@ -228,7 +292,7 @@ class StoredTable:
         if path is None:
             return None
         meta = json.loads((path / "meta.json").read_text())
-        meta["cache"] = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+        meta["cache"] = shown_path(path)
         return {p.stem: pd.read_csv(p) for p in sorted(path.glob("*.csv"))}, meta
 
     def save(self, tables: dict, meta: dict) -> Path:
@@ -236,13 +300,13 @@ class StoredTable:
         the rows kept while building are dropped."""
         meta = {**meta, "spec": self.spec, "key": self.key, "commit": git_commit(),
                 "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-        with atomic_path(LOCAL / self.name) as tmp:
+        with atomic_path(self.store.local / self.name) as tmp:
             tmp.mkdir()
             for name, table in tables.items():
                 table.to_csv(tmp / f"{name}.csv", index=False)
             (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
         self.drop_rows()
-        return LOCAL / self.name
+        return self.store.local / self.name
 
     def get(self, compute, use_cache: bool = True):
         """``(tables, meta)``: the stored table (with ``use_cache``), else ``compute()`` -> ``(tables, meta)``,
@@ -255,11 +319,12 @@ class StoredTable:
 
     def commit(self) -> Path:
         """Copy the local finished table into ``results/`` (already committed and not local: nothing to copy)."""
-        return _commit(self.name, f"no local {self.kind} result for this spec (key {self.key}); compute it first")
+        return _commit(self.store, self.name,
+                       f"no local {self.kind} result for this spec (key {self.key}); compute it first")
 
     def rows_folder(self) -> Path:
         """The local folder of the rows kept while building (beside them, processes may leave claims)."""
-        return LOCAL / f"{self.name}.partial"
+        return self.store.local / f"{self.name}.partial"
 
     def rows(self):
         """The rows kept so far while building (an empty DataFrame at first)."""
@@ -284,7 +349,7 @@ class StoredTable:
             with atomic_path(folder / "rows.csv") as tmp:
                 rows.to_csv(tmp, index=False)
         if deadline is not None and time.time() > deadline:
-            raise Stopped(f"deadline reached after {len(rows)} {self.kind} rows; they resume from {LOCAL}")
+            raise Stopped(f"deadline reached after {len(rows)} {self.kind} rows; they resume from {self.store.local}")
 
     def drop_rows(self) -> None:
         """Remove the kept rows (once the finished table is stored, or to start over)."""

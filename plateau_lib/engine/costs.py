@@ -30,7 +30,7 @@ def estimate_gpu_s(cfg, stacked: int = 1) -> float:
     return cfg.steps * step + evals * EVAL_STEPS * LAUNCH_FLOOR_S / stacked
 
 
-CPU_RECORD = cache.COMMITTED / "cpu_costs.json"  # measured seconds per step and per evaluation
+CPU_RECORD = cache.DEFAULT.committed / "cpu_costs.json"  # measured seconds per step and per evaluation
 COST_FIELDS = ("task", "optimizer", "batch_size", "eval_batch")
 
 

@@ -16,8 +16,6 @@ their partial folders.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 from tqdm.auto import tqdm
 
 from plateau_lib.engine import cache
@@ -35,13 +33,11 @@ def check_configs(configs) -> dict:
     return configs
 
 
-def train_one(cfg: TrainConfig, use_cache: bool, local: str, committed: str) -> TrainResult:
-    """A worker's job: ``cfg`` through the cache folders ``local`` and ``committed`` (paths the caller sees;
-    a shared file system on a cluster), without file locks, on one CPU thread unless $OMP_NUM_THREADS says
-    otherwise."""
+def train_one(cfg: TrainConfig, use_cache: bool, store: cache.Store) -> TrainResult:
+    """A worker's job: ``cfg`` through the caller's ``store`` (its paths as the caller sees them; a shared file
+    system on a cluster), without file locks, on one CPU thread unless $OMP_NUM_THREADS says otherwise."""
     cpu_threads()
-    cache.LOCAL, cache.COMMITTED = Path(local), Path(committed)
-    return cache.cached_train_many([cfg], use_cache, progress=False, lock=False)[0]
+    return cache.cached_train_many([cfg], use_cache, progress=False, lock=False, store=store)[0]
 
 
 def sweep(configs: dict, use_cache: bool = True, executor=None, progress: bool = True, backend: str = "auto",
@@ -68,8 +64,7 @@ def sweep(configs: dict, use_cache: bool = True, executor=None, progress: bool =
                                        on_done=lambda i, r: bar.update(1))
         by_key = dict(zip(order, done))
     else:
-        jobs = {k: executor.submit(train_one, c, use_cache, str(cache.LOCAL), str(cache.COMMITTED))
-                for k, c in unique.items()}
+        jobs = {k: executor.submit(train_one, c, use_cache, cache.current()) for k, c in unique.items()}
         by_key = {}
         for k, job in jobs.items():
             by_key[k] = job.result()

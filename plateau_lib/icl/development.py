@@ -144,16 +144,16 @@ def _folder(base: Path, k: str) -> Path:
 
 def load(cfg: TrainConfig, llc: dict) -> Development | None:
     """The stored run (committed first, then local) with its training result, or None; never computes."""
-    k = key(cfg, llc)
-    for base in (cache.COMMITTED, cache.LOCAL):
+    store, k = cache.current(), key(cfg, llc)
+    for base in (store.committed, store.local):
         folder = _folder(base, k)
         if (folder / "meta.json").exists():
-            hit = cache.find("train", cache.cache_key(cfg))  # loads only: never trains
+            hit = store.run(cfg)  # loads only: never trains
             if hit is None:
                 continue
             train = TrainResult.load(hit)
             meta = json.loads((folder / "meta.json").read_text())
-            meta["cache"] = str(folder.relative_to(cache.ROOT)) if folder.is_relative_to(cache.ROOT) else str(folder)
+            meta["cache"] = cache.shown_path(folder)
             return Development(train, pd.read_csv(folder / "llc.csv"), pd.read_csv(folder / "structure.csv"), meta)
     return None
 
@@ -186,7 +186,7 @@ def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = Tr
         model, cfg.make_task().loss, data, [(s, ckpts[s]) for s in steps], stack=stack, progress=False,
         device=str(device), **settings), group=stack, progress=progress, desc="λ̂ at checkpoints", deadline=deadline)
     structure = pd.DataFrame([structure_row(s, torch.load(p, weights_only=True)) for s, p in sorted(ckpts.items())])
-    meta = store(cache.LOCAL, cfg, llc, done, structure, device=str(device),
+    meta = store(cache.current().local, cfg, llc, done, structure, device=str(device),
                  train_wall_s=train.meta.get("wall_time_s", round(train_s, 1)),
                  llc_wall_s=round(float(done["elapsed_s"].sum()), 1))
     rows.drop_rows()
@@ -210,10 +210,10 @@ def store(base: Path, cfg: TrainConfig, llc: dict, rows: pd.DataFrame, structure
 
 def commit(cfg: TrainConfig, llc: dict) -> list[Path]:
     """Copy the local training result and the LLC/structure tables into ``results/`` for committing."""
-    src = _folder(cache.LOCAL, key(cfg, llc))
+    src = _folder(cache.current().local, key(cfg, llc))
     if not (src / "meta.json").exists():
         raise ValueError("no local developmental run for these settings; run it first")
-    dst = _folder(cache.COMMITTED, key(cfg, llc))
+    dst = _folder(cache.current().committed, key(cfg, llc))
     with atomic_path(dst) as tmp:
         shutil.copytree(src, tmp)
     return [cache.commit_result(cfg), dst]

@@ -29,7 +29,6 @@ from plateau_lib.icl.development import llc_data, structure_row
 from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER
 from plateau_lib.llc import llc_over_checkpoints, summarize
 
-IN_PROGRESS = cache.COMMITTED / "in_progress"
 KIND = "icl_diagnosis"
 TARGET_STEPS = (1_000, 5_000, 10_000, 20_000, 40_000, 80_000, 126_000, 200_000, 250_000, 320_000, 400_000, 500_000)
 
@@ -63,12 +62,12 @@ def name(cfg: TrainConfig, stream: str | None = None) -> str:
 
 
 def state_folder(cfg: TrainConfig, stream: str | None = None) -> Path:
-    return IN_PROGRESS / name(cfg, stream)
+    return cache.current().in_progress() / name(cfg, stream)
 
 
 def run_folder(cfg: TrainConfig, stream: str | None = None) -> Path:
     """This machine's working folder (resume state and every checkpoint the run writes)."""
-    return cache.LOCAL / f"{name(cfg, stream)}.partial"
+    return cache.current().local / f"{name(cfg, stream)}.partial"
 
 
 def progress(cfg: TrainConfig, stream: str | None = None) -> dict | None:
@@ -404,7 +403,7 @@ def _evals(cfg: TrainConfig, stream: str) -> pd.DataFrame:
 
 def _committed_metrics(cfg: TrainConfig) -> pd.DataFrame | None:
     """The committed stages run's evaluations (None when it is not committed)."""
-    found = cache.find("train", cache.cache_key(cfg))
+    found = cache.current().run(cfg)
     return None if found is None else pd.read_csv(found / "metrics.csv")
 
 

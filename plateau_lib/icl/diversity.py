@@ -181,8 +181,8 @@ def table_spec(configs: dict, **settings) -> dict:
 
 def has_final_weights(cfg) -> bool:
     """Whether the final weights of ``cfg`` are stored (committed or local), so ``final_model`` need not train."""
-    key = cache.cache_key(cfg)
-    return any((base / f"train-{key}" / "final_state.pt").exists() for base in (cache.COMMITTED, cache.LOCAL))
+    key, store = cache.cache_key(cfg), cache.current()
+    return any((base / f"train-{key}" / "final_state.pt").exists() for base in (store.committed, store.local))
 
 
 def final_model(cfg):

@@ -91,19 +91,19 @@ def stored(preset: str) -> Sweep | None:
     configs, llc = sweep_settings(preset)
     results = {}
     for label, cfg in configs.items():
-        path = cache.find("train", cache.cache_key(cfg))
+        path = cache.current().run(cfg)
         if path is None:
             if preset in SHOWN_WHEN_PARTIAL:
                 continue
             return None
         results[label] = TrainResult.load(path)
-        results[label].meta["cache"] = str(path.relative_to(cache.ROOT)) if path.is_relative_to(cache.ROOT) else str(path)
+        results[label].meta["cache"] = cache.shown_path(path)
     if len({M for M, _ in results}) < 3:
         return None
     found = {label: configs[label] for label in results}
     llc_found = div.load_llc(found, llc) if found == configs else None
     for label, cfg in icl_presets.more_seeds(preset).items():
-        if (path := cache.find("train", cache.cache_key(cfg))) is not None:
+        if (path := cache.current().run(cfg)) is not None:
             results[label], found[label] = TrainResult.load(path), cfg
     return assemble(preset, found, llc, results, llc_found)
 

@@ -55,7 +55,6 @@ from plateau_lib.icl import development
 from plateau_lib.icl.development import PAPER_POINTS
 from plateau_lib.llc import llc_over_checkpoints
 
-IN_PROGRESS = cache.COMMITTED / "in_progress"
 LLC_KIND = "icl_long_llc"      # the λ̂ rows being made (``kept``), resumable
 CHECK_KIND = "icl_llc_budget"  # the reduced budget against a 4x longer chain
 CHECK_FACTOR = 4
@@ -65,12 +64,12 @@ RECHECK_SE = 2.0  # a λ̂ row whose chains disagree this much (standard error o
 
 def state_folder(cfg: TrainConfig) -> Path:
     """Where the run's state waits between work sessions (committed)."""
-    return IN_PROGRESS / f"{development.KIND}-{cache.cache_key(cfg)}"
+    return cache.current().in_progress() / f"{development.KIND}-{cache.cache_key(cfg)}"
 
 
 def run_folder(cfg: TrainConfig) -> Path:
     """The training's working folder (resume state and checkpoints) in this session."""
-    return cache.LOCAL / f"train-{cache.cache_key(cfg)}.partial"
+    return cache.current().local / f"train-{cache.cache_key(cfg)}.partial"
 
 
 def llc_steps(cfg: TrainConfig, n_log: int = 20, n_linear: int = 18) -> list[int]:
@@ -145,7 +144,7 @@ def restore(cfg: TrainConfig, llc: dict) -> int:
 
 def _train_seconds(cfg: TrainConfig, resume: Path) -> float:
     """Training time so far (one thread: CPU time), as the resume state or the finished result records it."""
-    found = cache.find("train", cache.cache_key(cfg))
+    found = cache.current().run(cfg)
     if found is not None:
         return float(json.loads((found / "meta.json").read_text()).get("wall_time_s", 0.0))
     return float(torch.load(resume, weights_only=True)["elapsed"]) if resume.exists() else 0.0
@@ -159,7 +158,7 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
     have = set() if rows.empty else set(rows["step"].astype(int))
     resume = run / "resume.pt" if _resume_step(run / "resume.pt") >= _resume_step(dst / "resume.pt") else dst / "resume.pt"
     step = max(_resume_step(resume), 0)
-    finished = cache.find("train", cache.cache_key(cfg)) is not None
+    finished = cache.current().run(cfg) is not None
     if finished:
         cache.commit_result(cfg)  # the evaluations, for the page and the next session (no weights)
     check = budget_table(cfg, llc)
@@ -195,7 +194,8 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
     if done:
         write_development(cfg, llc, checked_rows(rows, check), structure)
     else:  # one written before a check was added (or failed) is not the finished run
-        shutil.rmtree(cache.COMMITTED / f"{development.KIND}-{development.key(cfg, llc)}", ignore_errors=True)
+        shutil.rmtree(cache.current().committed / f"{development.KIND}-{development.key(cfg, llc)}",
+                      ignore_errors=True)
     return dst
 
 
@@ -248,12 +248,12 @@ def write_development(cfg: TrainConfig, llc: dict, rows: pd.DataFrame, structure
     the selected checkpoints, their structure, and meta with the CPU-hours of training and of λ̂ (its budget
     checks included)."""
     check = budget_table(cfg, llc)
-    development.store(cache.COMMITTED, cfg, llc, rows, structure, device="cpu", made_by="plateau_lib.icl.long_run",
-                      llc_checkpoints=sorted(int(s) for s in rows["step"]),
+    development.store(cache.current().committed, cfg, llc, rows, structure, device="cpu",
+                      made_by="plateau_lib.icl.long_run", llc_checkpoints=sorted(int(s) for s in rows["step"]),
                       train_wall_s=round(_train_seconds(cfg, run_folder(cfg) / "resume.pt"), 1),
                       llc_wall_s=round(float(rows["elapsed_s"].sum())
                                        + (float(check["elapsed_s"].sum()) if not check.empty else 0.0), 1))
-    return cache.COMMITTED / f"{development.KIND}-{development.key(cfg, llc)}"
+    return cache.current().committed / f"{development.KIND}-{development.key(cfg, llc)}"
 
 
 def finished_run(cfg: TrainConfig, llc: dict):
@@ -266,13 +266,13 @@ def finished_run(cfg: TrainConfig, llc: dict):
 
 def _finished_ckpt(cfg: TrainConfig, name: str) -> Path:
     """Where the finished training keeps a checkpoint in this session (the committed result has no weights)."""
-    return cache.LOCAL / f"train-{cache.cache_key(cfg)}" / name
+    return cache.current().local / f"train-{cache.cache_key(cfg)}" / name
 
 
 def evaluations(cfg: TrainConfig) -> pd.DataFrame:
     """The evaluations made so far (the finished training's result, else the committed state's or this
     session's newer ones) as the task's tidy metrics table; empty before the first."""
-    found = cache.find("train", cache.cache_key(cfg))
+    found = cache.current().run(cfg)
     if found is not None:
         return pd.read_csv(found / "metrics.csv")
     paths = [p for p in (run_folder(cfg) / "resume.pt", state_folder(cfg) / "resume.pt") if p.exists()]

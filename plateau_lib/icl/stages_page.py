@@ -82,9 +82,7 @@ EXPECTED = {"cpu": "about 2.5 minutes with a core to itself (55 s training, 96 s
 
 def expected_time_note(preset: str, cfg, llc: dict, use_cache: bool) -> str:
     """A sentence with the expected time when this build is about to compute the run, else ''."""
-    k = development.key(cfg, llc)
-    stored = any((base / f"{development.KIND}-{k}" / "meta.json").exists() for base in (cache.COMMITTED, cache.LOCAL))
-    if use_cache and stored:
+    if use_cache and cache.current().find(development.KIND, development.key(cfg, llc)) is not None:
         return ""
     return (f"Computing the `{preset}` run now: expect {EXPECTED.get(preset, 'a while')} (for the preset's "
             "settings; other knobs scale it). " + (paper_cost() if preset == "paper" else "")).strip()

@@ -38,8 +38,8 @@ from plateau_lib.icl import diversity
 from plateau_lib.icl.diversity_figures import palette
 from plateau_lib.icl.presets import DIVERSITY_CPU_D8, DIVERSITY_MORE_SEEDS, check_Ms, configs, diversity as diversity_sweep
 
-TABLE = cache.COMMITTED / "icl_transient_search.csv"
-STOPPED_CURVES = cache.COMMITTED / "icl_transient_search_stopped.csv"
+TABLE = "icl_transient_search.csv"  # in the store's committed folder
+STOPPED_CURVES = "icl_transient_search_stopped.csv"
 CURVE_COLUMNS = ["trial", "M", "seed", "step", "ood_loss", "ood_ridge", "ood_dmmse", "delta_ridge_ood"]
 def _steps(total: int) -> dict:
     return {"steps": total, "eval_every": total, "eval_steps": log_linear_steps(total, 30, 30)}
@@ -93,7 +93,8 @@ def judge(result, M) -> dict:
 
 def table() -> pd.DataFrame:
     """The committed search table (empty before the first trial); ``steps_done`` is ``steps`` for a finished run."""
-    return _completed(pd.read_csv(TABLE)) if TABLE.exists() else pd.DataFrame()
+    path = cache.current().committed / TABLE
+    return _completed(pd.read_csv(path)) if path.exists() else pd.DataFrame()
 
 
 def _completed(search: pd.DataFrame) -> pd.DataFrame:
@@ -120,7 +121,8 @@ def _same_run(frame: pd.DataFrame, label: str, M, seed: int) -> pd.Series:
 
 def stopped_curves() -> pd.DataFrame:
     """The committed curves of stopped trials (tidy: ``CURVE_COLUMNS``)."""
-    return pd.read_csv(STOPPED_CURVES) if STOPPED_CURVES.exists() else pd.DataFrame(columns=CURVE_COLUMNS)
+    path = cache.current().committed / STOPPED_CURVES
+    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=CURVE_COLUMNS)
 
 
 def _keep_stopped_curves(label: str, M, seed: int, curves: pd.DataFrame | None) -> None:
@@ -129,9 +131,10 @@ def _keep_stopped_curves(label: str, M, seed: int, curves: pd.DataFrame | None) 
     old = stopped_curves()
     old = old[~_same_run(old, label, M, seed)]
     new = old if curves is None else pd.concat([old, curves[CURVE_COLUMNS]], ignore_index=True)
-    if new.empty and not STOPPED_CURVES.exists():
+    path = cache.current().committed / STOPPED_CURVES
+    if new.empty and not path.exists():
         return
-    with atomic_path(STOPPED_CURVES) as tmp:
+    with atomic_path(path) as tmp:
         new.to_csv(tmp, index=False, float_format="%.5g")
 
 
@@ -142,7 +145,7 @@ def keep_row(row: dict) -> pd.DataFrame:
     if not old.empty:
         old = old[~_same_run(old, row["trial"], row["M"], row.get("seed", 0))]
     new = pd.concat([old, pd.DataFrame([row])], ignore_index=True)
-    with atomic_path(TABLE) as tmp:
+    with atomic_path(cache.current().committed / TABLE) as tmp:
         new.to_csv(tmp, index=False)
     return new
 
@@ -176,7 +179,7 @@ def run_trials(label: str, Ms, deadline: float | None = None, progress: bool = T
     except Stopped as stop:
         print(stop, flush=True)
         for (M, _), cfg in zip(runs, cfgs):  # runs that finished before the deadline
-            found = cache.find("train", cache.cache_key(cfg))
+            found = cache.current().run(cfg)
             if found is not None:
                 _keep_finished(label, M, cfg, TrainResult.load(found))
         record_stopped(label, Ms, seeds)

@@ -253,7 +253,8 @@ def stored(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None =
     """The folder of the stored analysis of ``cfg`` (committed first; only committed with ``committed_only``)."""
     table = miniature_table(cfg, n_prompts, prompt_seed)
     if committed_only:
-        return cache.COMMITTED / table.name if (cache.COMMITTED / table.name / "meta.json").exists() else None
+        path = cache.current().committed / table.name
+        return path if (path / "meta.json").exists() else None
     return table.path()
 
 
