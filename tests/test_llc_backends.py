@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -87,6 +88,31 @@ def test_stacked_checkpoints_equal_one_at_a_time():
     # a chain's draws do not depend on the chains and checkpoints beside it
     one = estimate_llc(tiny_gpt(seed=1), lm_loss, lm_data(), chain_ids=[2], backend="vmap", **KW)
     np.testing.assert_allclose(one.loss_trace_all[0], stacked[1].loss_trace_all[2], rtol=1e-5, atol=1e-6)
+
+
+def test_kept_rows_are_the_rows_of_one_call_and_an_interrupted_call_resumes_from_them(tmp_path, use_store):
+    """With a stored table to keep them in, the rows equal those of a plain call; a second call estimates only the
+    checkpoints the first did not reach (here: the first one was kept, then the call was interrupted)."""
+    from plateau_lib.engine.cache import StoredTable
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
+    checkpoints = {step: tiny_gpt(seed=step).state_dict() for step in (0, 1, 2)}
+    kw = dict(num_chains=2, progress=False, **KW)
+    plain = llc_over_checkpoints(tiny_gpt(), lm_loss, lm_data(), checkpoints, **kw)
+    table, seen = StoredTable("demo_llc", {"demo": 1}), []
+
+    def counted(model, batch):
+        seen.append(1)
+        if len(seen) > 1 and not table.rows().empty:  # the second checkpoint: the first row is kept, stop here
+            raise KeyboardInterrupt
+        return lm_loss(model, batch)
+    with pytest.raises(KeyboardInterrupt):
+        llc_over_checkpoints(tiny_gpt(), counted, lm_data(), checkpoints, kept=table, **kw)
+    assert list(table.rows()["step"]) == [0]
+    resumed = llc_over_checkpoints(tiny_gpt(), lm_loss, lm_data(), checkpoints, kept=table, **kw)
+    cols = ["step", "llc_mean", "llc_se", "init_loss"]
+    pd.testing.assert_frame_equal(resumed[cols], plain[cols], rtol=1e-9)
+    with pytest.raises(ValueError, match="parameter 'kept' keeps rows"):
+        llc_over_checkpoints(tiny_gpt(), lm_loss, lm_data(), checkpoints, kept=table, return_results=True, **kw)
 
 
 # ------------------------------------------------------------------------------------------------ MALA in float64

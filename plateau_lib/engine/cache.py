@@ -206,6 +206,19 @@ def checkpoints(cfg, extra=None) -> dict:
     return {int(p.stem.split("_")[1]): p for p in sorted(folder.glob("ckpt_*.pt"))}
 
 
+def trained_checkpoints(cfg, use_cache: bool = True, progress: bool = False) -> tuple[TrainResult, dict]:
+    """``(TrainResult with its final weights, {step: checkpoint path})`` of ``cfg`` through the cache, at every step
+    of ``cfg.checkpoint_steps``. Checkpoints are local files (never committed): a run whose local copy lacks any is
+    trained again."""
+    if not cfg.checkpoint_steps:
+        raise ValueError("parameter 'cfg' has no checkpoint_steps: the work after training reads its checkpoints")
+    run = cached_train(cfg, use_cache=use_cache, progress=progress, need_state=True)
+    if not set(cfg.checkpoint_steps) <= set(checkpoints(cfg)):
+        run = cached_train(cfg, use_cache=False, progress=progress, need_state=True)
+    kept = checkpoints(cfg)
+    return run, {s: kept[s] for s in sorted(cfg.checkpoint_steps)}
+
+
 def load_committed(cfg, extra=None) -> TrainResult | None:
     """The committed result of ``cfg`` (e.g. a ``paper`` run shown beside a live ``cpu`` run), or None."""
     path = current().committed / f"train-{cache_key(cfg, extra)}"

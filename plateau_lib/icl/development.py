@@ -167,24 +167,16 @@ def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = Tr
         found = load(cfg, llc)
         if found is not None:
             return found
-    if not cfg.checkpoint_steps:
-        raise ValueError("cfg.checkpoint_steps is empty: the LLC over training needs checkpoints")
     device = resolve_device(cfg.device)
     t0 = time.perf_counter()
-    train = cache.cached_train(cfg, use_cache=use_cache, progress=progress, need_state=True)
+    train, ckpts = cache.trained_checkpoints(cfg, use_cache, progress)
     train_s = time.perf_counter() - t0
-    ckpts = cache.checkpoints(cfg)
-    missing = sorted(set(cfg.checkpoint_steps) - set(ckpts))
-    if missing:
-        raise ValueError(f"the local result of this run lacks checkpoints {missing[:5]}...; recompute it with "
-                         "use_cache=False")
     rows = cache.StoredTable(KIND, llc_spec(cfg, llc))
     model = cfg.make_task().build_model(cfg)
     settings = {k: v for k, v in llc.items() if k != "n_data"}
     data = llc_data(cfg, llc["n_data"], llc["seed"], device)
-    done = rows.build(sorted(ckpts), lambda steps: llc_over_checkpoints(  # each row kept at once
-        model, cfg.make_task().loss, data, [(s, ckpts[s]) for s in steps], stack=stack, progress=False,
-        device=str(device), **settings), group=stack, progress=progress, desc="λ̂ at checkpoints", deadline=deadline)
+    done = llc_over_checkpoints(model, cfg.make_task().loss, data, ckpts, stack=stack, progress=progress, kept=rows,
+                                deadline=deadline, desc="λ̂ at checkpoints", device=str(device), **settings)
     structure = pd.DataFrame([structure_row(s, torch.load(p, weights_only=True)) for s, p in sorted(ckpts.items())])
     meta = store(cache.current().local, cfg, llc, done, structure, device=str(device),
                  train_wall_s=train.meta.get("wall_time_s", round(train_s, 1)),

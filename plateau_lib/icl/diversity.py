@@ -290,16 +290,11 @@ def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: b
             frames.append(rows.assign(M=M, seed=seed))
             continue
         model, task, device = final_model(cfg)
-        ckpts = cache.checkpoints(cfg)
-        missing = sorted(set(cfg.checkpoint_steps) - set(ckpts))
-        if missing:
-            raise ValueError(f"the local result of M = {label_M(M)}, seed {seed} lacks checkpoints {missing}; "
-                             "retrain it (use_cache=False in cache.cached_train)")
-        states = {**ckpts, cfg.steps: model.state_dict()}
+        states = {**cache.trained_checkpoints(cfg)[1], cfg.steps: model.state_dict()}
         data_ = llc_data(cfg, llc["n_data"], llc["seed"], device)
-        rows = parts[-1].build(sorted(states), lambda steps: llc_over_checkpoints(
-            model, task.loss, data_, [(s, states[s]) for s in steps], progress=False, device=str(device), **settings),
-            progress=progress, desc=f"λ̂ over training, M = {label_M(M)}, seed {seed}")
+        rows = llc_over_checkpoints(model, task.loss, data_, dict(sorted(states.items())), progress=progress,
+                                    kept=parts[-1], desc=f"λ̂ over training, M = {label_M(M)}, seed {seed}",
+                                    device=str(device), **settings)
         frames.append(rows.assign(M=M, seed=seed))
     if not complete:
         return None

@@ -46,7 +46,8 @@ def llc_row(step: int, res: LLCResult) -> dict:
 
 
 def llc_over_checkpoints(model: nn.Module, loss_fn: Callable, data, checkpoints, *, stack: int = 1,
-                         progress: bool = True, return_results: bool = False, **llc_kwargs):
+                         progress: bool = True, return_results: bool = False, kept=None,
+                         deadline: float | None = None, desc: str = "LLC over checkpoints", **llc_kwargs):
     """Estimate the LLC at each checkpoint with the same seed.
 
     model: an instance of the architecture (its weights are not changed; copies are loaded).
@@ -55,6 +56,9 @@ def llc_over_checkpoints(model: nn.Module, loss_fn: Callable, data, checkpoints,
     stack: checkpoints per batched computation (>= 1): groups of ``stack`` checkpoints x the chains run
         together on the vmap backend (:func:`estimate_llc_stacked`; worth it on a GPU), each with its own
         w*. The numbers are those of one checkpoint at a time.
+    kept: a ``cache.StoredTable`` to keep the rows in as each group is estimated: rows it already holds are not
+        estimated again (an interrupted run resumes), and past ``deadline`` (a ``time.time()``) it stops once its
+        rows are kept (``StoredTable.build``). Not with ``return_results``.
     llc_kwargs: passed to :func:`estimate_llc` (``seed`` included: the same at every checkpoint).
     Returns a tidy DataFrame (one row per checkpoint: step, llc_mean, llc_se, llc_std, num_diverged,
     init_loss, mala_mean, elapsed_s) and, with ``return_results``, also ``{step: LLCResult}``.
@@ -64,9 +68,16 @@ def llc_over_checkpoints(model: nn.Module, loss_fn: Callable, data, checkpoints,
         raise ValueError("checkpoints is empty")
     if not isinstance(stack, int) or isinstance(stack, bool) or stack < 1:
         raise ValueError(f"stack must be an integer >= 1 (checkpoints per batched computation), got {stack!r}")
+    if kept is not None:
+        if return_results:
+            raise ValueError("parameter 'kept' keeps rows, not LLCResults: give return_results=False with it")
+        by_step = dict(items)
+        return kept.build(list(by_step), lambda steps: llc_over_checkpoints(
+            model, loss_fn, data, [(s, by_step[s]) for s in steps], stack=stack, progress=False, **llc_kwargs),
+            group=stack, progress=progress, desc=desc, deadline=deadline)
     groups = [items[i:i + stack] for i in range(0, len(items), stack)]
     rows, results = [], {}
-    bar = tqdm(total=len(items), desc="LLC over checkpoints", disable=not progress or in_book_build())
+    bar = tqdm(total=len(items), desc=desc, disable=not progress or in_book_build())
     for group in groups:
         models = []
         for _, ckpt in group:

@@ -43,33 +43,19 @@ def _sampler(sgld: dict) -> dict:
     return {k: v for k, v in sgld.items() if k != "n_data"}
 
 
-def trained_checkpoints(cfg: TrainConfig, use_cache: bool = True, progress: bool = False):
-    """Train ``cfg`` through the cache and return ``(TrainResult, {step: checkpoint path})``. Checkpoints are
-    local files (never committed): a run whose local copy lacks them is retrained."""
-    if not cfg.checkpoint_steps:
-        raise ValueError("cfg.checkpoint_steps is empty: λ̂ over training needs checkpoints")
-    run = cache.cached_train(cfg, use_cache=use_cache, progress=progress, need_state=True)
-    ckpts = cache.checkpoints(cfg)
-    if not set(cfg.checkpoint_steps) <= set(ckpts):
-        run = cache.cached_train(cfg, use_cache=False, progress=progress, need_state=True)
-        ckpts = cache.checkpoints(cfg)
-    return run, {s: ckpts[s] for s in sorted(cfg.checkpoint_steps)}
-
-
 def llc_curve(cfg: TrainConfig, sgld: dict, use_cache: bool = True, progress: bool = False, device: str = "cpu",
               stack: int = 1, deadline: float | None = None):
     """λ̂ at every checkpoint of ``cfg`` (one SGLD seed for all, chains on ``device``), resumable row by row (past
     ``deadline`` it stops once its rows are kept); ``stack`` checkpoints per batched computation
     (``llc_over_checkpoints``; worth it on a GPU only).
     Returns ``(llc table, TrainResult)``."""
-    run, ckpts = trained_checkpoints(cfg, use_cache, progress)
+    run, ckpts = cache.trained_checkpoints(cfg, use_cache, progress)
     model, data = GPT(cfg.model_config()), sgld_sequences(cfg, sgld["n_data"])
     rows = curve_rows(cfg, sgld)
     if not use_cache:
         rows.drop_rows()
-    llc = rows.build(ckpts, lambda steps: llc_over_checkpoints(
-        model, sequence_loss, data, [(s, ckpts[s]) for s in steps], stack=stack, progress=False, warn=False,
-        device=device, **_sampler(sgld)), group=stack, progress=progress, desc="λ̂ at checkpoints", deadline=deadline)
+    llc = llc_over_checkpoints(model, sequence_loss, data, ckpts, stack=stack, progress=progress, kept=rows,
+                               deadline=deadline, desc="λ̂ at checkpoints", warn=False, device=device, **_sampler(sgld))
     return llc, run
 
 
@@ -134,7 +120,7 @@ def calibrate(cfg: TrainConfig, grid: dict, sgld: dict, use_cache: bool = True, 
     settings from ``sgld``, chains on ``device``): ``(table, meta)``, one row per (checkpoint, cell), with
     ``chosen`` marking the setting of the one step-size rule (``llc.calibration.mark_choice``). Stored and loaded like ``plateau_llc``."""
     def compute():
-        run, ckpts = trained_checkpoints(cfg, use_cache, progress)
+        run, ckpts = cache.trained_checkpoints(cfg, use_cache, progress)
         data, model = sgld_sequences(cfg, sgld["n_data"]), GPT(cfg.model_config())
         tables = []
         for step in calibration_steps(cfg, run.metrics):

@@ -284,16 +284,6 @@ def probe_table(configs: dict, settings: dict) -> cache.StoredTable:
                                     "probe": presets.check_settings(dict(settings)), "version": VERSION})
 
 
-def _checkpoints(cfg, progress) -> dict:
-    """``{step: path}`` of ``cfg``'s checkpoints, training it locally first if they are missing."""
-    cache.cached_train(cfg, use_cache=True, progress=progress, need_state=True)
-    ckpts = cache.checkpoints(cfg)
-    if set(cfg.checkpoint_steps) - set(ckpts):  # a local result kept without its checkpoints
-        cache.cached_train(cfg, use_cache=False, progress=progress, need_state=True)
-        ckpts = cache.checkpoints(cfg)
-    return ckpts
-
-
 def measure_runs(configs: dict, settings: dict, use_cache: bool = True, progress: bool = True,
                  deadline: float | None = None) -> tuple[dict, dict]:
     """The tables of ``tables_from_rows`` and their meta for runs ``{label: TrainConfig}`` (labels: seeds); past
@@ -314,7 +304,7 @@ def measure_runs(configs: dict, settings: dict, use_cache: bool = True, progress
         if label not in ready:
             task, device = cfg.make_task(), resolve_device(cfg.device)
             ready[label] = task, probe_batch(task, settings, device), task.build_model(cfg).to(device), \
-                _checkpoints(cfg, progress), device
+                cache.trained_checkpoints(cfg, progress=progress)[1], device
         task, seqs, model, ckpts, device = ready[label]
         t0 = time.perf_counter()
         model.load_state_dict(torch.load(ckpts[step], weights_only=True, map_location=device))
