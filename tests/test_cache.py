@@ -70,6 +70,17 @@ def test_a_store_is_current_inside_its_block_and_the_one_before_after_it(tmp_pat
         cache.use(str(tmp_path))
 
 
+def test_a_stored_tables_spec_names_its_runs_by_their_keys():
+    """A spec may hold the configs themselves: the table's key and stored spec are those of their cache keys, at
+    any depth, so committed tables keep their keys."""
+    a, b = TrainConfig(**TINY), TrainConfig(**TINY, seed=3)
+    by_key = {"runs": {"1": cache.cache_key(a), "2": [cache.cache_key(b)]}, "sgld": {"epsilon": 1e-3}}
+    by_config = {"runs": {"1": a, "2": (b,)}, "sgld": {"epsilon": 1e-3}}
+    assert cache.table_key(by_config) == cache.table_key(by_key)
+    assert cache.StoredTable("demo", by_config).spec == by_key
+    assert cache.table_key({"runs": {"1": b}}) != cache.table_key({"runs": {"1": a}})
+
+
 @pytest.fixture
 def stores(tmp_path, monkeypatch, use_store):
     use_store(committed=tmp_path / "committed", local=tmp_path / "local")

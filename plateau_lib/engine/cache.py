@@ -274,19 +274,32 @@ def commit_result(cfg, extra=None) -> Path:
 
 # ---- stored tables: results that are a few CSV tables (e.g. λ̂ per run), keyed by a JSON spec ---------------
 
+def keyed(spec):
+    """``spec`` with every training config in it (anything with ``key_dict``, at any depth of its dicts, lists and
+    tuples) replaced by its ``cache_key``: a stored table names the runs it was made from by their keys."""
+    if hasattr(spec, "key_dict"):
+        return cache_key(spec)
+    if isinstance(spec, dict):
+        return {k: keyed(v) for k, v in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return [keyed(v) for v in spec]
+    return spec
+
+
 def table_key(spec: dict) -> str:
-    """16 hex digits identifying a stored-tables result by its ``spec`` (JSON-able: the runs' keys and settings)."""
-    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    """16 hex digits identifying a stored-tables result by its ``spec`` (the runs, as configs or keys, and the
+    settings)."""
+    return hashlib.sha256(json.dumps(keyed(spec), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 class StoredTable:
     """A result made of a few CSV tables (``kind``, e.g. λ̂ per checkpoint), keyed by its JSON-able ``spec`` (the
-    runs' keys and the settings): committed under ``results/<kind>-<key>/`` or local under ``.cache/results``,
+    runs, as configs or their keys (``keyed``), and the settings): committed under ``results/<kind>-<key>/`` or local under ``.cache/results``,
     with provenance in ``meta.json``. Its rows can be built one group at a time, each kept at once, so that an
     interrupted build resumes (``build``); several processes can fill the same rows (``shared``)."""
 
     def __init__(self, kind: str, spec: dict, store: Store | None = None):
-        self.kind, self.spec = kind, spec
+        self.kind, self.spec = kind, keyed(spec)
         self.store = current() if store is None else store  # where it is read and kept
         self.key = table_key(spec)
         self.name = f"{kind}-{self.key}"  # its folder under results/ or the local cache

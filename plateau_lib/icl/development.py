@@ -60,8 +60,8 @@ class Development:
 
 
 def llc_spec(cfg: TrainConfig, llc: dict) -> dict:
-    """What a developmental run's tables depend on: the training run's key and the SGLD setting."""
-    return {"train": cache.cache_key(cfg), "llc": llc, "version": VERSION}
+    """What a developmental run's tables depend on: the training run (its key) and the SGLD setting."""
+    return {"train": cfg, "llc": llc, "version": VERSION}
 
 
 def key(cfg: TrainConfig, llc: dict) -> str:

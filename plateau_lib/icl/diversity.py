@@ -174,9 +174,8 @@ LLC_VERSION = 1
 
 
 def table_spec(configs: dict, **settings) -> dict:
-    """What a stored LLC table depends on: each run's cache key and the SGLD settings."""
-    return {"runs": {f"{label_M(M)}/{s}": cache.cache_key(c) for (M, s), c in configs.items()}, **settings,
-            "version": LLC_VERSION}
+    """What a stored LLC table depends on: each run (its cache key) and the SGLD settings."""
+    return {"runs": {f"{label_M(M)}/{s}": c for (M, s), c in configs.items()}, **settings, "version": LLC_VERSION}
 
 
 def has_final_weights(cfg) -> bool:
@@ -260,7 +259,7 @@ def load_llc_over_training(runs: dict, llc: dict):
 def llc_training_rows(cfg, llc: dict) -> cache.StoredTable:
     """One run's λ̂-over-training rows, kept as they are estimated (keyed by the run and the SGLD setting only,
     so processes that share the runs out fill the same rows)."""
-    return cache.StoredTable(LLC_TRAINING_KIND, {"run": cache.cache_key(cfg), "llc": llc, "version": LLC_VERSION})
+    return cache.StoredTable(LLC_TRAINING_KIND, {"run": cfg, "llc": llc, "version": LLC_VERSION})
 
 
 def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: bool = True, only=None):

@@ -363,7 +363,7 @@ def stored_mechanism_tests(configs: dict, llc_table: pd.DataFrame | None = None,
     computed (and stored locally) if the final weights are on this machine, else None."""
     runs = {M: configs[(M, 0)] for M in (1, 2)}
     stored = cache.StoredTable(TESTS_KIND, {
-        "runs": {M: cache.cache_key(c) for M, c in runs.items()}, "n": n, "seed": seed,
+        "runs": runs, "n": n, "seed": seed,
         "llc": None if llc_table is None else llc_table[["M", "llc_mean", "llc_se"]].round(6).to_dict("list")})
     found = stored.load()
     if found is not None:

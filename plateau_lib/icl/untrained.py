@@ -26,7 +26,7 @@ SWEEP_KIND = "icl_untrained_sweep"
 
 def llc_table(cfg=ICL_PAPER, llc: dict = ICL_LLC_REDUCED) -> cache.StoredTable:
     """The stored λ̂ of ``cfg``'s untrained model at the SGLD setting ``llc``."""
-    return cache.StoredTable(LLC_KIND, {"config": cache.cache_key(cfg), "llc": llc})
+    return cache.StoredTable(LLC_KIND, {"config": cfg, "llc": llc})
 
 
 def untrained_llc(cfg=ICL_PAPER, llc: dict = ICL_LLC_REDUCED, compute: bool = False) -> pd.DataFrame | None:

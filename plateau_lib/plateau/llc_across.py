@@ -61,13 +61,12 @@ def llc_curve(cfg: TrainConfig, sgld: dict, use_cache: bool = True, progress: bo
 
 def curve_rows(cfg: TrainConfig, sgld: dict) -> cache.StoredTable:
     """One run's λ̂ rows while they are being built."""
-    return cache.StoredTable(KIND, {"train": cache.cache_key(cfg), "sgld": sgld, "version": VERSION})
+    return cache.StoredTable(KIND, {"train": cfg, "sgld": sgld, "version": VERSION})
 
 
 def llc_table(runs: dict, sgld: dict) -> cache.StoredTable:
     """The stored λ̂ and metrics of a set of runs ``{seed: TrainConfig}`` at the SGLD settings ``sgld``."""
-    return cache.StoredTable(KIND, {"runs": {str(s): cache.cache_key(cfg) for s, cfg in runs.items()}, "sgld": sgld,
-                                    "version": VERSION})
+    return cache.StoredTable(KIND, {"runs": {str(s): cfg for s, cfg in runs.items()}, "sgld": sgld, "version": VERSION})
 
 
 def plateau_llc(runs: dict, sgld: dict, use_cache: bool = True, progress: bool = False, device: str = "cpu",
@@ -110,7 +109,7 @@ def _unswept(sgld: dict) -> dict:
 
 def calibration_table(cfg: TrainConfig, grid: dict, sgld: dict) -> cache.StoredTable:
     """The stored calibration of run ``cfg`` over ``grid`` (the other SGLD settings from ``sgld``)."""
-    return cache.StoredTable(CALIBRATION_KIND, {"run": cache.cache_key(cfg), "grid": grid, "sgld": _unswept(sgld),
+    return cache.StoredTable(CALIBRATION_KIND, {"run": cfg, "grid": grid, "sgld": _unswept(sgld),
                                                 "n_data": sgld["n_data"], "version": VERSION})
 
 

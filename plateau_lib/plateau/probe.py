@@ -280,7 +280,7 @@ def peak_and_last(cos: pd.DataFrame, label, G: int) -> dict:
 def probe_table(configs: dict, settings: dict) -> cache.StoredTable:
     """The stored probe tables of runs ``{label: TrainConfig}``, keyed by each run's training key and the probe
     settings."""
-    return cache.StoredTable(KIND, {"runs": {str(label): cache.cache_key(cfg) for label, cfg in configs.items()},
+    return cache.StoredTable(KIND, {"runs": {str(label): cfg for label, cfg in configs.items()},
                                     "probe": presets.check_settings(dict(settings)), "version": VERSION})
 
 
