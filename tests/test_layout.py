@@ -124,6 +124,29 @@ def test_chapters_import_no_other_chapter_except_the_shared_metrics():
         assert others in ([], ["plateau_lib.plateau.metrics"]), f"{module} imports {others}"
 
 
+def test_the_task_tables_targets_are_chapter_task_modules_that_do_not_import_the_loop_back():
+    """engine.tasks names each task's class as a string (the loop reaches a chapter's task only through it): every
+    target is a chapter's module with that class, and that module imports only engine, llc and book, never the
+    registry or the queue above the chapters."""
+    from plateau_lib.engine import tasks
+    mods, edges = modules(), graph()
+    for name, target in tasks.TASKS.items():
+        module, attr = target.split(":")
+        assert module in mods and part(module) in CHAPTER_PACKAGES, f"{name}: {module} is not a chapter's module"
+        assert callable(tasks.task_class(name)), f"{name}: {target} is not a class or factory"
+        above = sorted(t for t in edges[module] if part(t) in ("chapters", "paper", "commands"))
+        assert not above, f"{module} (task {name}) imports {above}"
+
+
+def test_no_chapter_imports_the_registry_or_the_queue():
+    """``chapters`` (the registry) and ``paper`` (the queue) sit above every chapter; ``commands`` above them."""
+    for module, targets in graph().items():
+        if part(module) in (*CHAPTER_PACKAGES, "engine", "llc", "book"):
+            above = sorted(t for t in targets if t in ("plateau_lib.chapters", "plateau_lib.paper",
+                                                       "plateau_lib.commands"))
+            assert not above, f"{module} imports {above}"
+
+
 def test_registry_finds_every_chapters_presets_claims_page_runs_and_analyses():
     toc = (PACKAGE.parent / "_toc.yml").read_text()
     for chapter in chapters.CHAPTERS:
