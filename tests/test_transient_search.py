@@ -98,7 +98,8 @@ def test_the_page_note_and_table_are_drawn_from_the_rows():
     rows.loc[len(rows)] = {**rows.iloc[0].to_dict(), "trial": "w64-50k", "device": "cuda", "cpu_s": 300.0, "gpu_s": None}
     note = ts.search_note(rows)
     assert "**5 runs**" in note and "1.9 core-hours (wall) on a CPU and 15 minutes on a GPU" in note
-    assert ts.readable(rows).loc[("w128", "32", 0), "GPU min"] == 10.0
+    assert ts.readable(rows).loc[("w128", "32", 0), "minutes"] == "10.0 GPU + 60.0 CPU"
+    assert ts.readable(rows).loc[("w64", "16", 0), "minutes"] == "1.0 CPU"
     assert "what changed" not in shown.columns and ts.search_note(pd.DataFrame()).startswith("No configuration")
 
 

@@ -250,8 +250,8 @@ def stored_llc_over_training():
 
 # ---- the page's section: "Finding a CPU-sized transient" ---------------------------------------------------------
 
-SHOWN = {"trial": "trial", "M": "M", "seed": "seed", "params": "parameters", "steps_shown": "steps", "device": "device",
-         "cpu_min": "CPU min", "gpu_min": "GPU min", "t_crit": "tᶜʳⁱᵗ", "ood_rise": "OOD rise",
+SHOWN = {"trial": "trial", "M": "M", "seed": "seed", "params": "parameters", "steps_shown": "steps",
+         "minutes": "minutes", "t_crit": "tᶜʳⁱᵗ", "ood_rise": "OOD rise",
          "ridge_regrowth": "Δ-to-ridge rise", "final_delta_dmmse": "final Δ to dMMSE_M",
          "final_delta_ridge": "final Δ to ridge", "transient": "transient"}
 
@@ -261,15 +261,16 @@ def _stopped(search: pd.DataFrame) -> pd.Series:
 
 
 def readable(search: pd.DataFrame) -> pd.DataFrame:
-    """The search table as the page shows it: one row per (trial, M) in the order tried, rises in percent, a
-    stopped run's steps as "done of planned" and its verdict "so far" (what each trial changed is in
-    ``search_note``)."""
+    """The search table as the page shows it: one row per (trial, M) in the order tried, its minutes on each device
+    ("10.0 GPU + 60.0 CPU"), rises in percent, a stopped run's steps as "done of planned" and its verdict "so far"
+    (what each trial changed is in ``search_note``)."""
     if search.empty:
         return pd.DataFrame(columns=list(SHOWN.values()))
     search = _completed(search)
     stopped = _stopped(search)
-    t = search.assign(cpu_min=(search["cpu_s"] / 60).round(1), gpu_min=(search["gpu_s"] / 60).round(1),
-                      M=search["M"].map(diversity.label_M),
+    minutes = [" + ".join(f"{s / 60:.1f} {device}" for s, device in ((gpu, "GPU"), (cpu, "CPU")) if s > 0) or "0"
+               for gpu, cpu in zip(search["gpu_s"], search["cpu_s"])]
+    t = search.assign(minutes=minutes, M=search["M"].map(diversity.label_M),
                       steps_shown=[f"{d:,} of {n:,}" if d < n else f"{n:,}"
                                    for d, n in zip(search["steps_done"], search["steps"])],
                       ood_rise=(100 * search["ood_rise"]).round(1).astype(str) + "%",
