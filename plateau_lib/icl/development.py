@@ -144,18 +144,14 @@ def _folder(base: Path, k: str) -> Path:
 
 def load(cfg: TrainConfig, llc: dict) -> Development | None:
     """The stored run (committed first, then local) with its training result, or None; never computes."""
-    store, k = cache.current(), key(cfg, llc)
-    for base in (store.committed, store.local):
-        folder = _folder(base, k)
-        if (folder / "meta.json").exists():
-            hit = store.run(cfg)  # loads only: never trains
-            if hit is None:
-                continue
-            train = TrainResult.load(hit)
-            meta = json.loads((folder / "meta.json").read_text())
-            meta["cache"] = cache.shown_path(folder)
-            return Development(train, pd.read_csv(folder / "llc.csv"), pd.read_csv(folder / "structure.csv"), meta)
-    return None
+    store = cache.current()
+    folder, hit = store.find(KIND, key(cfg, llc)), store.run(cfg)  # loads only: never trains
+    if folder is None or hit is None:
+        return None
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["cache"] = cache.shown_path(folder)
+    return Development(TrainResult.load(hit), pd.read_csv(folder / "llc.csv"), pd.read_csv(folder / "structure.csv"),
+                       meta)
 
 
 def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = True, stack: int = 1,
