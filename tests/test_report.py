@@ -168,6 +168,23 @@ def test_the_band_tally_counts_each_verdict_by_where_its_band_comes_from(summari
         "the book's reading of a qualitative statement": {"reproduced": 0, "partly": 1, "not reproduced": 0}}
 
 
+def test_verdicts_near_an_edge_of_a_reading_are_listed_nearest_first(summaries):
+    """Fig. 2's one reading-based claim, the APM's rank correlation (reproduced 0.9–1, partly 0.7–1): at 0.92 it is
+    2.2% from the 0.9 edge and listed; at 0.8 it is 12.5% from 0.7 and 11.1% from 0.9, not within 10%."""
+    from plateau_lib.book import pages
+    metric = "APM's rank correlation with the step, up to the jump"
+    report.record_summary(claims_of(FIG), "paper", {metric: 0.92, "final accuracy": 1.0}, "mws_plateau", {})
+    edges = report.edge_table(CLAIMS)
+    assert list(edges["metric"]) == [metric] and edges["edge"].item() == 0.9
+    assert edges["distance"].item() == pytest.approx(0.02 / 0.9)
+    text, near = pages.near_edges(edges)
+    assert text.startswith("**1 of the paper column's 1 verdicts") and list(near["edge"]) == ["0.9"]
+    assert list(near["distance to it"]) == ["2.2%"]
+    report.record_summary(claims_of(FIG), "paper", {metric: 0.8}, "mws_plateau", {})
+    text, near = pages.near_edges(report.edge_table(CLAIMS))
+    assert near.empty and text.startswith("None of the paper column's 1 verdicts")
+
+
 def test_the_verdict_box_lists_the_paper_columns_verdicts_sanity_checks_last(summaries):
     from plateau_lib.book import pages
     report.record_summary(claims_of(FIG), "paper", {"data ρ": 0.057, "final accuracy": 1.0, "step of the jump": 500.0},

@@ -115,3 +115,18 @@ def test_the_plateau_chapter_has_no_claim_an_untrained_model_passes_outside_its_
 def test_a_one_value_band_reads_as_that_value():
     from plateau_lib.book.verdicts import Claim
     assert Claim("Fig. X", "count", "5", (5, 5), (4, 6)).rule() == "reproduced if = 5, partly if 4–6"
+
+
+def test_the_nearest_edge_is_one_the_books_bands_set_never_the_measures_own_bound():
+    """Reproduced 0.9–1, partly 0.8–1: the shared edge 1 (a cosine's bound) is no edge of the book's; ours 0.95
+    is 0.05 / 0.9 from the 0.9 edge. A ratio read as ≤ 0.5 (partly ≤ 0.8): 0.67 is 0.13 / 0.8 from the 0.8 edge.
+    Seeds: the nearest seed's. No value, or bands whose only finite edges are shared or zero: no edge."""
+    cosine = Claim("Fig. X", "cosine", "≈ 0.95", (0.9, 1.0), (0.8, 1.0))
+    edge, distance = cosine.nearest_edge(0.95)
+    assert edge == 0.9 and distance == pytest.approx(0.05 / 0.9)
+    assert cosine.nearest_edge(1.0) == (0.9, pytest.approx(0.1 / 0.9))
+    ratio = Claim("Fig. X", "ratio", "much faster", (0, 0.5), (0, 0.8))
+    assert ratio.nearest_edge(0.67) == (0.8, pytest.approx(0.13 / 0.8))
+    assert ratio.nearest_edge(BySeed({0: 0.3, 1: 0.52})) == (0.5, pytest.approx(0.02 / 0.5))
+    assert all(math.isnan(x) for x in ratio.nearest_edge(None))
+    assert all(math.isnan(x) for x in Claim("Fig. X", "m", "> 0", (0, INF), (0, INF)).nearest_edge(3.0))

@@ -381,6 +381,20 @@ def band_tally(table: pd.DataFrame, column: str = PRESET_COLUMNS["paper"]) -> pd
     return counts.rename_axis("bands from")
 
 
+def near_edges(edges: pd.DataFrame, within: float = 0.1, kind: str = "reading") -> tuple[str, pd.DataFrame]:
+    """``(markdown, table)`` of the verdicts of ``summaries.edge_table`` (bands of ``kind``) that sit within
+    ``within`` (a fraction) of an edge their bands set: how many of them there are, and which."""
+    near = edges[edges["distance"] <= within]
+    what = f"the paper column's {len(edges)} verdicts that rest on {BAND_KINDS[kind].meaning}"
+    if near.empty:
+        return f"None of {what} sits within {within:.0%} of an edge of its band.", near
+    count = (f"**{len(near)} of {what}** sit within {within:.0%} of an edge of their band: that edge moved by so "
+             "little would turn them.")
+    shown = near.assign(edge=near["edge"].map("{:g}".format), distance=near["distance"].map("{:.1%}".format))
+    return count, shown.rename(columns={"distance": "distance to it"}).set_index(["figure", "metric"])[
+        ["ours", "verdict", "edge", "distance to it"]]
+
+
 def tally_html(counts: pd.DataFrame):
     """``tally``'s counts as one narrow HTML table for the text column: each chapter a full-width row, its kinds of
     run under it, one column per verdict (the sanity checks last, set apart)."""

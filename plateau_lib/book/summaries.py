@@ -148,6 +148,27 @@ def reproducibility_table(claims: list, pending: dict, summaries: list[dict] | N
                                        "band kind", *PRESET_COLUMNS.values(), UNTRAINED, "sanity check", "source"])
 
 
+def edge_table(claims: list, kind: str = "reading", preset: str = "paper",
+               summaries: list[dict] | None = None) -> pd.DataFrame:
+    """How close each ``preset`` verdict resting on a band of ``kind`` (``verdicts.BAND_KINDS``) sits to the
+    nearest edge its bands set (``Claim.nearest_edge``): figure, metric, ours (as shown), verdict, rule, edge and
+    distance (a fraction of the edge), nearest first. A verdict near an edge is one a slightly different band
+    would turn."""
+    summaries = load_summaries() if summaries is None else summaries
+    found = {(s["figure"], r["metric"]): r for s in summaries if s["preset"] == preset for r in s["rows"]}
+    rows = []
+    for claim in claims:
+        row = found.get((claim.figure, claim.metric))
+        if claim.sanity or claim.band is None or claim.band.kind != kind or row is None:
+            continue
+        ours = BySeed({int(k): v for k, v in row["by seed"].items()}) if row.get("by seed") else row["ours"]
+        edge, distance = claim.nearest_edge(ours)
+        rows.append({"figure": claim.figure, "metric": claim.metric, "ours": row["shown"], "verdict": row["verdict"],
+                     "rule": row["rule"], "edge": edge, "distance": distance})
+    columns = ["figure", "metric", "ours", "verdict", "rule", "edge", "distance"]
+    return pd.DataFrame(rows, columns=columns).sort_values("distance", na_position="last", ignore_index=True)
+
+
 def mean_sd(values) -> str:
     """'mean ± sd (n = k)' over the finite values; 'n/a (no run reached it)' if there are none."""
     v = pd.Series(values, dtype=float).dropna()

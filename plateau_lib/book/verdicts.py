@@ -166,6 +166,22 @@ class Claim:
                 return verdict
         return VERDICTS[2]
 
+    def nearest_edge(self, ours: float | BySeed | None) -> tuple[float, float]:
+        """``(edge, distance)``: the band edge nearest ``ours`` among those the book's bands set, and how far ours
+        is from it as a fraction of the edge (``|ours − edge| / |edge|``; a :class:`BySeed`: its nearest seed).
+        The edges set are those where the *reproduced* and *partly* bands differ; an edge both share is the
+        measure's own bound (1 for a cosine), and infinite or zero edges have no relative distance. ``(nan, nan)``
+        when there is no such edge or no value."""
+        values = list(ours.values.values()) if isinstance(ours, BySeed) else [ours]
+        values = [float(v) for v in values if v is not None and not math.isnan(float(v)) and not math.isinf(float(v))]
+        shared = set(self.reproduced) & set(self.partly)
+        edges = {e for e in (*self.reproduced, *self.partly) if math.isfinite(e) and e != 0 and e not in shared}
+        pairs = [(abs(v - e) / abs(e), e) for v in values for e in edges]
+        if not pairs:
+            return math.nan, math.nan
+        distance, edge = min(pairs)
+        return edge, distance
+
     def show(self, ours: float | BySeed | None) -> str:
         """``ours`` formatted (∞: a milestone later than its run, in a ratio), or the ``missing`` text; a
         :class:`BySeed` as each seed's, in seed order ("169.3, 162.5 and 169.0 (seeds 0, 1 and 2)")."""
