@@ -233,3 +233,16 @@ def test_seed_stages_runs_the_pages_rule_on_each_seed_and_on_the_papers_own_valu
     note = diagnosis_page.seed_stages_note(table)
     assert "At seed 0: " in note and "The same boundaries as the paper's values at this grid: seed 0." in note
     assert diagnosis_page.seed_stages_note(pd.DataFrame()) == "No seed has λ̂ at every one of these steps yet."
+
+
+def test_the_precision_result_reads_seed_1s_float32_and_bfloat16_lambda_beside_the_other_seeds():
+    from plateau_lib.icl import diagnosis_page
+    budget = diagnosis.budget_label(ICL_LLC_REDUCED)
+    row = dict(step=diagnosis_page.STEP_126K, budget=budget, data="GPU")
+    llc = pd.DataFrame([{**row, "seed": 1, "operands": "float32", "llc_mean": 150.0},
+                        {**row, "seed": 0, "operands": "float32", "llc_mean": 152.4},
+                        {**row, "seed": 2, "operands": "float32", "llc_mean": 154.5}])
+    assert "still to come" in diagnosis_page.precision_llc_result(llc)  # no bfloat16 row yet
+    llc.loc[len(llc)] = {**row, "seed": 1, "operands": "bfloat16", "llc_mean": 151.25}
+    text = diagnosis_page.precision_llc_result(llc)
+    assert "λ̂ 150.0 in float32 and 151.2 in bfloat16" in text and "give 152.4–154.5" in text

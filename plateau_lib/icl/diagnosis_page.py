@@ -105,7 +105,7 @@ def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs, stages_run=None) 
          f"Over {gaps['loss']['pairs']} matched checkpoints to step {gaps['loss']['last step']:,} bfloat16 moves the "
          f"loss by at most {gaps['loss']['max gap']:.4f} and Δ to ridge by {gaps['delta_ridge']['max gap']:.4f}, "
          f"below the seeds' spread (sd at least {gaps['loss']['min seed sd']:.4f} and "
-         f"{gaps['delta_ridge']['min seed sd']:.4f}). Not the cause so far; LR3–LR4 are still to come."),
+         f"{gaps['delta_ridge']['min seed sd']:.4f}). {precision_llc_result(llc)}"),
         ("Our OOD-input loss is not the authors' measure",
          "Score every kept checkpoint again as the authors' notebook did: g = 5, noise of std 0.125 (not variance)",
          "seconds a checkpoint", ood_result(markers)),
@@ -165,6 +165,24 @@ def layer_norm_result(markers: pd.DataFrame) -> str:
     return (f"Mean |weight| at steps {', '.join(f'{s:,}' for s in steps)}: {shown}. The final LN collapses in "
             f"LR3 and the others follow in LR4, most the first attention's, the second MLP's not at all: the "
             f"paper's description (App. D). The structure develops; λ̂ does not follow it.")
+
+
+def precision_llc_result(llc: pd.DataFrame, step: int = STEP_126K) -> str:
+    """The precision hypothesis's λ̂ part: seed 1's two GPU-begun runs, float32 and bfloat16 (the same
+    initialisation and data to 85k, each carried on with a CPU's data), at ``step`` at the stages run's SGLD
+    budget, against the other seeds' spread there."""
+    budget = diagnosis.budget_label(ICL_LLC_REDUCED)
+    at = (llc[(llc["step"] == step) & (llc["budget"] == budget) & (llc["data"] == "GPU")] if not llc.empty
+          else llc)
+    pair = {r.operands: r.llc_mean for r in at[at["seed"] == 1].itertuples()}
+    if set(pair) != {"float32", "bfloat16"}:
+        return "Not the cause so far; λ̂ of the bfloat16 runs is still to come."
+    others = at[(at["seed"] != 1) & (at["operands"] == "float32")]["llc_mean"]
+    spread = (f"; the other seeds' float32 runs give {others.min():.1f}–{others.max():.1f}" if len(others) > 1
+              else "")
+    return (f"At step {step:,}, seed 1 gives λ̂ {pair['float32']:.1f} in float32 and {pair['bfloat16']:.1f} in "
+            f"bfloat16 (the same start, each carried on from 85k with its own CPU-drawn data){spread}. Not the "
+            "cause so far.")
 
 
 def later_seeds_result(llc: pd.DataFrame, runs, stages_run=None) -> str:
