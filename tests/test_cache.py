@@ -64,8 +64,10 @@ def test_a_store_is_current_inside_its_block_and_the_one_before_after_it(tmp_pat
         cache.cached_train(cfg, progress=False)
         assert inner.run(cfg) == tmp_path / "local" / f"train-{cache.cache_key(cfg)}"
         assert cache.StoredTable("demo", {"a": 1}).store == inner
+        assert inner.has_weights(cfg)  # local: with its final weights
         assert cache.commit_result(cfg).parent == tmp_path / "committed"
     assert cache.current() == before and before.run(cfg) != inner.run(cfg)
+    assert not cache.Store(tmp_path / "committed", tmp_path / "elsewhere").has_weights(cfg)  # committed: none
     with pytest.raises(ValueError, match="parameter 'store' must be a cache.Store"):
         cache.use(str(tmp_path))
 

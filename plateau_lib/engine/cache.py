@@ -68,6 +68,11 @@ class Store:
         """The folder of the finished training run of ``cfg`` (committed first), or None; never trains."""
         return self.find("train", cache_key(cfg, extra))
 
+    def has_weights(self, cfg, extra=None) -> bool:
+        """Whether the final weights of ``cfg``'s run are stored here (committed results carry none, as a rule)."""
+        name = f"train-{cache_key(cfg, extra)}"
+        return any((base / name / "final_state.pt").exists() for base in (self.committed, self.local))
+
     def in_progress(self) -> Path:
         """The committed folder of long jobs' compact resume states, carried between work sessions."""
         return self.committed / "in_progress"

@@ -178,12 +178,6 @@ def table_spec(configs: dict, **settings) -> dict:
     return {"runs": {f"{label_M(M)}/{s}": c for (M, s), c in configs.items()}, **settings, "version": LLC_VERSION}
 
 
-def has_final_weights(cfg) -> bool:
-    """Whether the final weights of ``cfg`` are stored (committed or local), so ``final_model`` need not train."""
-    key, store = cache.cache_key(cfg), cache.current()
-    return any((base / f"train-{key}" / "final_state.pt").exists() for base in (store.committed, store.local))
-
-
 def final_model(cfg):
     """(model of ``cfg`` with its trained final weights, its task, the device): trained if not cached locally."""
     result = cache.cached_train(cfg, progress=False, need_state=True)

@@ -27,7 +27,7 @@ from scipy.special import expit
 
 from plateau_lib.engine import cache
 from plateau_lib.icl import baselines as B
-from plateau_lib.icl.diversity import final_model, has_final_weights
+from plateau_lib.icl.diversity import final_model
 
 SINGLE_TOL = 0.02   # M = 1: E[(ŷ − t₁ᵀx)²] < 2% of E[(t₁ᵀx)²] at every token (ignoring the context scores 1)
 DELTA_TOL = 0.02    # M = 2: Δ(model, dMMSE) < 2% of the variance of the dMMSE prediction at every token
@@ -368,7 +368,7 @@ def stored_mechanism_tests(configs: dict, llc_table: pd.DataFrame | None = None,
     found = stored.load()
     if found is not None:
         return found[0]["tests"]
-    if not all(has_final_weights(c) for c in runs.values()):
+    if not all(cache.current().has_weights(c) for c in runs.values()):  # else final_model would train
         return None
     table = mechanism_tests({M: final_model(c)[:2] for M, c in runs.items()}, llc_table, n=n, seed=seed)
     stored.save({"tests": table}, {})
