@@ -98,9 +98,9 @@ def test_seed_spread_and_precision_gap_on_a_hand_built_table():
     assert spread["seeds"] == [0, 1, 2] and spread["sd"] == pytest.approx(pd.Series([2.0, 2.5, 2.2]).std())
     gap = diagnosis.precision_gap(table, "loss")
     # three matched (seed, step) pairs, the largest gap 0.1 at step 20; step 20 has one float32 seed (no spread),
-    # so the seeds' spread is step 10's
+    # so the share is step 10's largest gap (seed 1: 0.03) over step 10's spread
     assert gap["pairs"] == 3 and gap["max gap"] == pytest.approx(0.1) and gap["last step"] == 20
-    assert gap["min seed sd"] == pytest.approx(spread["sd"])
+    assert gap["max share of seed sd"] == pytest.approx(0.03 / spread["sd"])
 
 
 def test_a_gpu_run_goes_on_here_with_a_new_data_stream(store):

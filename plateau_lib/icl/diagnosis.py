@@ -429,16 +429,18 @@ def seed_spread(table: pd.DataFrame, step: int, column: str, data: str = "GPU") 
 
 
 def precision_gap(table: pd.DataFrame, column: str, data: str = "GPU") -> dict:
-    """The largest |bfloat16 - float32| over the runs' shared (seed, step) on one data stream (``data``), against
-    the float32 seeds' spread (sd over seeds) at the same step: a precision effect is one that stands out."""
+    """The largest |bfloat16 - float32| over the runs' shared (seed, step) on one data stream (``data``), and the
+    largest such gap as a share of the float32 seeds' spread (sd over seeds) at the same step (steps with one
+    float32 seed have no spread and are left out of the share): a precision effect is one that stands out."""
     table = table[table["data"] == data]
     fp32 = table[table["operands"] == "float32"]
     both = table[table["operands"] == "bfloat16"].merge(fp32, on=["seed", "data", "step"], suffixes=("", " fp32"))
     if both.empty:
-        return {"pairs": 0, "max gap": None, "min seed sd": None}
-    spread = fp32.groupby("step")[column].std()
-    return {"pairs": len(both), "max gap": float((both[column] - both[f"{column} fp32"]).abs().max()),
-            "min seed sd": float(spread.loc[sorted(both["step"].unique())].min()), "last step": int(both["step"].max())}
+        return {"pairs": 0, "max gap": None, "max share of seed sd": None}
+    gap = (both[column] - both[f"{column} fp32"]).abs()
+    share = (gap / both["step"].map(fp32.groupby("step")[column].std())).dropna()
+    return {"pairs": len(both), "max gap": float(gap.max()),
+            "max share of seed sd": float(share.max()) if len(share) else None, "last step": int(both["step"].max())}
 
 
 def committed_evals(step: int, cfg: TrainConfig = ICL_PAPER) -> dict:
