@@ -10,9 +10,6 @@ run resumes at the next checkpoint. ``commit(cfg, llc)`` copies both into ``resu
 """
 from __future__ import annotations
 
-import datetime as dt
-import json
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +20,7 @@ import torch
 
 from plateau_lib.engine import cache
 from plateau_lib.engine.runs import TrainConfig, TrainResult
-from plateau_lib.engine.utils import atomic_path, git_commit, resolve_device, write_json
+from plateau_lib.engine.utils import resolve_device
 from plateau_lib.llc import llc_over_checkpoints
 
 KIND = "icl_stages"
@@ -138,20 +135,19 @@ def head_types(scores: pd.DataFrame, steps, typed: float = TYPED) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-def _folder(base: Path, k: str) -> Path:
-    return base / f"{KIND}-{k}"
+def stored(cfg: TrainConfig, llc: dict) -> cache.StoredTable:
+    """A developmental run's stored tables (``llc``: λ̂ at every checkpoint, ``structure``), keyed by ``llc_spec``;
+    its λ̂ rows are kept in it while they are estimated."""
+    return cache.StoredTable(KIND, llc_spec(cfg, llc))
 
 
 def load(cfg: TrainConfig, llc: dict) -> Development | None:
     """The stored run (committed first, then local) with its training result, or None; never computes."""
-    store = cache.current()
-    folder, hit = store.find(KIND, key(cfg, llc)), store.run(cfg)  # loads only: never trains
-    if folder is None or hit is None:
+    found, hit = stored(cfg, llc).load(), cache.current().run(cfg)  # loads only: never trains
+    if found is None or hit is None:
         return None
-    meta = json.loads((folder / "meta.json").read_text())
-    meta["cache"] = cache.shown_path(folder)
-    return Development(TrainResult.load(hit), pd.read_csv(folder / "llc.csv"), pd.read_csv(folder / "structure.csv"),
-                       meta)
+    tables, meta = found
+    return Development(TrainResult.load(hit), tables["llc"], tables["structure"], meta)
 
 
 def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = True, stack: int = 1,
@@ -167,41 +163,28 @@ def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = Tr
     t0 = time.perf_counter()
     train, ckpts = cache.trained_checkpoints(cfg, use_cache, progress)
     train_s = time.perf_counter() - t0
-    rows = cache.StoredTable(KIND, llc_spec(cfg, llc))
+    table = stored(cfg, llc)
     model = cfg.make_task().build_model(cfg)
     settings = {k: v for k, v in llc.items() if k != "n_data"}
     data = llc_data(cfg, llc["n_data"], llc["seed"], device)
-    done = llc_over_checkpoints(model, cfg.make_task().loss, data, ckpts, stack=stack, progress=progress, kept=rows,
+    done = llc_over_checkpoints(model, cfg.make_task().loss, data, ckpts, stack=stack, progress=progress, kept=table,
                                 deadline=deadline, desc="λ̂ at checkpoints", device=str(device), **settings)
     structure = pd.DataFrame([structure_row(s, torch.load(p, weights_only=True)) for s, p in sorted(ckpts.items())])
-    meta = store(cache.current().local, cfg, llc, done, structure, device=str(device),
-                 train_wall_s=train.meta.get("wall_time_s", round(train_s, 1)),
-                 llc_wall_s=round(float(done["elapsed_s"].sum()), 1))
-    rows.drop_rows()
-    meta["cache"] = None
-    return Development(train, done.sort_values("step").reset_index(drop=True), structure, meta)
+    save(cfg, llc, done, structure, device=str(device), train_wall_s=train.meta.get("wall_time_s", round(train_s, 1)),
+         llc_wall_s=round(float(done["elapsed_s"].sum()), 1))
+    tables, meta = table.load()
+    return Development(train, tables["llc"], tables["structure"], {**meta, "cache": None})
 
 
-def store(base: Path, cfg: TrainConfig, llc: dict, rows: pd.DataFrame, structure: pd.DataFrame, **fields) -> dict:
-    """Write a developmental run atomically under ``base`` (``llc.csv``, ``structure.csv`` and ``meta.json``: the
-    settings, ``fields`` such as the device and wall times, and the provenance); returns the meta."""
-    meta = {"config": cfg.to_dict(), "llc": llc, "train_key": cache.cache_key(cfg), "key": key(cfg, llc),
-            "version": VERSION, **fields, "commit": git_commit(),
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "torch": torch.__version__}
-    with atomic_path(_folder(base, key(cfg, llc))) as tmp:
-        tmp.mkdir()
-        rows.sort_values("step").to_csv(tmp / "llc.csv", index=False)
-        structure.to_csv(tmp / "structure.csv", index=False)
-        write_json(tmp / "meta.json", meta)
-    return meta
+def save(cfg: TrainConfig, llc: dict, rows: pd.DataFrame, structure: pd.DataFrame, **fields) -> Path:
+    """Store a developmental run locally (``stored``: ``llc.csv`` sorted by step, ``structure.csv``, and meta with the
+    settings, ``fields`` such as the device and wall times, and the provenance); its kept rows are dropped."""
+    meta = {"config": cfg.to_dict(), "llc": llc, "train_key": cache.cache_key(cfg), "version": VERSION, **fields,
+            "torch": torch.__version__}
+    return stored(cfg, llc).save({"llc": rows.sort_values("step").reset_index(drop=True), "structure": structure},
+                                 meta)
 
 
 def commit(cfg: TrainConfig, llc: dict) -> list[Path]:
     """Copy the local training result and the LLC/structure tables into ``results/`` for committing."""
-    src = _folder(cache.current().local, key(cfg, llc))
-    if not (src / "meta.json").exists():
-        raise ValueError("no local developmental run for these settings; run it first")
-    dst = _folder(cache.current().committed, key(cfg, llc))
-    with atomic_path(dst) as tmp:
-        shutil.copytree(src, tmp)
-    return [cache.commit_result(cfg), dst]
+    return [cache.commit_result(cfg), stored(cfg, llc).commit()]

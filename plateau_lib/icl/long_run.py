@@ -194,8 +194,7 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
     if done:
         write_development(cfg, llc, checked_rows(rows, check), structure)
     else:  # one written before a check was added (or failed) is not the finished run
-        shutil.rmtree(cache.current().committed / f"{development.KIND}-{development.key(cfg, llc)}",
-                      ignore_errors=True)
+        shutil.rmtree(cache.current().committed / development.stored(cfg, llc).name, ignore_errors=True)
     return dst
 
 
@@ -248,12 +247,12 @@ def write_development(cfg: TrainConfig, llc: dict, rows: pd.DataFrame, structure
     the selected checkpoints, their structure, and meta with the CPU-hours of training and of λ̂ (its budget
     checks included)."""
     check = budget_table(cfg, llc)
-    development.store(cache.current().committed, cfg, llc, rows, structure, device="cpu",
-                      made_by="plateau_lib.icl.long_run", llc_checkpoints=sorted(int(s) for s in rows["step"]),
-                      train_wall_s=round(_train_seconds(cfg, run_folder(cfg) / "resume.pt"), 1),
-                      llc_wall_s=round(float(rows["elapsed_s"].sum())
-                                       + (float(check["elapsed_s"].sum()) if not check.empty else 0.0), 1))
-    return cache.current().committed / f"{development.KIND}-{development.key(cfg, llc)}"
+    development.save(cfg, llc, rows, structure, device="cpu", made_by="plateau_lib.icl.long_run",
+                     llc_checkpoints=sorted(int(s) for s in rows["step"]),
+                     train_wall_s=round(_train_seconds(cfg, run_folder(cfg) / "resume.pt"), 1),
+                     llc_wall_s=round(float(rows["elapsed_s"].sum())
+                                      + (float(check["elapsed_s"].sum()) if not check.empty else 0.0), 1))
+    return development.stored(cfg, llc).commit()
 
 
 def finished_run(cfg: TrainConfig, llc: dict):
