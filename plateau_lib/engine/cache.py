@@ -306,7 +306,7 @@ class StoredTable:
     def __init__(self, kind: str, spec: dict, store: Store | None = None):
         self.kind, self.spec = kind, keyed(spec)
         self.store = current() if store is None else store  # where it is read and kept
-        self.key = table_key(spec)
+        self.key = table_key(self.spec)  # already keyed
         self.name = f"{kind}-{self.key}"  # its folder under results/ or the local cache
 
     def __repr__(self) -> str:
