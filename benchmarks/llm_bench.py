@@ -2,7 +2,8 @@
 the paper's one-prompt-at-a-time analysis against the batched one.
 
 - floor: a plain eager forward+backward of the ``--preset`` miniature (Pythia-14m's architecture) on one batch;
-  ``train_step`` adds gradient clipping and AdamW (``train step / floor``);
+  the training step is ``engine.train``'s own (batch sampling, AdamW, clipping, the kept training loss), timed
+  between its step callbacks (``train step / floor``);
 - analysis of ``--prompts`` ARC-Easy questions at one checkpoint: ``generate_reference`` (the paper's loop:
   ``model.generate``, batch 1, no KV cache) against ``generate`` (left-padded batches of ``--batch``, no cache);
   ``one prompt at a time / batched`` is the speed-up of batching.
@@ -19,8 +20,24 @@ import torch
 
 from plateau_lib.book import benchmarks as B
 from plateau_lib.engine import presets as engine_presets
+from plateau_lib.engine.train import train
 from plateau_lib.engine.utils import cpu_threads, resolve_device
 from plateau_lib.llm import collapse, corpus, miniature, presets
+from plateau_lib.llm.task import next_token_loss
+
+
+def engine_steps(cfg, steps: int, device) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``steps`` steps of ``engine.train`` on ``cfg``, read between its step callbacks after
+    one untimed step (building the model and the two evaluations fall outside)."""
+    marks = []
+
+    def mark(step, model):
+        B.synchronize(device)
+        marks.append((time.perf_counter(), time.process_time()))
+
+    train(cfg.replace(steps=steps + 1, eval_every=steps + 1, checkpoint_steps=(), eval_steps=()), callbacks=[mark],
+          progress=False)
+    return marks[-1][0] - marks[0][0], marks[-1][1] - marks[0][1]
 
 
 def main():
@@ -39,17 +56,16 @@ def main():
     device = resolve_device(args.device)
     cfg = next(iter(presets.llm_miniatures(args.preset, seeds=[0]).values()))
     model = miniature.build_model(cfg).to(device)
-    opt = miniature.optimizer(model, cfg)
-    batch = miniature.sample_batch(torch.randint(0, 50_000, (100_000,)), cfg, torch.Generator().manual_seed(0), device)
+    run = miniature.train_config(cfg.replace(device=str(device)))
+    batch = torch.randint(0, 50_000, (cfg.batch_size, cfg.context + 1), generator=torch.Generator().manual_seed(0)).to(device)
     tok = corpus.tokenizer(cfg.arch)
     ids = [tok(q, add_special_tokens=False)["input_ids"] for q in corpus.prompts(args.prompts, 0)]
 
     train_work = f"miniature ({args.preset}): {cfg.batch_size} x {cfg.context} tokens per step"
     analysis_work = f"analysis: {args.prompts} ARC-Easy prompts, 8 greedy tokens, no KV cache"
-    runs = {"floor: forward+backward": lambda: B.time_steps(B.floor_step(model, miniature.next_token_loss, batch), args.steps,
+    runs = {"floor: forward+backward": lambda: B.time_steps(B.floor_step(model, next_token_loss, batch), args.steps,
                                                              warmup=1, device=device),
-            "train_step (clip + AdamW)": lambda: B.time_steps(lambda: miniature.train_step(model, opt, batch, cfg, 1e-5),
-                                                               args.steps, warmup=1, device=device),
+            "engine.train step (clip + AdamW)": lambda: engine_steps(run, args.steps, device),
             "one prompt at a time (the paper's loop)": lambda: B.timed(lambda: collapse.generate_reference(model, ids),
                                                                        device),
             f"batched (left padding, {args.batch} per batch)": lambda: B.timed(

@@ -259,7 +259,7 @@ def run_llm(preset: str = "paper", device: str = "auto", deadline: float | None 
         try:
             llm.miniature_collapse(cfg.replace(device=str(resolve_device(device))), prompt_seed=cfg.prompt_seed(0),
                                    progress=False, deadline=deadline)
-        except TimeoutError as err:
+        except Stopped as err:
             print(f"llm_collapse {label}: {err}", flush=True)
             break
         written.append(llm.commit(cfg, prompt_seed=cfg.prompt_seed(0)))

@@ -5,10 +5,15 @@ import math
 import shutil
 import socket
 
+from pathlib import Path
+
+import pandas as pd
 import pytest
 import torch
 
-from plateau_lib.llm import checkpoints, collapse, corpus, miniature, page as llm_page, presets
+from plateau_lib.engine.setup import lr_factor, make_optimizers
+from plateau_lib.engine.train import Stopped
+from plateau_lib.llm import checkpoints, collapse, corpus, miniature, page as llm_page, presets, task as llm_task
 
 TINY = miniature.MiniatureConfig(n_layer=2, d_model=32, n_head=2, d_ff=64, batch_size=2, context=16, steps=8)
 
@@ -195,34 +200,69 @@ def test_bad_names_and_values_are_refused():
 
 def test_learning_rate_is_gpt_neox_warmup_then_cosine():
     cfg = miniature.MiniatureConfig(warmup_steps=10, schedule_steps=110)
-    assert miniature.learning_rate(cfg, 0) == 0
-    assert miniature.learning_rate(cfg, 5) == pytest.approx(5e-4)
-    assert miniature.learning_rate(cfg, 10) == pytest.approx(1e-3)
-    assert miniature.learning_rate(cfg, 60) == pytest.approx(1e-4 + 0.9e-3 * 0.5)
-    assert miniature.learning_rate(cfg, 110) == pytest.approx(1e-4)
+    run = miniature.train_config(cfg)
+    lr = {step: cfg.lr * lr_factor(run, step) for step in (0, 5, 10, 60, 110)}
+    assert lr == pytest.approx({0: 0, 5: 5e-4, 10: 1e-3, 60: 1e-4 + 0.9e-3 * 0.5, 110: 1e-4})
+    assert run.optimizer == "adamw" and run.record_train_loss and run.checkpoint_steps == tuple(cfg.checkpoint_steps())
     assert miniature.MiniatureConfig(steps=600).checkpoint_steps() == [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 600]
 
 
+def test_adamw_decays_the_matrices_only_with_gpt_neox_betas():
+    model = miniature.build_model(TINY.replace(n_layer=1, d_model=16))
+    (opt,) = make_optimizers(miniature.train_config(TINY.replace(n_layer=1, d_model=16)), model)
+    decayed, kept = opt.param_groups
+    assert isinstance(opt, torch.optim.AdamW) and opt.defaults["betas"] == (0.9, 0.95) and opt.defaults["eps"] == 1e-8
+    assert decayed["weight_decay"] == 0.1 and all(p.dim() == 2 for p in decayed["params"])
+    assert kept["weight_decay"] == 0.0 and all(p.dim() == 1 for p in kept["params"]) and kept["params"]
+
+
+SYNTHETIC_CORPUS = lambda arch, sources: torch.arange(3, 2003).numpy() % 997  # noqa: E731  (offline, no tokenizer)
+
+
+@pytest.mark.parametrize("arch", ["pythia", "olmo2"])
+def test_engine_loop_gives_the_old_loops_losses_and_weights(arch, local_cache, no_network, monkeypatch):
+    """``tests/data/miniature_old_loop.json`` was written by the miniature's own loop (before it moved onto
+    ``engine.train``) for 8 steps of a tiny model with a 2-step warm-up and the cosine's floor reached at step 6;
+    the engine's loop must give the same training loss at every step and the same weights at step 8."""
+    monkeypatch.setattr(llm_task, "corpus_tokens", SYNTHETIC_CORPUS)
+    old = json.loads((Path(__file__).parent / "data" / "miniature_old_loop.json").read_text())[arch]
+    cfg = miniature.MiniatureConfig(**{k: tuple(v) if k == "corpus" else v for k, v in old["config"].items()})
+    folder = miniature.train_miniature(cfg, progress=False)
+    losses = pd.read_csv(folder / "losses.csv")
+    assert losses["step"].tolist() == list(range(8))
+    assert losses["loss"].tolist() == pytest.approx(old["losses"], rel=1e-6, abs=0)
+    assert losses["lr"].tolist() == pytest.approx(old["lr"], rel=1e-12, abs=1e-18)
+    assert sorted(int(p.name[4:]) for p in folder.glob("step*")) == old["steps_saved"]
+    state = checkpoints.load_model(folder / "step8")[0].state_dict()
+    got = {k: [float(v.double().sum()), float(v.double().norm())] for k, v in state.items() if v.is_floating_point()}
+    assert got.keys() == old["weights"].keys()
+    for name, (total, norm) in old["weights"].items():
+        assert got[name][1] == pytest.approx(norm, rel=1e-5), name
+        assert got[name][0] == pytest.approx(total, rel=1e-4, abs=1e-4 * norm), name
+
+
 def test_training_stopped_at_a_deadline_resumes_to_the_same_weights(local_cache, no_network, monkeypatch):
-    monkeypatch.setattr(miniature, "corpus_tokens", lambda arch, sources: torch.arange(3, 2003).numpy() % 997)
+    monkeypatch.setattr(llm_task, "corpus_tokens", SYNTHETIC_CORPUS)
     straight = miniature.train_miniature(TINY, progress=False)
     weights = checkpoints.load_model(straight / "step8")[0].state_dict()
-    cfg = TINY
     shutil.move(straight, local_cache / "straight")  # the same run again, this time interrupted
-    with pytest.raises(TimeoutError, match="stopped at step 1 of 8"):
-        miniature.train_miniature(cfg, progress=False, deadline=0.0)
-    resumed = miniature.train_miniature(cfg, progress=False)
+    with pytest.raises(Stopped, match="stopped after 1 steps"):
+        miniature.train_miniature(TINY, progress=False, deadline=0.0)
+    resumed = miniature.train_miniature(TINY, progress=False)
     assert {p.name for p in resumed.glob("step*")} == {f"step{s}" for s in (0, 1, 2, 4, 8)}
+    assert not list(resumed.glob("ckpt_*.pt")) and not (resumed / "resume.pt").exists()
     again = checkpoints.load_model(resumed / "step8")[0].state_dict()
     assert all(torch.equal(weights[k], again[k]) for k in weights)
     meta = json.loads((resumed / "done.json").read_text())
     assert meta["key"] == TINY.key() and meta["parameters"] > 0
-    losses = __import__("pandas").read_csv(resumed / "losses.csv")
+    assert [r["step"] for r in meta["held_out_loss"]] == [0, 1, 2, 4, 8]
+    losses = pd.read_csv(resumed / "losses.csv")
     assert losses["step"].tolist() == list(range(8)) and math.isfinite(losses["loss"].sum())
+    assert losses["loss"].tolist() == pd.read_csv(local_cache / "straight" / "losses.csv")["loss"].tolist()
 
 
 def test_miniature_collapse_is_stored_and_reloaded(local_cache, no_network, monkeypatch):
-    monkeypatch.setattr(miniature, "corpus_tokens", lambda arch, sources: torch.arange(3, 2003).numpy() % 997)
+    monkeypatch.setattr(llm_task, "corpus_tokens", SYNTHETIC_CORPUS)
     cfg = TINY.replace(steps=2)
     tables, meta = collapse.miniature_collapse(cfg, n_prompts=3, progress=False)
     rows = tables["prompts"]
@@ -241,7 +281,7 @@ def test_miniature_collapse_is_stored_and_reloaded(local_cache, no_network, monk
 
 
 def test_hf_source_without_files_falls_back_or_raises(local_cache, no_network, monkeypatch, tmp_path):
-    monkeypatch.setattr(miniature, "corpus_tokens", lambda arch, sources: torch.arange(3, 2003).numpy() % 997)
+    monkeypatch.setattr(llm_task, "corpus_tokens", SYNTHETIC_CORPUS)
     tiny = {k: v for k, v in TINY.replace(steps=1).__dict__.items() if k not in ("seed", "device", "arch", "vocab_size")}
     with pytest.raises(FileNotFoundError, match="EleutherAI/pythia-14m"):
         llm_page.load(source="hf", models=["pythia-14m"], hf_cache=tmp_path, fallback=False, overrides=tiny)

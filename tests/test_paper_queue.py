@@ -165,12 +165,12 @@ def test_unpack_refuses_runs_no_page_declares(tiny_queue, tmp_path):
 
 
 def test_queue_trains_analyses_commits_and_packs_the_miniature_language_models(tiny_queue, tmp_path, monkeypatch):
-    from plateau_lib.llm import collapse, corpus, miniature, presets as llm_presets
+    from plateau_lib.llm import collapse, corpus, miniature, presets as llm_presets, task as llm_task
     tiny = miniature.MiniatureConfig(n_layer=1, d_model=16, n_head=2, d_ff=32, batch_size=2, context=8, steps=2)
     monkeypatch.setattr(llm_presets, "llm_miniatures", lambda preset: {("pythia", 0): tiny})
     monkeypatch.setattr(miniature, "LOCAL", tmp_path / "llm")
     monkeypatch.setattr(corpus, "LOCAL", tmp_path / "llm")
-    monkeypatch.setattr(miniature, "corpus_tokens", lambda arch, sources: torch.arange(3, 503).numpy())
+    monkeypatch.setattr(llm_task, "corpus_tokens", lambda arch, sources: torch.arange(3, 503).numpy())
     monkeypatch.setattr(collapse, "prompts", lambda n, seed: ["What is a plant?", "Why is the sky blue?"][:n] * (n // 2))
     assert [s for _, _, s in paper.llm_status()] == [paper.MISSING]
     written = paper.run_llm(device="cpu")

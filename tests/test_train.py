@@ -19,7 +19,8 @@ TINY = dict(d_model=16, steps=12, eval_every=4, batch_size=16, eval_batch=16)
     ({"steps": 0}, "steps"), ({"batch_size": -1}, "batch_size"), ({"d_model": 0}, "d_model"),
     ({"task": "sorting"}, "unknown task"), ({"task_kwargs": {"k": 40}}, "'k'"), ({"optimizer": "lion"}, "optimizer"),
     ({"lr": 0.0}, "lr"), ({"copy_groups": ("attn",)}, "copy_groups"), ({"attn_bias_c": -1.0}, "attn_bias_c"),
-    ({"eval_every": 0}, "eval_every"), ({"device": "tpu"}, "device"),
+    ({"eval_every": 0}, "eval_every"), ({"device": "tpu"}, "device"), ({"lr_floor": 1.5}, "lr_floor"),
+    ({"decay_steps": -1}, "decay_steps"), ({"lr_floor": 0.1}, "warmup_cosine"), ({"record_train_loss": 1}, "True or"),
 ])
 def test_bad_config_raises_before_training(changes, word):
     with pytest.raises(ValueError, match=word):
@@ -45,6 +46,31 @@ def test_resume_gives_the_uninterrupted_table(tmp_path):
     pd.testing.assert_frame_equal(full.metrics, resumed.metrics)
     pd.testing.assert_frame_equal(full.positions, resumed.positions)
     assert not (tmp_path / "resume.pt").exists()
+
+
+def test_training_loss_of_every_step_is_kept_and_resumes(tmp_path):
+    """record_train_loss: step 0's training loss is the untrained model's loss on the first batch (chance, log 18,
+    as the held-out loss at step 0), one value per step, and an interrupted run resumes to the same values."""
+    cfg = TrainConfig(**TINY, record_train_loss=True)
+    full = train(cfg, progress=False)
+    losses = full.arrays["train_loss"]
+    assert losses.shape == (cfg.steps,) and losses.dtype == np.float32
+    assert losses[0] == pytest.approx(full.metrics["loss"].iloc[0], abs=0.05)
+    assert "train_loss" not in train(cfg.replace(record_train_loss=False), progress=False).arrays
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, run_dir=tmp_path, save_every=1, progress=False, stop_after=5)
+    np.testing.assert_array_equal(train(cfg, run_dir=tmp_path, progress=False).arrays["train_loss"], losses)
+
+
+def test_adamw_schedule_floor_and_defaults_keep_every_old_key():
+    """The fields added for the language-model miniature leave every key made before them unchanged."""
+    assert "lr_floor" not in TrainConfig().key_dict() and "record_train_loss" not in TrainConfig().key_dict()
+    assert cache.cache_key(TrainConfig()) == cache.cache_key(TrainConfig(lr_floor=0.0, decay_steps=0))
+    cfg = TrainConfig(**LEARN, optimizer="adamw", weight_decay=0.1, schedule="warmup_cosine", warmup_steps=5,
+                      lr_floor=0.1, decay_steps=10, lr=1e-2)
+    assert lr_factor(cfg, 10) == pytest.approx(0.1) and lr_factor(cfg, cfg.steps) == pytest.approx(0.1)
+    res = train(cfg, progress=False)
+    assert res.metrics["loss"].iloc[-1] < res.metrics["loss"].iloc[0]
 
 
 def test_another_devices_resume_state_continues_with_a_reseeded_stream(tmp_path):

@@ -145,12 +145,17 @@ def test_capturable_step_equals_eager_stacked_step_and_its_schedules():
 def test_lr_factor_tensor_matches_lr_factor():
     from plateau_lib.engine.setup import SCHEDULES_CODE, lr_factor, lr_factor_tensor
     f64 = lambda v: torch.tensor([float(v)], dtype=torch.float64)  # noqa: E731
-    for schedule, code in SCHEDULES_CODE.items():
-        cfg = BASE.replace(schedule=schedule, steps=1000, warmup_steps=0 if schedule == "one_cycle" else 100)
-        for step in (0, 1, 50, 99, 100, 101, 499, 500, 501, 999, 1000):
-            got = lr_factor_tensor(torch.tensor(float(step), dtype=torch.float64), torch.tensor([code]),
-                                   f64(cfg.steps), f64(cfg.warmup_steps))
-            assert float(got) == pytest.approx(lr_factor(cfg, step), abs=1e-15), (schedule, step)
+    floored = BASE.replace(schedule="warmup_cosine", steps=1000, warmup_steps=100, lr_floor=0.1, decay_steps=600)
+    cases = [BASE.replace(schedule=schedule, steps=1000, warmup_steps=0 if schedule == "one_cycle" else 100)
+             for schedule in SCHEDULES_CODE] + [floored]
+    for cfg in cases:
+        for step in (0, 1, 50, 99, 100, 101, 499, 500, 501, 599, 600, 601, 999, 1000):
+            got = lr_factor_tensor(torch.tensor(float(step), dtype=torch.float64),
+                                   torch.tensor([SCHEDULES_CODE[cfg.schedule]]), f64(cfg.steps), f64(cfg.warmup_steps),
+                                   f64(cfg.lr_floor), f64(cfg.decay_steps or cfg.steps))
+            assert float(got) == pytest.approx(lr_factor(cfg, step), abs=1e-15), (cfg.schedule, step)
+    assert lr_factor(floored, 600) == pytest.approx(0.1) and lr_factor(floored, 1000) == pytest.approx(0.1)
+    assert lr_factor(floored, 350) == pytest.approx(0.1 + 0.9 * 0.5)
 
 
 ICL_TINY = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4, "noise_var": 0.125, "d_mlp": 16}, n_layer=1,

@@ -16,7 +16,7 @@ import torch
 from plateau_lib.engine.tasks import make_task
 from plateau_lib.engine.utils import resolve_device
 
-OPTIMIZERS = ("adam", "sgd", "muon")
+OPTIMIZERS = ("adam", "sgd", "muon", "adamw")
 SCHEDULES = ("constant", "warmup_cosine", "warmup_constant", "one_cycle")
 COPY_GROUPS = ("kq", "ov", "mlp", "embed", "ln_attn", "ln_mlp", "ln_f", "head")
 from plateau_lib.engine.precision import MATMUL_OPERANDS
@@ -38,6 +38,8 @@ class TrainConfig:
     muon_lr: float = 0.02            # Muon: lr of the 2-D block weights; the rest use Adam at ``lr``
     schedule: str = "constant"
     warmup_steps: int = 0
+    lr_floor: float = 0.0            # "warmup_cosine": the cosine ends at lr * lr_floor (GPT-NeoX's min_lr / lr)
+    decay_steps: int = 0             # "warmup_cosine": the step the cosine reaches its floor (0: the run's last)
     grad_clip: float = 0.0           # 0 = off
     steps: int = 400
     batch_size: int = 256
@@ -51,6 +53,7 @@ class TrainConfig:
     checkpoint_steps: tuple = ()
     eval_steps: tuple = ()           # extra evaluation steps besides every ``eval_every`` (e.g. log-spaced)
     matmul_operands: str = "float32"  # "bfloat16": training's matrix products as a TPU's default (engine.precision)
+    record_train_loss: bool = False  # keep every step's training loss (``arrays["train_loss"]``; runs one at a time)
 
     # The cache key hashes only the fields whose value differs from this frozen table (see ``key_dict``).
     # It records the defaults the key scheme started from; it is never edited to follow a changed default,
@@ -58,9 +61,10 @@ class TrainConfig:
     KEY_NEUTRAL: ClassVar[dict] = {
         "task": "mws", "task_kwargs": {}, "n_layer": 1, "n_head": 1, "d_model": 256, "softmax": False,
         "optimizer": "adam", "lr": 1e-4, "momentum": 0.0, "weight_decay": 0.0, "muon_lr": 0.02,
-        "schedule": "constant", "warmup_steps": 0, "grad_clip": 0.0, "steps": 400, "batch_size": 256,
+        "schedule": "constant", "warmup_steps": 0, "lr_floor": 0.0, "decay_steps": 0, "grad_clip": 0.0, "steps": 400, "batch_size": 256,
         "eval_every": 10, "eval_batch": 256, "seed": 0, "attn_bias_c": 1.0, "attn_bias_from": 0,
-        "copy_groups": [], "checkpoint_steps": [], "eval_steps": [], "matmul_operands": "float32"}
+        "copy_groups": [], "checkpoint_steps": [], "eval_steps": [], "matmul_operands": "float32",
+        "record_train_loss": False}
     PROVENANCE_FIELDS: ClassVar[tuple] = ("device",)
 
     def __post_init__(self):
@@ -81,6 +85,14 @@ class TrainConfig:
             raise ValueError(f"matmul_operands must be one of {MATMUL_OPERANDS}, got {self.matmul_operands!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if not 0 <= self.lr_floor <= 1:
+            raise ValueError(f"lr_floor must be in [0, 1] (a fraction of lr), got {self.lr_floor!r}")
+        if not isinstance(self.decay_steps, int) or isinstance(self.decay_steps, bool) or self.decay_steps < 0:
+            raise ValueError(f"decay_steps must be an integer >= 0 (0: the run's steps), got {self.decay_steps!r}")
+        if (self.lr_floor or self.decay_steps) and self.schedule != "warmup_cosine":
+            raise ValueError(f"lr_floor and decay_steps shape schedule='warmup_cosine', got schedule={self.schedule!r}")
+        if not isinstance(self.record_train_loss, bool):
+            raise ValueError(f"record_train_loss must be True or False, got {self.record_train_loss!r}")
         if not self.attn_bias_c > 0:
             raise ValueError(f"attn_bias_c must be > 0, got {self.attn_bias_c!r}")
         bad = [g for g in self.copy_groups if g not in COPY_GROUPS]

@@ -16,6 +16,10 @@ def make_optimizers(cfg: TrainConfig, model):
         return [torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)]
     if cfg.optimizer == "sgd":
         return [torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)]
+    if cfg.optimizer == "adamw":  # GPT-NeoX's: decoupled decay on the matrices only, betas (0.9, 0.95)
+        return [torch.optim.AdamW([{"params": [p for p in params if p.dim() > 1], "weight_decay": cfg.weight_decay},
+                                   {"params": [p for p in params if p.dim() <= 1], "weight_decay": 0.0}],
+                                  lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8)]
     named = dict(model.named_parameters())
     matrices, others = muon_groups(model)
     return [torch.optim.Muon([named[n] for n in matrices], lr=cfg.muon_lr, weight_decay=cfg.weight_decay),
@@ -33,7 +37,7 @@ def muon_groups(model) -> tuple[list, list]:
 
 def lr_factor(cfg: TrainConfig, step: int) -> float:
     """Multiplier of the base learning rates at ``step``: "warmup_cosine" is a linear warm-up then a cosine
-    decay to 0; "warmup_constant" the same warm-up, then constant (the temporal-task-diversity runs' schedule);
+    decay to ``lr_floor`` at ``decay_steps`` (defaults: to 0 at the run's end), flat after; "warmup_constant" the same warm-up, then constant (the temporal-task-diversity runs' schedule);
     "one_cycle" the triangle 0 -> 1 at the half-way step -> 0 (Hoogland et al.'s schedule)."""
     if cfg.schedule == "constant":
         return 1.0
@@ -44,22 +48,24 @@ def lr_factor(cfg: TrainConfig, step: int) -> float:
         return step / cfg.warmup_steps
     if cfg.schedule == "warmup_constant":
         return 1.0
-    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
-    return 0.5 * (1 + math.cos(math.pi * progress))
+    end = cfg.decay_steps or cfg.steps
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, end - cfg.warmup_steps))
+    return cfg.lr_floor + (1 - cfg.lr_floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
 SCHEDULES_CODE = {"constant": 0, "warmup_cosine": 1, "warmup_constant": 2, "one_cycle": 3}
 
 
-def lr_factor_tensor(step, schedule, steps, warmup):
+def lr_factor_tensor(step, schedule, steps, warmup, floor, decay_end):
     """``lr_factor`` per run as device arithmetic (float64): ``step`` a scalar tensor, ``schedule`` the runs'
-    ``SCHEDULES_CODE``, ``steps`` and ``warmup`` their step counts. What a captured CUDA graph computes."""
+    ``SCHEDULES_CODE``, ``steps``, ``warmup`` and ``decay_end`` (``decay_steps or steps``) their step counts,
+    ``floor`` their ``lr_floor``. What a captured CUDA graph computes."""
     half = steps / 2
     one_cycle = torch.where(step < half, step / half, ((steps - step) / half).clamp(min=0.0))
     warming = step < warmup
     ramp = step / warmup.clamp(min=1.0)
-    progress = (step - warmup) / (steps - warmup).clamp(min=1.0)
-    cosine = torch.where(warming, ramp, 0.5 * (1 + torch.cos(math.pi * progress)))
+    progress = ((step - warmup) / (decay_end - warmup).clamp(min=1.0)).clamp(max=1.0)
+    cosine = torch.where(warming, ramp, floor + (1 - floor) * 0.5 * (1 + torch.cos(math.pi * progress)))
     constant_after = torch.where(warming, ramp, torch.ones_like(ramp))
     by_code = torch.stack([torch.ones_like(ramp), cosine, constant_after, one_cycle])
     return by_code.gather(0, schedule.view(1, -1)).squeeze(0)

@@ -65,6 +65,9 @@ class StackedEngine:
             as_f64 = lambda name: torch.tensor([float(getattr(r.cfg, name)) for r in runs], device=device,  # noqa: E731
                                                dtype=torch.float64)
             self.base_lr, self.total_steps, self.warmup = as_f64("lr"), as_f64("steps"), as_f64("warmup_steps")
+            self.lr_floor = as_f64("lr_floor")
+            self.decay_end = torch.tensor([float(r.cfg.decay_steps or r.cfg.steps) for r in runs], device=device,
+                                          dtype=torch.float64)
             self.schedule = torch.tensor([SCHEDULES_CODE[r.cfg.schedule] for r in runs], device=device)
             self.step_now = torch.zeros((), device=device, dtype=torch.float64)  # the loop's step (0-based)
             self.update_now = torch.zeros((), device=device, dtype=torch.float64)  # Adam's count, after this step
@@ -111,7 +114,8 @@ class StackedEngine:
         grads = self._gradients(self.static_batch, None)
         with torch.no_grad():
             t = self.update_now
-            factor = lr_factor_tensor(self.step_now, self.schedule, self.total_steps, self.warmup)
+            factor = lr_factor_tensor(self.step_now, self.schedule, self.total_steps, self.warmup, self.lr_floor,
+                                      self.decay_end)
             lr = self.base_lr * factor
             if self.adam:
                 b1, b2 = self.BETAS

@@ -18,6 +18,7 @@ TASKS = {
     "addition": "plateau_lib.plateau.tasks:Addition",
     "concat_mws": "plateau_lib.plateau.tasks:ConcatMWS",
     "icl_regression": "plateau_lib.icl.task:ICLRegression",
+    "next_token": "plateau_lib.llm.task:NextToken",
 }
 
 

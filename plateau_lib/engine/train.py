@@ -21,6 +21,7 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -57,7 +58,14 @@ class _Run:
         self.eval_batch = self.task.sample(cfg.eval_batch, torch.Generator(device=device).manual_seed(cfg.seed + 1_000_003))
         self.bias = self.task.attention_bias(cfg.attn_bias_c, device)
         self.evals, self.start, self.elapsed, self.reseeded_at = [], 0, 0.0, None
+        self.train_losses, self.pending_losses = [], []  # with ``record_train_loss``: read on the host, and not yet
         self.earlier_devices = {}  # seconds spent on each device before this process resumed the run
+
+    def read_losses(self) -> None:
+        """Move the training losses kept on the device since the last read to the host (one sync)."""
+        if self.pending_losses:
+            self.train_losses += torch.stack(self.pending_losses).float().cpu().tolist()
+            self.pending_losses.clear()
 
     def bias_at(self, step: int):
         """The attention bias in force at ``step`` (None before ``attn_bias_from`` or without one)."""
@@ -77,6 +85,7 @@ class _ModuleEngine:
         return self.model
 
     def step(self, step, batches, active):
+        """One update; returns the training loss (detached, on the device)."""
         cfg = self.run.cfg
         for o, lrs in zip(self.opts, self.base_lrs):
             for g, lr in zip(o.param_groups, lrs):
@@ -90,6 +99,7 @@ class _ModuleEngine:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         for o in self.opts:
             o.step()
+        return loss.detach()
 
     def state(self, i):
         return self.model.state_dict(), [o.state_dict() for o in self.opts]
@@ -112,6 +122,7 @@ def _loop(runs, engine, save_every, callbacks, progress, stop_after, on_result, 
             engine.load(i, resume["model"], resume["opts"])
             r.evals, r.start, r.elapsed = resume["evals"], resume["step"], resume["elapsed"]
             r.reseeded_at = resume.get("reseeded_at")
+            r.train_losses = list(resume.get("train_losses", []))
             r.earlier_devices = resume.get("by_device") or {resume.get("device", "unknown"): resume["elapsed"]}
             if len(resume["gen"]) == len(r.gen.get_state()):
                 r.gen.set_state(resume["gen"])
@@ -121,6 +132,7 @@ def _loop(runs, engine, save_every, callbacks, progress, stop_after, on_result, 
 
     def record(i, step):
         r = runs[i]
+        r.read_losses()
         r.evals.append((step, _to_host(r.task.evaluate(engine.module(i), r.eval_batch, attn_bias=r.bias_at(step)))))
 
     def checkpoint(i, step):
@@ -137,10 +149,11 @@ def _loop(runs, engine, save_every, callbacks, progress, stop_after, on_result, 
     def save_resume(i, step):
         r = runs[i]
         if r.run_dir:
+            r.read_losses()
             model_state, opt_states = engine.state(i)
             torch_save({"config": r.cfg.to_dict(), "model": model_state, "opts": opt_states, "gen": r.gen.get_state(),
                         "evals": r.evals, "step": step, "elapsed": r.elapsed, "device": str(device),
-                        "reseeded_at": r.reseeded_at, "by_device": by_device(i)},
+                        "reseeded_at": r.reseeded_at, "by_device": by_device(i), "train_losses": r.train_losses},
                        r.run_dir / "resume.pt")
 
     results = [None] * len(runs)
@@ -176,8 +189,10 @@ def _loop(runs, engine, save_every, callbacks, progress, stop_after, on_result, 
         active = [r.start <= step < r.cfg.steps for r in runs]
         batches = [r.task.sample(r.cfg.batch_size, r.gen) if a else None for r, a in zip(runs, active)]
         filler = next(b for b in batches if b is not None)  # inactive runs compute on it; their update is masked
-        engine.step(step, [filler if b is None else b for b in batches], active)
+        loss = engine.step(step, [filler if b is None else b for b in batches], active)
         done = step + 1
+        if runs[0].cfg.record_train_loss:  # such runs go one at a time (``train_many``)
+            runs[0].pending_losses.append(loss)
         for i, (r, a) in enumerate(zip(runs, active)):
             if not a:
                 continue
@@ -251,6 +266,9 @@ def _result(run: _Run, device, model, wall_time_s: float, **meta) -> TrainResult
     """A finished run's TrainResult: its tables from the evaluations it recorded, its meta (device, wall time,
     torch, matmul operands, then ``meta``) and the model's state on the CPU."""
     metrics, positions, arrays = run.task.tables(run.evals, run.cfg.seed)
+    if run.cfg.record_train_loss:
+        run.read_losses()
+        arrays = {**arrays, "train_loss": np.asarray(run.train_losses, dtype=np.float32)}
     meta = {"device": str(device), "wall_time_s": wall_time_s, "torch": torch.__version__,
             "matmul_operands": run.cfg.matmul_operands, **meta}
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
@@ -258,7 +276,8 @@ def _result(run: _Run, device, model, wall_time_s: float, **meta) -> TrainResult
 
 
 BACKENDS = ("auto", "stacked", "sequential")
-STACKABLE_OPTIMIZERS = ("adam", "sgd")  # elementwise; Muon orthogonalises whole 2-D matrices and does not stack
+STACKABLE_OPTIMIZERS = ("adam", "sgd")  # elementwise; Muon orthogonalises whole 2-D matrices, and AdamW's decay
+# on the matrices only is not in the stacked update: neither stacks
 
 
 def check_stackable(configs) -> torch.device:
@@ -290,7 +309,7 @@ def train_many(configs, init_states=None, run_dirs=None, save_every: int = 5, pr
     backend: "stacked" (one vmapped computation; runs grouped by optimizer, batch size and matmul operands), "sequential"
         (``train`` once per config) or "auto" (stacked on CUDA, sequential elsewhere: on a CPU the batched
         matmuls of vmap cost more than running the runs in turn; ``benchmarks/train_bench.py`` measures it).
-        Muon does not stack: such runs go sequentially, with a warning.
+        Muon, AdamW and ``record_train_loss`` do not stack: such runs go sequentially, with a warning.
     init_states, run_dirs: per config, as ``train``'s ``init_state`` and ``run_dir`` (None for all).
     on_result: ``f(index, result)`` called as each run finishes (e.g. to cache it at once).
     stop_after, deadline: as in ``train`` (every unfinished run saves its resume state).
@@ -316,13 +335,13 @@ def train_many(configs, init_states=None, run_dirs=None, save_every: int = 5, pr
     results = [None] * S
     groups = {}
     for i, c in enumerate(configs):
-        stackable = backend == "stacked" and c.optimizer in STACKABLE_OPTIMIZERS
+        stackable = backend == "stacked" and c.optimizer in STACKABLE_OPTIMIZERS and not c.record_train_loss
         groups.setdefault((c.optimizer, c.batch_size, c.matmul_operands) if stackable else ("sequential", i),
                           []).append(i)
-    muon = [i for i, c in enumerate(configs) if c.optimizer not in STACKABLE_OPTIMIZERS]
-    if backend == "stacked" and muon:
-        warnings.warn(f"train_many: optimizer(s) {sorted({configs[i].optimizer for i in muon})} do not stack "
-                      f"(Muon takes whole 2-D matrices); {len(muon)} run(s) go one after another", stacklevel=2)
+    alone = [i for i, c in enumerate(configs) if c.optimizer not in STACKABLE_OPTIMIZERS or c.record_train_loss]
+    if backend == "stacked" and alone:
+        warnings.warn(f"train_many: {len(alone)} run(s) do not stack (optimizer Muon or AdamW, or "
+                      "record_train_loss) and go one after another", stacklevel=2)
     for key, members in groups.items():
         def report(j, result, members=members):
             results[members[j]] = result
