@@ -64,6 +64,8 @@ class Entry(NamedTuple):
     extra: dict | None
     status: str
     device: str | None
+    key: str            # the run's cache key: its folder is ``train-<key>``
+    meta: dict | None   # the committed result's provenance, None while missing
 
 
 def _entries(pages=None, preset: str = "paper") -> list[Entry]:
@@ -81,7 +83,7 @@ def _entries(pages=None, preset: str = "paper") -> list[Entry]:
             meta = cache.committed_meta(cfg, extra)
             device = None if meta is None else str(meta.get("device"))
             status = MISSING if meta is None else ON_CPU if device == "cpu" and preset == "paper" else COMMITTED
-            out.append(Entry(page, label, cfg, extra, status, device))
+            out.append(Entry(page, label, cfg, extra, status, device, cache.cache_key(cfg, extra), meta))
     return out
 
 
@@ -106,7 +108,8 @@ def check_device(device, preset: str, allow_cpu: bool):
 
 def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", preset: str = "paper",
               replace_cpu: bool = False, allow_cpu: bool = False, backend: str = "auto") -> list[Path]:
-    """Train the pending runs (on ``device``) and copy each into ``results/``; returns the folders written.
+    """Train the pending runs (on ``device``) and copy each into ``results/`` as it finishes; returns the folders
+    written.
 
     Runs with no copied groups go first, stacked by architecture; Fig. 5's copied runs follow, once their
     reference's weights exist. With ``budget_s`` training stops at that many seconds (``train.Stopped``
@@ -114,20 +117,21 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
     """
     dev = check_device(device, preset, allow_cpu)
     todo = pending(pages, preset, replace_cpu)
-    started = time.time()
-    deadline = None if budget_s is None else started + budget_s
+    deadline = None if budget_s is None else time.time() + budget_s
     written, done = [], set()
     fresh = not replace_cpu  # replacing CPU results means recomputing what the committed lookup would find
 
-    def commit(entries, results):
-        for e, result in zip(entries, results):
-            key = cache.cache_key(e.config, e.extra)
-            if key in done:
-                continue
-            done.add(key)
+    def committing(entries):
+        """``cached_train_many``'s ``on_done``: commit each run of ``entries`` the moment it is trained (or found)."""
+        def commit(i, result):
+            e = entries[i]
+            if e.key in done:
+                return
+            done.add(e.key)
             written.append(cache.commit_result(e.config, e.extra))
             print(f"{e.page} {e.label}: {result.meta.get('wall_time_s')} s on {result.meta.get('device')} "
                   f"-> {written[-1].name}", flush=True)
+        return commit
 
     plain = [e for e in todo if not e.config.copy_groups]
     copied = [e for e in todo if e.config.copy_groups]
@@ -137,21 +141,17 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
     try:
         for entries in groups.values():
             configs = [e.config.replace(device=str(dev)) for e in entries]  # the device is provenance only
-            commit(entries, cache.cached_train_many(configs, use_cache=fresh, progress=False, backend=backend,
-                                                    deadline=deadline))
+            cache.cached_train_many(configs, use_cache=fresh, progress=False, backend=backend, deadline=deadline,
+                                    on_done=committing(entries))
         for page in dict.fromkeys(e.page for e in copied):
             entries = [e for e in copied if e.page == page]
             reference = chapters.page_runs(preset)[page]["reference"].replace(device=str(dev))
             state = cache.cached_train(reference, progress=False, need_state=True).final_state
             configs = [e.config.replace(device=str(dev)) for e in entries]
-            commit(entries, cache.cached_train_many(configs, use_cache=fresh, init_states=[state] * len(configs),
-                                                    extras=[e.extra for e in entries], progress=False,
-                                                    backend=backend, deadline=deadline))
+            cache.cached_train_many(configs, use_cache=fresh, init_states=[state] * len(configs),
+                                    extras=[e.extra for e in entries], progress=False, backend=backend,
+                                    deadline=deadline, on_done=committing(entries))
     except Stopped:
-        local = [(e, cache.current().local / f"train-{cache.cache_key(e.config, e.extra)}") for e in todo]
-        finished = [(e, path) for e, path in local  # stored by this queue before the deadline, not yet committed
-                    if (path / "meta.json").exists() and (path / "meta.json").stat().st_mtime >= started]
-        commit([e for e, _ in finished], [cache.TrainResult.load(path) for _, path in finished])
         print(f"budget of {budget_s:.0f} s spent: {len(written)} run(s) committed; the unfinished ones resume "
               f"from {cache.current().local}/train-*.partial", flush=True)
     return written
@@ -267,19 +267,13 @@ def run_llm(preset: str = "paper", device: str = "auto", deadline: float | None 
     return written
 
 
-def partial_folders() -> list[Path]:
-    """Resume states of runs stopped part-way (carried to the next command to continue them)."""
-    return sorted(p for p in cache.current().local.glob("train-*.partial") if (p / "resume.pt").exists())
-
-
 def queue_state(preset: str = "paper") -> list[Path]:
     """The working folders a next command needs, most useful first: tables kept row by row, training resume
     states, then the finished local runs (weights, checkpoints) that analyses still to do will read."""
-    local = cache.current().local
-    rows = sorted(p for p in local.glob("*.partial") if not p.name.startswith("train-") and any(p.iterdir()))
-    runs = [local / f"train-{cache.cache_key(c)}" for a in chapters.analyses(preset) if not a.committed()
-            for c in a.runs]
-    return rows + partial_folders() + [p for p in dict.fromkeys(runs) if (p / "final_state.pt").exists()]
+    store = cache.current()
+    rows = sorted(p for p in store.local.glob("*.partial") if not p.name.startswith("train-") and any(p.iterdir()))
+    runs = [store.local_run(c) for a in chapters.analyses(preset) if not a.committed() for c in a.runs]
+    return rows + store.stopped_runs() + [p for p in dict.fromkeys(runs) if (p / "final_state.pt").exists()]
 
 
 def _files(folder: Path, arcname: str) -> list[tuple[Path, str]]:
@@ -322,7 +316,7 @@ def pack(tar_path: Path, written: list[Path], preset: str = "paper", carry_mib: 
 def declared_names() -> set[str]:
     """The folder name of every result any page declares, in any preset: training runs, the analyses' tables
     and the miniatures' tables."""
-    names = {f"train-{cache.cache_key(e.config, e.extra)}" for preset in engine_presets.PRESETS for e in _entries(None, preset)}
+    names = {f"train-{e.key}" for preset in engine_presets.PRESETS for e in _entries(None, preset)}
     names |= {name for preset in engine_presets.PRESETS for a in chapters.analyses(preset) for name in a.outputs}
     return names | {llm.miniature_table(cfg, prompt_seed=cfg.prompt_seed(0)).name for preset in engine_presets.PRESETS
                     for _, cfg, _ in llm_status(preset)}
@@ -375,8 +369,8 @@ def write_index(path: Path | None = None) -> Path:
         for e in _entries(None, preset):
             if e.status == MISSING:
                 continue
-            meta = cache.committed_meta(e.config, e.extra)
-            rows.append({"folder": f"train-{cache.cache_key(e.config, e.extra)}", "page": e.page, "preset": preset,
+            meta = e.meta
+            rows.append({"folder": f"train-{e.key}", "page": e.page, "preset": preset,
                          "run": e.label, "d_model": e.config.d_model, "steps": e.config.steps,
                          "device": meta.get("device"), "wall_time_s": meta.get("wall_time_s"),
                          "commit": meta.get("commit"), "date": str(meta.get("date", ""))[:10]})

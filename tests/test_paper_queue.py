@@ -67,17 +67,17 @@ def test_a_stopped_queue_resumes_from_its_packed_partial_state(tiny_queue, tmp_p
     monkeypatch.setattr(chapters, "page_runs", lambda preset="paper": long)
     monkeypatch.setattr(chapters, "analyses", lambda preset="paper": [])
     assert paper.run_queue(budget_s=0.0, allow_cpu=True) == []  # stops after its first step, whatever the speed
-    assert len(paper.partial_folders()) == 1
+    assert len(cache.current().stopped_runs()) == 1
     tar, = paper.pack(tmp_path / "q.tar.gz", [])
     home = tmp_path / "home"
     (home / ".cache" / "queue" / "train-0123456789abcdef.partial").mkdir(parents=True)  # older state: replaced
-    assert paper.unpack(tar, home) == [f".cache/queue/{paper.partial_folders()[0].name}"]
-    assert [p.name for p in (home / ".cache" / "queue").iterdir()] == [paper.partial_folders()[0].name]
+    assert paper.unpack(tar, home) == [f".cache/queue/{cache.current().stopped_runs()[0].name}"]
+    assert [p.name for p in (home / ".cache" / "queue").iterdir()] == [cache.current().stopped_runs()[0].name]
     resume = torch.load(next(home.glob(".cache/queue/*.partial/resume.pt")), weights_only=True)
     assert 0 < resume["step"] < 400
     use_store(local=home / ".cache" / "queue")
     written = paper.run_queue(allow_cpu=True)
-    assert len(written) == 1 and paper.pending() == [] and not paper.partial_folders()
+    assert len(written) == 1 and paper.pending() == [] and not cache.current().stopped_runs()
 
 
 ICL = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4}, n_layer=2, n_head=2, d_model=16,

@@ -73,6 +73,18 @@ class Store:
         name = f"train-{cache_key(cfg, extra)}"
         return any((base / name / "final_state.pt").exists() for base in (self.committed, self.local))
 
+    def local_run(self, cfg, extra=None) -> Path:
+        """The local folder of ``cfg``'s finished run (its weights and checkpoints; it may not exist yet)."""
+        return self.local / f"train-{cache_key(cfg, extra)}"
+
+    def working(self, cfg, extra=None) -> Path:
+        """The local folder of ``cfg``'s run while it trains (resume state, checkpoints so far)."""
+        return self.local / f"train-{cache_key(cfg, extra)}.partial"
+
+    def stopped_runs(self) -> list[Path]:
+        """The working folders of runs stopped part-way (with a resume state), to carry to a next command."""
+        return sorted(p for p in self.local.glob("train-*.partial") if (p / "resume.pt").exists())
+
     def in_progress(self) -> Path:
         """The committed folder of long jobs' compact resume states, carried between work sessions."""
         return self.committed / "in_progress"
@@ -135,7 +147,7 @@ def _store(store: Store, result: TrainResult, key: str, extra) -> TrainResult:
     """Write a fresh result atomically under its key (with provenance) and drop its partial folder."""
     result.meta.update(commit=git_commit(), date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                        results_version=RESULTS_VERSION, key=key, extra=extra)
-    partial = store.local / f"train-{key}.partial"
+    partial = store.local / f"train-{key}.partial"  # ``Store.working``, by key
     with atomic_path(store.local / f"train-{key}") as tmp:
         result.save(tmp)
         for ckpt in partial.glob("ckpt_*.pt"):  # checkpoints stay with the local result (never committed)
@@ -207,7 +219,7 @@ def cached_train_many(configs, use_cache: bool = True, init_states=None, extras=
 
 def checkpoints(cfg, extra=None) -> dict:
     """``{step: path}`` of the checkpoints a local result of ``cfg`` kept (``cfg.checkpoint_steps``)."""
-    folder = current().local / f"train-{cache_key(cfg, extra)}"
+    folder = current().local_run(cfg, extra)
     return {int(p.stem.split("_")[1]): p for p in sorted(folder.glob("ckpt_*.pt"))}
 
 
@@ -238,7 +250,7 @@ def stopped_result(cfg, extra=None) -> TrainResult | None:
     """The evaluations so far of a run of ``cfg`` stopped at a deadline (its local resume state), as a TrainResult
     whose ``meta["stopped_at"]`` is the step reached; None when there is none. For showing how far a run got,
     never as a finished one (it has no final weights)."""
-    path = current().local / f"train-{cache_key(cfg, extra)}.partial" / "resume.pt"
+    path = current().working(cfg, extra) / "resume.pt"
     if not path.exists():
         return None
     state = torch.load(path, weights_only=True, map_location="cpu")

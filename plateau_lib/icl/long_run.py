@@ -69,7 +69,7 @@ def state_folder(cfg: TrainConfig) -> Path:
 
 def run_folder(cfg: TrainConfig) -> Path:
     """The training's working folder (resume state and checkpoints) in this session."""
-    return cache.current().local / f"train-{cache.cache_key(cfg)}.partial"
+    return cache.current().working(cfg)
 
 
 def llc_steps(cfg: TrainConfig, n_log: int = 20, n_linear: int = 18) -> list[int]:
@@ -265,7 +265,7 @@ def finished_run(cfg: TrainConfig, llc: dict):
 
 def _finished_ckpt(cfg: TrainConfig, name: str) -> Path:
     """Where the finished training keeps a checkpoint in this session (the committed result has no weights)."""
-    return cache.current().local / f"train-{cache.cache_key(cfg)}" / name
+    return cache.current().local_run(cfg) / name
 
 
 def evaluations(cfg: TrainConfig) -> pd.DataFrame:

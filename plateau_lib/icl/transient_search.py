@@ -23,6 +23,7 @@ model of width 64 or 128 at 20k-50k steps is the open question; each trial answe
 """
 from __future__ import annotations
 
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,7 +32,7 @@ from plateau_lib.book.pages import formatted
 from plateau_lib.book.plots import PAGE_WIDTH
 from plateau_lib.engine import cache
 from plateau_lib.engine.presets import log_linear_steps
-from plateau_lib.engine.runs import TrainConfig, TrainResult
+from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped
 from plateau_lib.engine.utils import atomic_path
 from plateau_lib.icl import diversity
@@ -91,9 +92,14 @@ def judge(result, M) -> dict:
             "final_delta_dmmse": float(last["delta_dmmse"]), "final_delta_ridge": float(last["delta_ridge"])}
 
 
+def _committed(name: str) -> Path:
+    """The search's committed file ``name`` (``TABLE``, ``STOPPED_CURVES``) in the current store."""
+    return cache.current().committed / name
+
+
 def table() -> pd.DataFrame:
     """The committed search table (empty before the first trial); ``steps_done`` is ``steps`` for a finished run."""
-    path = cache.current().committed / TABLE
+    path = _committed(TABLE)
     return _completed(pd.read_csv(path)) if path.exists() else pd.DataFrame()
 
 
@@ -121,7 +127,7 @@ def _same_run(frame: pd.DataFrame, label: str, M, seed: int) -> pd.Series:
 
 def stopped_curves() -> pd.DataFrame:
     """The committed curves of stopped trials (tidy: ``CURVE_COLUMNS``)."""
-    path = cache.current().committed / STOPPED_CURVES
+    path = _committed(STOPPED_CURVES)
     return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=CURVE_COLUMNS)
 
 
@@ -131,7 +137,7 @@ def _keep_stopped_curves(label: str, M, seed: int, curves: pd.DataFrame | None) 
     old = stopped_curves()
     old = old[~_same_run(old, label, M, seed)]
     new = old if curves is None else pd.concat([old, curves[CURVE_COLUMNS]], ignore_index=True)
-    path = cache.current().committed / STOPPED_CURVES
+    path = _committed(STOPPED_CURVES)
     if new.empty and not path.exists():
         return
     with atomic_path(path) as tmp:
@@ -145,7 +151,7 @@ def keep_row(row: dict) -> pd.DataFrame:
     if not old.empty:
         old = old[~_same_run(old, row["trial"], row["M"], row.get("seed", 0))]
     new = pd.concat([old, pd.DataFrame([row])], ignore_index=True)
-    with atomic_path(cache.current().committed / TABLE) as tmp:
+    with atomic_path(_committed(TABLE)) as tmp:
         new.to_csv(tmp, index=False)
     return new
 
@@ -169,22 +175,23 @@ def _device_seconds(meta: dict, cfg: TrainConfig) -> dict:
 
 
 def run_trials(label: str, Ms, deadline: float | None = None, progress: bool = True, seeds=(0,)) -> list[dict] | None:
-    """Train trial ``label`` at every M of ``Ms`` and seed of ``seeds`` together (resuming stopped runs), judge
-    each, commit the runs and keep their rows; None if stopped at ``deadline`` (finished runs stay cached; the
-    others keep their resume state in the local cache, and ``record_stopped`` their rows so far)."""
+    """Train trial ``label`` at every M of ``Ms`` and seed of ``seeds`` together (resuming stopped runs), and judge,
+    commit and keep the row of each run the moment it finishes; None if stopped at ``deadline`` (the others keep
+    their resume state in the local cache, and ``record_stopped`` their rows so far)."""
     runs = [(M, s) for M in check_Ms(Ms) for s in _check_seeds(seeds)]
     cfgs = [trial_config(label, M, s) for M, s in runs]
+    rows = {}
+
+    def keep(i, result):
+        rows[i] = _keep_finished(label, runs[i][0], cfgs[i], result)
+
     try:
-        results = cache.cached_train_many(cfgs, progress=progress, deadline=deadline)
+        cache.cached_train_many(cfgs, progress=progress, deadline=deadline, on_done=keep)
     except Stopped as stop:
         print(stop, flush=True)
-        for (M, _), cfg in zip(runs, cfgs):  # runs that finished before the deadline
-            found = cache.current().run(cfg)
-            if found is not None:
-                _keep_finished(label, M, cfg, TrainResult.load(found))
         record_stopped(label, Ms, seeds)
         return None
-    return [_keep_finished(label, M, cfg, result) for (M, _), cfg, result in zip(runs, cfgs, results)]
+    return [rows[i] for i in range(len(runs))]
 
 
 def _check_seeds(seeds) -> list[int]:
