@@ -236,6 +236,12 @@ def trained_checkpoints(cfg, use_cache: bool = True, progress: bool = False) -> 
     return run, {s: kept[s] for s in sorted(cfg.checkpoint_steps)}
 
 
+def stored_result(cfg, extra=None) -> TrainResult | None:
+    """The finished result of ``cfg`` (committed first, then local; ``meta["cache"]`` says where), or None; never
+    trains."""
+    return _hit(current(), cache_key(cfg, extra), need_state=False)
+
+
 def load_committed(cfg, extra=None) -> TrainResult | None:
     """The committed result of ``cfg`` (e.g. a ``paper`` run shown beside a live ``cpu`` run), or None."""
     path = current().committed / f"train-{cache_key(cfg, extra)}"

@@ -143,11 +143,11 @@ def stored(cfg: TrainConfig, llc: dict) -> cache.StoredTable:
 
 def load(cfg: TrainConfig, llc: dict) -> Development | None:
     """The stored run (committed first, then local) with its training result, or None; never computes."""
-    found, hit = stored(cfg, llc).load(), cache.current().run(cfg)  # loads only: never trains
-    if found is None or hit is None:
+    found, run = stored(cfg, llc).load(), cache.stored_result(cfg)  # loads only: never trains
+    if found is None or run is None:
         return None
     tables, meta = found
-    return Development(TrainResult.load(hit), tables["llc"], tables["structure"], meta)
+    return Development(run, tables["llc"], tables["structure"], meta)
 
 
 def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = True, stack: int = 1,

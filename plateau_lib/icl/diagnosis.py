@@ -403,8 +403,8 @@ def _evals(cfg: TrainConfig, stream: str) -> pd.DataFrame:
 
 def _committed_metrics(cfg: TrainConfig) -> pd.DataFrame | None:
     """The committed stages run's evaluations (None when it is not committed)."""
-    found = cache.current().run(cfg)
-    return None if found is None else pd.read_csv(found / "metrics.csv")
+    found = cache.stored_result(cfg)
+    return None if found is None else found.metrics
 
 
 def retrain_check(cfg: TrainConfig = ICL_PAPER) -> dict:

@@ -17,7 +17,6 @@ from plateau_lib.book.pages import formatted, provenance_summary as summary, run
 from plateau_lib.book.params import int_list, parsed
 from plateau_lib.engine import cache, trajectory
 from plateau_lib.engine.presets import log_linear_steps
-from plateau_lib.engine.runs import TrainResult
 from plateau_lib.engine.sweep import sweep
 from plateau_lib.icl import diversity as div, presets as icl_presets
 from plateau_lib.icl.claims import claims_of
@@ -91,20 +90,19 @@ def stored(preset: str) -> Sweep | None:
     configs, llc = sweep_settings(preset)
     results = {}
     for label, cfg in configs.items():
-        path = cache.current().run(cfg)
-        if path is None:
+        result = cache.stored_result(cfg)
+        if result is None:
             if preset in SHOWN_WHEN_PARTIAL:
                 continue
             return None
-        results[label] = TrainResult.load(path)
-        results[label].meta["cache"] = cache.shown_path(path)
+        results[label] = result
     if len({M for M, _ in results}) < 3:
         return None
     found = {label: configs[label] for label in results}
     llc_found = div.load_llc(found, llc) if found == configs else None
     for label, cfg in icl_presets.more_seeds(preset).items():
-        if (path := cache.current().run(cfg)) is not None:
-            results[label], found[label] = TrainResult.load(path), cfg
+        if (result := cache.stored_result(cfg)) is not None:
+            results[label], found[label] = result, cfg
     return assemble(preset, found, llc, results, llc_found)
 
 

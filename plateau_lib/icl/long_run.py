@@ -271,9 +271,9 @@ def _finished_ckpt(cfg: TrainConfig, name: str) -> Path:
 def evaluations(cfg: TrainConfig) -> pd.DataFrame:
     """The evaluations made so far (the finished training's result, else the committed state's or this
     session's newer ones) as the task's tidy metrics table; empty before the first."""
-    found = cache.current().run(cfg)
+    found = cache.stored_result(cfg)
     if found is not None:
-        return pd.read_csv(found / "metrics.csv")
+        return found.metrics
     paths = [p for p in (run_folder(cfg) / "resume.pt", state_folder(cfg) / "resume.pt") if p.exists()]
     if not paths:
         return pd.DataFrame()
