@@ -343,7 +343,7 @@ def test_llc_over_training_compares_the_seedings():
     cfg = TrainConfig(d_model=8, steps=4, batch_size=8, eval_every=2, eval_batch=8, lr=1e-3, device="cpu")
     seqs = cfg.make_task().sample(64, torch.Generator().manual_seed(0))
     from plateau_lib.plateau.llc_transformer import sequence_loss
-    curve, run = callbacks.llc_over_training(cfg, sequence_loss, seqs, [2, 4], seed=0, progress=False, epsilon=1e-3,
+    curve, run = callbacks.train_with_online_llc(cfg, sequence_loss, seqs, [2, 4], seed=0, progress=False, epsilon=1e-3,
                                              gamma=100.0, num_chains=2, num_draws=4, batch_size=16, device="cpu",
                                              warn=False)
     assert sorted(curve.seeding.unique()) == sorted([callbacks.SAME_SEED, callbacks.FRESH_SEED])

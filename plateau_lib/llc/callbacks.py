@@ -3,7 +3,7 @@
 Both use one seed at every step, so every estimate sees the same SGLD noise and the same batches
 (Hoogland et al.'s trick: the LLC-over-time curve is then smooth, and its changes are the model's).
 ``LLCCallback(..., fresh_seed=True)`` does what a hand-made loop does instead (a new seed at every step),
-and :func:`llc_over_training` trains once with both, to compare the curves.
+and :func:`train_with_online_llc` trains once with both, to compare the curves.
 """
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ SAME_SEED = "same seed every step"
 FRESH_SEED = "fresh seed every step (hand-made)"
 
 
-def llc_over_training(cfg, loss_fn: Callable, data, steps: Iterable[int], *, seed: int = 0, progress: bool = True,
+def train_with_online_llc(cfg, loss_fn: Callable, data, steps: Iterable[int], *, seed: int = 0, progress: bool = True,
                       **llc_kwargs) -> tuple[pd.DataFrame, object]:
     """Train ``cfg`` once (``plateau_lib.engine.train``) with two online LLC callbacks: the same seed at every step,
     and a fresh seed per step. Returns the tidy curve (one row per (seeding, step), column ``seeding``) and
