@@ -54,8 +54,11 @@ class _Run:
 
     def __init__(self, cfg: TrainConfig, device, run_dir):
         self.cfg, self.task, self.run_dir = cfg, cfg.make_task(), Path(run_dir) if run_dir else None
-        self.gen = torch.Generator(device=device).manual_seed(cfg.seed)
-        self.eval_batch = self.task.sample(cfg.eval_batch, torch.Generator(device=device).manual_seed(cfg.seed + 1_000_003))
+        self.device = device
+        drawn_on = torch.device("cpu") if self.task.samples_on_cpu else device  # the data's random numbers
+        self.gen = torch.Generator(device=drawn_on).manual_seed(cfg.seed)
+        self.eval_batch = self.task.sample(cfg.eval_batch, torch.Generator(device=drawn_on).manual_seed(cfg.seed + 1_000_003),
+                                           device)
         self.bias = self.task.attention_bias(cfg.attn_bias_c, device)
         self.evals, self.start, self.elapsed, self.reseeded_at = [], 0, 0.0, None
         self.train_losses, self.pending_losses = [], []  # with ``record_train_loss``: read on the host, and not yet
@@ -187,7 +190,7 @@ def _loop(runs, engine, save_every, callbacks, progress, stop_after, on_result, 
             finish(i)
     for step in range(first, last):
         active = [r.start <= step < r.cfg.steps for r in runs]
-        batches = [r.task.sample(r.cfg.batch_size, r.gen) if a else None for r, a in zip(runs, active)]
+        batches = [r.task.sample(r.cfg.batch_size, r.gen, r.device) if a else None for r, a in zip(runs, active)]
         filler = next(b for b in batches if b is not None)  # inactive runs compute on it; their update is masked
         loss = engine.step(step, [filler if b is None else b for b in batches], active)
         done = step + 1

@@ -47,6 +47,7 @@ class ICLRegression:
 
     name = "icl_regression"
     omega_is_fixed = False  # no attention-biasing intervention here
+    samples_on_cpu = False  # the data are drawn on the run's device
     n_show = 16  # sequences whose predictions are kept at every evaluation
     TOKEN_COLUMNS = {"loss_token": "loss", "delta_ridge_token": "delta_ridge", "delta_dmmse_token": "delta_dmmse"}
 

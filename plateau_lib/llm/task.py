@@ -62,6 +62,7 @@ class NextToken:
 
     name = "next_token"
     omega_is_fixed = False  # no attention-biasing intervention here
+    samples_on_cpu = True   # windows drawn by a CPU generator (as the miniature always was): the same batches on any device
 
     def __init__(self, arch="pythia", d_ff=512, vocab_size=50304, context=128, corpus=("boolq", "hellaswag")):
         if arch not in TOKENIZER_FILES:
@@ -75,22 +76,22 @@ class NextToken:
         check_corpus(corpus)
         self.arch, self.d_ff, self.vocab_size, self.context = arch, int(d_ff), int(vocab_size), int(context)
         self.corpus = tuple(corpus)
-        self._streams = {}  # the token stream by device, read on first use
+        self._stream = None  # the token stream, read on first use
 
-    def stream(self, device="cpu") -> torch.Tensor:
-        """The corpus as one int64 token stream on ``device``."""
-        device = torch.device(device)
-        if device not in self._streams:
-            tokens = torch.from_numpy(corpus_tokens(self.arch, self.corpus).astype(np.int64))
-            self._streams[device] = tokens.to(device)
-        return self._streams[device]
+    def stream(self) -> torch.Tensor:
+        """The corpus as one int64 token stream (on the CPU)."""
+        if self._stream is None:
+            self._stream = torch.from_numpy(corpus_tokens(self.arch, self.corpus).astype(np.int64))
+        return self._stream
 
     def sample(self, batch: int, generator: torch.Generator, device=None) -> torch.Tensor:
-        """``batch`` random windows of ``context + 1`` tokens (inputs and next tokens), on the generator's device."""
-        stream = self.stream(generator.device if device is None else device)
-        starts = torch.randint(0, len(stream) - self.context - 1, (batch,), generator=generator,
-                               device=generator.device)
-        return stream[starts.to(stream.device)[:, None] + torch.arange(self.context + 1, device=stream.device)]
+        """``batch`` random windows of ``context + 1`` tokens (inputs and next tokens), drawn by the CPU
+        ``generator`` and moved to ``device``."""
+        if generator.device.type != "cpu":
+            raise ValueError(f"next_token draws its windows with a CPU generator, got one on {generator.device}")
+        stream = self.stream()
+        starts = torch.randint(0, len(stream) - self.context - 1, (batch,), generator=generator)
+        return stream[starts[:, None] + torch.arange(self.context + 1)].to("cpu" if device is None else device)
 
     def model_config(self, cfg) -> tuple:
         return (self.arch, cfg.n_layer, cfg.d_model, cfg.n_head, self.d_ff, self.vocab_size)

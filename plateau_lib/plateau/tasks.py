@@ -78,6 +78,7 @@ class Task:
         return torch.randint(low, high, shape, generator=generator, device=device)
 
     omega_is_fixed = True  # False where Ω depends on the sequence (permutation): no fixed bias mask exists
+    samples_on_cpu = False  # the data are drawn on the run's device
     omega_layer = -1       # the layer (index) whose attention Ω describes; the APM reads this layer
     extra_scalars = ()     # names of the scalars ``extra_metrics`` adds
 
