@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from plateau_lib.engine import cache
+from plateau_lib.engine import cache, carried
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped, train_many
 from plateau_lib.engine.utils import atomic_path, git_commit, resolve_device, write_json
@@ -62,7 +62,7 @@ def name(cfg: TrainConfig, stream: str | None = None) -> str:
 
 
 def state_folder(cfg: TrainConfig, stream: str | None = None) -> Path:
-    return cache.current().in_progress() / name(cfg, stream)
+    return carried.folder(name(cfg, stream))
 
 
 def run_folder(cfg: TrainConfig, stream: str | None = None) -> Path:
@@ -75,17 +75,10 @@ def progress(cfg: TrainConfig, stream: str | None = None) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def _step_of(resume: Path) -> int:
-    return int(torch.load(resume, weights_only=True, map_location="cpu")["step"]) if resume.exists() else -1
-
-
 def restore(cfg: TrainConfig, run_dir: Path, stream: str | None = None) -> int:
-    """Copy the committed resume state into ``run_dir`` if it is further along; the step training resumes from."""
-    src = state_folder(cfg, stream) / "resume.pt"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if _step_of(src) > _step_of(run_dir / "resume.pt"):
-        shutil.copy2(src, run_dir / "resume.pt")
-    return max(_step_of(run_dir / "resume.pt"), 0)
+    """Copy the committed resume state into ``run_dir`` if it is further along (the kept checkpoints stay: the
+    run writes its own); the step training resumes from."""
+    return carried.restore(state_folder(cfg, stream), run_dir, files=None)
 
 
 def save(cfg: TrainConfig, run_dir: Path, result=None, dst: Path | None = None) -> dict:
@@ -105,7 +98,7 @@ def save(cfg: TrainConfig, run_dir: Path, result=None, dst: Path | None = None) 
         record.update(status="finished", step=cfg.steps, meta=result.meta)
     else:
         resume = run_dir / "resume.pt"
-        if resume.exists() and _step_of(resume) >= _step_of(dst / "resume.pt"):
+        if resume.exists() and carried.resume_step(resume) >= carried.resume_step(dst / "resume.pt"):
             shutil.copy2(resume, dst / "resume.pt")
         if not (dst / "resume.pt").exists():  # one after another on a CPU, a later run may not have started
             record.update(status="not started", step=0)

@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from plateau_lib.engine import cache
+from plateau_lib.engine import cache, carried
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped
 from plateau_lib.engine.utils import atomic_path, git_commit, write_json
@@ -64,7 +64,7 @@ RECHECK_SE = 2.0  # a λ̂ row whose chains disagree this much (standard error o
 
 def state_folder(cfg: TrainConfig) -> Path:
     """Where the run's state waits between work sessions (committed)."""
-    return cache.current().in_progress() / f"{development.KIND}-{cache.cache_key(cfg)}"
+    return carried.folder(f"{development.KIND}-{cache.cache_key(cfg)}")
 
 
 def run_folder(cfg: TrainConfig) -> Path:
@@ -118,28 +118,17 @@ def progress(cfg: TrainConfig) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def _resume_step(path: Path) -> int:
-    return int(torch.load(path, weights_only=True)["step"]) if path.exists() else -1
-
-
 def restore(cfg: TrainConfig, llc: dict) -> int:
     """Copy the committed state into this session's working folders, unless they already hold as much;
     returns the step the training resumes from (0 if nothing is committed)."""
-    src, run = state_folder(cfg), run_folder(cfg)
-    if not src.exists():
-        return max(_resume_step(run / "resume.pt"), 0)
-    run.mkdir(parents=True, exist_ok=True)
-    if _resume_step(src / "resume.pt") > _resume_step(run / "resume.pt"):
-        shutil.copy2(src / "resume.pt", run / "resume.pt")
-    for ckpt in src.glob("ckpt_*.pt"):
-        if not (run / ckpt.name).exists():
-            shutil.copy2(ckpt, run / ckpt.name)
+    src = state_folder(cfg)
+    step = carried.restore(src, run_folder(cfg))
     same_budget = (progress(cfg) or {}).get("llc") == llc
     for kind, name in ((LLC_KIND, "llc.csv"), (CHECK_KIND, "budget_check.csv")):
         committed = pd.read_csv(src / name) if (src / name).exists() and same_budget else pd.DataFrame()
         if len(committed) > len(kept(cfg, llc, kind).rows()):
             kept(cfg, llc, kind).keep(committed)
-    return _resume_step(run / "resume.pt")
+    return step
 
 
 def _train_seconds(cfg: TrainConfig, resume: Path) -> float:
@@ -156,8 +145,8 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
     dst, run = state_folder(cfg), run_folder(cfg)
     rows = kept(cfg, llc).rows()
     have = set() if rows.empty else set(rows["step"].astype(int))
-    resume = run / "resume.pt" if _resume_step(run / "resume.pt") >= _resume_step(dst / "resume.pt") else dst / "resume.pt"
-    step = max(_resume_step(resume), 0)
+    resume = carried.further(run / "resume.pt", dst / "resume.pt")
+    step = max(carried.resume_step(resume), 0)
     finished = cache.current().run(cfg) is not None
     if finished:
         cache.commit_result(cfg)  # the evaluations, for the page and the next session (no weights)
@@ -277,7 +266,7 @@ def evaluations(cfg: TrainConfig) -> pd.DataFrame:
     paths = [p for p in (run_folder(cfg) / "resume.pt", state_folder(cfg) / "resume.pt") if p.exists()]
     if not paths:
         return pd.DataFrame()
-    state = torch.load(max(paths, key=_resume_step), weights_only=True)
+    state = torch.load(carried.further(*paths), weights_only=True)
     metrics, _, _ = cfg.make_task().tables(state["evals"], cfg.seed)
     return metrics
 
