@@ -162,7 +162,7 @@ def _paper_queue(args, parser) -> int:
     try:
         if todo:
             written += paper.run_queue(pages, args.budget_s, args.device, args.preset, args.replace_cpu,
-                                       args.force_cpu, args.backend)
+                                       args.force_cpu, args.backend, args.carry_mib)
         if pages != []:
             written += paper.run_analyses(pages, args.preset, args.device, deadline)
         if with_llm:

@@ -6,7 +6,9 @@ committed results keep the book build short.
 The queue has three parts, in this order:
 1. **Training runs.** ``chapters.page_runs(preset)`` declares them. Each is *committed*, *committed, computed
    on CPU* (a ``paper`` run made without a GPU; ``--replace-cpu`` recomputes it) or *missing*. Missing runs of
-   one architecture are trained together (``train_many``: stacked on a GPU) through the result cache.
+   one architecture are trained together (``train_many``: stacked on a GPU) through the result cache; with a
+   budget, ``lease_groups`` says which fit (Carroll et al.'s sweep first, M by M, since its states cannot come
+   back).
 2. **Analyses** (each chapter's ``analyses`` module, gathered by ``chapters.analyses``): the steps that read the trained runs' weights or checkpoints: λ̂ at every
    checkpoint of the stages run, λ̂ against M of the task-diversity sweep, λ̂ across the MWS plateau, and the
    probe and collapse locations. Each starts once its training runs exist and commits its tables.
@@ -44,8 +46,8 @@ from typing import NamedTuple
 
 from plateau_lib import chapters
 from plateau_lib.engine import cache, presets as engine_presets
-from plateau_lib.engine.costs import CPU_RECORD, cpu_costs, estimate_cpu_s, estimate_gpu_s
-from plateau_lib.engine.train import Stopped
+from plateau_lib.engine.costs import CPU_RECORD, cpu_costs, estimate_cpu_s, estimate_gpu_s, resume_mib
+from plateau_lib.engine.train import STACKABLE_OPTIMIZERS, Stopped
 from plateau_lib.engine.utils import cpu_threads, resolve_device
 from plateau_lib.icl import long_run
 from plateau_lib.llm import collapse as llm, presets as llm_presets
@@ -106,14 +108,52 @@ def check_device(device, preset: str, allow_cpu: bool):
     return dev
 
 
+LEASE_ORDER = ("transient_ridge", "mws_training_setups")  # Carroll et al.'s paper sweep first, then Muon's runs
+
+
+def lease_groups(entries: list[Entry], budget_s: float | None, carry_mib: float = CARRY_MIB,
+                 estimate=estimate_gpu_s, state_mib=resume_mib) -> tuple[list[list[Entry]], list[Entry]]:
+    """``(groups to train, in order; runs left for a later command)`` of ``entries`` (runs with no copied groups)
+    within ``budget_s`` seconds. Pages in ``LEASE_ORDER`` come first, the others in page order; each group is one
+    architecture, stacked where its optimizer stacks. A group whose resume states fit ``carry_mib`` is started
+    whole: a deadline stops it and the next command resumes it. A larger one (Carroll et al.'s 12 models: about
+    360 MiB) takes only as many runs as its estimate (``estimate(cfg, stacked)``, a run's share in seconds) lets
+    finish in the seconds left, M by M, since its stopped state could not come back; the rest are left. Without a
+    budget every run is started."""
+    rank = {page: i for i, page in enumerate(LEASE_ORDER)}
+    ordered = sorted(entries, key=lambda e: rank.get(e.page, len(rank)))  # stable: page order among the rest
+    by_arch = {}
+    for e in ordered:
+        by_arch.setdefault(e.config.model_config(), []).append(e)
+    groups, left, seconds = [], [], budget_s
+    for members in by_arch.values():
+        if seconds is None or sum(state_mib(e.config) for e in members) <= carry_mib:
+            groups.append(members)
+            continue
+
+        def cost(n):  # seconds for the first n runs: stacked if their optimizer stacks, else one after another
+            stacks = members[0].config.optimizer in STACKABLE_OPTIMIZERS
+            return sum(estimate(e.config, n if stacks else 1) for e in members[:n])
+
+        n = max((k for k in range(len(members) + 1) if cost(k) <= seconds), default=0)
+        if n:
+            groups.append(members[:n])
+            seconds -= cost(n)
+        left += members[n:]
+    return groups, left
+
+
 def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", preset: str = "paper",
-              replace_cpu: bool = False, allow_cpu: bool = False, backend: str = "auto") -> list[Path]:
+              replace_cpu: bool = False, allow_cpu: bool = False, backend: str = "auto",
+              carry_mib: float = CARRY_MIB) -> list[Path]:
     """Train the pending runs (on ``device``) and copy each into ``results/`` as it finishes; returns the folders
     written.
 
-    Runs with no copied groups go first, stacked by architecture; Fig. 5's copied runs follow, once their
-    reference's weights exist. With ``budget_s`` training stops at that many seconds (``train.Stopped``
-    is caught; the unfinished runs' resume states stay in the current store's local folder).
+    Runs with no copied groups go first, stacked by architecture, as ``lease_groups`` plans them for
+    ``budget_s`` (a group whose resume states cannot come back, ``carry_mib``, only as far as it can finish);
+    Fig. 5's copied runs follow, once their reference's weights exist. With ``budget_s`` training stops at that
+    many seconds (``train.Stopped`` is caught; the unfinished runs' resume states stay in the current store's
+    local folder).
     """
     dev = check_device(device, preset, allow_cpu)
     todo = pending(pages, preset, replace_cpu)
@@ -133,13 +173,14 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
                   f"-> {written[-1].name}", flush=True)
         return commit
 
-    plain = [e for e in todo if not e.config.copy_groups]
     copied = [e for e in todo if e.config.copy_groups]
-    groups = {}
-    for e in plain:
-        groups.setdefault(e.config.model_config(), []).append(e)
+    groups, left = lease_groups([e for e in todo if not e.config.copy_groups], budget_s, carry_mib, estimate_gpu_s,
+                                resume_mib)
+    for e in left:
+        print(f"{e.page} {e.label}: left for a later command (it cannot finish in {budget_s:.0f} s, and its "
+              f"{resume_mib(e.config):.0f} MiB resume state could not come back)", flush=True)
     try:
-        for entries in groups.values():
+        for entries in groups:
             configs = [e.config.replace(device=str(dev)) for e in entries]  # the device is provenance only
             cache.cached_train_many(configs, use_cache=fresh, progress=False, backend=backend, deadline=deadline,
                                     on_done=committing(entries))
@@ -396,8 +437,9 @@ def print_status(entries: list[Entry], preset: str, costs: dict | None = None, l
     the runs over ``limit_h`` CPU-hours marked as left for a GPU."""
     todo = [e.config.model_config() for e in entries if e.status != COMMITTED]
     total, over = 0.0, []
-    for e in entries:  # runs of one architecture are stacked by train_many
-        est = estimate_gpu_s(e.config, max(1, todo.count(e.config.model_config())))
+    for e in entries:  # runs of one architecture are stacked by train_many, where their optimizer stacks
+        stacked = todo.count(e.config.model_config()) if e.config.optimizer in STACKABLE_OPTIMIZERS else 1
+        est = estimate_gpu_s(e.config, max(1, stacked))
         total += est if e.status != COMMITTED else 0.0
         status = (e.status == MISSING and made_across_sessions(e.config)) or e.status
         cpu_s = None if costs is None else estimate_cpu_s(e.config, costs)

@@ -230,3 +230,36 @@ def test_duplicate_seeds_are_refused():
         int_list([0, 1, 0], "seeds", [0])
     with pytest.raises(ValueError, match="'seeds'"):
         presets.training_setup_runs("cpu", seeds=int_list("[2, 2]", "seeds", [0]))
+
+
+def _entry(page, label, cfg):
+    return paper.Entry(page, label, cfg, None, paper.MISSING, None, cache.cache_key(cfg), None)
+
+
+def test_lease_groups_put_carrolls_sweep_first_and_start_only_what_can_finish_or_come_back():
+    """Hand-built costs: 12 large-state runs of one architecture at 100 s each (stacked or not), small-state runs
+    of another. The large group takes as many runs as finish in the budget; the small one starts whole."""
+    big = TINY.replace(d_model=16)
+    sweep = [_entry("transient_ridge", ("M", m, 0), big.replace(seed=m)) for m in range(12)]
+    small = [_entry("page_a", s, TINY.replace(seed=s)) for s in range(3)]
+    muon = [_entry("mws_training_setups", ("Muon", s), TINY.replace(optimizer="muon", d_model=24, seed=s)) for s in range(2)]
+    state = lambda cfg: 30.0 if cfg.d_model == 16 else 1.0  # noqa: E731  (MiB)
+    estimate = lambda cfg, stacked: 100.0  # noqa: E731  (seconds a run, its share)
+    groups, left = paper.lease_groups(small + muon + sweep, 450, carry_mib=64, estimate=estimate, state_mib=state)
+    assert [g[0].page for g in groups] == ["transient_ridge", "mws_training_setups", "page_a"]
+    assert [e.label for e in groups[0]] == [("M", m, 0) for m in range(4)]  # 4 x 100 s <= 450 s < 5 x 100 s
+    assert left == sweep[4:] and groups[1] == muon and groups[2] == small
+    assert paper.lease_groups(sweep, 50, 64, estimate, state) == ([], sweep)  # not even one run finishes
+    assert paper.lease_groups(sweep, None, 64, estimate, state) == ([sweep], [])  # no budget: everything starts
+    assert paper.lease_groups(sweep[:2], 1, 64, estimate, state) == ([sweep[:2]], [])  # 60 MiB can come back
+
+
+def test_a_budgeted_queue_leaves_runs_it_could_neither_finish_nor_bring_back(tiny_queue, monkeypatch):
+    """Dry run at tiny sizes: the runs' states are made to look too large to carry, and the estimate lets one
+    finish in the budget; that one is trained and committed, the other left untouched (no resume state)."""
+    monkeypatch.setattr(paper, "resume_mib", lambda cfg: 100.0)
+    monkeypatch.setattr(paper, "estimate_gpu_s", lambda cfg, stacked=1: 50.0)
+    monkeypatch.setattr(chapters, "page_runs", lambda preset="paper": {"page_a": {0: TINY, 1: TINY.replace(seed=1)}})
+    written = paper.run_queue(budget_s=80, allow_cpu=True)
+    assert len(written) == 1 and [e.label for e in paper.pending()] == [1]
+    assert not cache.current().stopped_runs()

@@ -14,20 +14,33 @@ from plateau_lib.engine import cache
 from plateau_lib.engine.train import train
 from plateau_lib.engine.utils import cpu_threads, write_json
 
-# Rough GPU cost model for --list (an H100, fp32): a step costs the larger of a launch-bound floor and the
-# model FLOPs (6 x parameters x tokens) at an effective 20 TFLOP/s; an evaluation (teacher-forced pass and
-# greedy generation) about 40 launch-bound steps. Stacking S runs divides the launch-bound part by about S.
-LAUNCH_FLOOR_S, EFFECTIVE_FLOPS, EVAL_STEPS = 4e-3, 20e12, 40
+# Rough GPU cost model for --list and a lease's plan (an H100, fp32): a step costs the larger of a launch-bound
+# floor and the model FLOPs (6 x parameters x tokens) at an effective 30 TFLOP/s a model (measured: Carroll et al.'s
+# 2.64M-parameter model, 8,192 tokens a step, 12 stacked at 52 ms a step from a CUDA graph on an H100,
+# results/benchmarks/gpu.json, 2026-11-26); an evaluation (teacher-forced pass and greedy generation) about 40
+# launch-bound steps. Stacking S runs divides the launch-bound part by about S.
+LAUNCH_FLOOR_S, EFFECTIVE_FLOPS, EVAL_STEPS = 4e-3, 30e12, 40
+
+
+def parameters(cfg) -> int:
+    """How many parameters ``cfg``'s model has."""
+    return sum(p.numel() for p in cfg.make_task().build_model(cfg).parameters())
 
 
 def estimate_gpu_s(cfg, stacked: int = 1) -> float:
-    """Rough seconds one run of ``cfg`` takes on one H100 (the cost model above)."""
+    """Rough seconds one run of ``cfg`` takes on one H100 (the cost model above), its share when ``stacked`` runs
+    of its architecture advance together."""
     model = cfg.make_task().build_model(cfg)
     params = sum(p.numel() for p in model.parameters())
     tokens = cfg.batch_size * getattr(model.cfg, "block_size", 2 * getattr(model.cfg, "K", 1))
     step = max(LAUNCH_FLOOR_S / stacked, 6 * params * tokens / EFFECTIVE_FLOPS)
     evals = cfg.steps // cfg.eval_every + 2
     return cfg.steps * step + evals * EVAL_STEPS * LAUNCH_FLOOR_S / stacked
+
+
+def resume_mib(cfg) -> float:
+    """The size of a run's resume state in MiB: its weights and Adam's two moments, float32 (evaluations aside)."""
+    return 3 * 4 * parameters(cfg) / 2**20
 
 
 CPU_RECORD = cache.DEFAULT.committed / "cpu_costs.json"  # measured seconds per step and per evaluation
