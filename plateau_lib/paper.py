@@ -183,7 +183,7 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
         for entries in groups:
             configs = [e.config.replace(device=str(dev)) for e in entries]  # the device is provenance only
             cache.cached_train_many(configs, use_cache=fresh, progress=False, backend=backend, deadline=deadline,
-                                    on_done=committing(entries))
+                                    on_done=committing(entries), cuda_graphs=dev.type == "cuda")
         for page in dict.fromkeys(e.page for e in copied):
             entries = [e for e in copied if e.page == page]
             reference = chapters.page_runs(preset)[page]["reference"].replace(device=str(dev))

@@ -181,12 +181,13 @@ def cached_train(cfg: TrainConfig, use_cache: bool = True, init_state=None, extr
 
 def cached_train_many(configs, use_cache: bool = True, init_states=None, extras=None, progress=True,
                       need_state: bool = False, backend: str = "auto", deadline: float | None = None,
-                      lock: bool = True, on_done=None, store: Store | None = None) -> list[TrainResult]:
+                      lock: bool = True, on_done=None, store: Store | None = None,
+                      cuda_graphs: bool = False) -> list[TrainResult]:
     """``train_many(configs)`` through the cache: hits are loaded, the rest trained together (``backend``),
     each stored the moment it finishes; interrupted runs resume from their partial folders (``deadline``
     stops them there on purpose, raising ``train.Stopped``). ``lock``: see ``_locked``. ``on_done``:
     ``f(index, result)`` for each config as it is loaded or finishes (e.g. a sweep's progress bar). ``store``:
-    where (default: ``current()``; a worker process is given its caller's)."""
+    where (default: ``current()``; a worker process is given its caller's). ``cuda_graphs``: as ``train_many``'s."""
     store = current() if store is None else store
     configs = list(configs)
     init_states = [None] * len(configs) if init_states is None else list(init_states)
@@ -208,7 +209,7 @@ def cached_train_many(configs, use_cache: bool = True, init_states=None, extras=
             for folder in partials:
                 folder.mkdir(parents=True, exist_ok=True)
             fresh = train_many([configs[i] for i in index], [init_states[i] for i in index], partials,
-                               progress=progress, backend=backend, deadline=deadline,
+                               progress=progress, backend=backend, deadline=deadline, cuda_graphs=cuda_graphs,
                                on_result=lambda j, r: done(index[j], _store(store, r, keys[index[j]],
                                                                             extras[index[j]])))
             for i, k in enumerate(keys):
