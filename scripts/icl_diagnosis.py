@@ -7,6 +7,8 @@ to results/in_progress/; commit that folder afterwards.
     OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 0 --stream cuda --budget-s 9000   # a GPU's run, here
     OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 0 2 --stream cuda --llc-at 40292 --budget-s 3600
     OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 1 --llc-at 40292 318181 --as-run --budget-s 3600
+    python scripts/icl_diagnosis.py --seeds 1 --llc-at 40292 318181 499999 --as-run --chains 10 --device cuda \
+        --budget-s 400                                            # the authors' full budget, on a GPU
     OMP_NUM_THREADS=1 python scripts/icl_diagnosis.py --seeds 0 --stream cuda --llc-at 318181 --longer --budget-s 3600
 """
 import argparse
@@ -26,6 +28,10 @@ def main(argv=None) -> None:
     parser.add_argument("--as-run", action="store_true",
                         help="with --llc-at: the estimator as the authors' code ran it (diagnosis.LLC_AS_RUN: 5,000 "
                              "draws from the first, n = 2^20), at 2 chains, instead of the stages page's budget")
+    parser.add_argument("--chains", type=int, default=None,
+                        help="with --llc-at: this many chains instead of the budget's (--as-run --chains 10: the "
+                             "authors' full budget, for a GPU)")
+    parser.add_argument("--device", default="cpu", help="with --llc-at: where the chains run (default cpu)")
     parser.add_argument("--longer", action="store_true",
                         help="with --llc-at: the stages run's budget check (diagnosis.LLC_LONGER: its chains 4x longer)")
     parser.add_argument("--stream", choices=("cpu", "cuda"), default=None,
@@ -43,7 +49,12 @@ def main(argv=None) -> None:
             parser.error("--as-run and --longer are two budgets: give one")
         llc = (diagnosis.LLC_AS_RUN if args.as_run else diagnosis.LLC_LONGER if args.longer
                else diagnosis.ICL_LLC_REDUCED)
-        diagnosis.llc_at([(c, args.stream or "cpu") for c in configs], args.llc_at, llc, budget_s=args.budget_s)
+        if args.chains is not None:
+            if args.chains < 1:
+                parser.error(f"--chains must be a positive integer, got {args.chains}")
+            llc = {**llc, "num_chains": args.chains}
+        diagnosis.llc_at([(c, args.stream or "cpu") for c in configs], args.llc_at, llc, budget_s=args.budget_s,
+                         device=args.device)
         return
     for record in diagnosis.retrain(configs, args.budget_s, not args.no_progress, args.out, args.cuda_graphs,
                                     args.compile, args.stream):

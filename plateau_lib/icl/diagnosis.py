@@ -166,11 +166,13 @@ def trace_path(cfg: TrainConfig, stream: str, step: int, llc: dict) -> Path:
     return state_folder(cfg, stream) / f"trace_{step:06d}_{tag}.npy"
 
 
-def llc_at(runs: list[tuple[TrainConfig, str]], steps, llc: dict = ICL_LLC_REDUCED, budget_s: float = float("inf")):
+def llc_at(runs: list[tuple[TrainConfig, str]], steps, llc: dict = ICL_LLC_REDUCED, budget_s: float = float("inf"),
+           device: str = "cpu"):
     """λ̂ at the kept checkpoints ``steps`` of each (config, data stream) run with an SGLD budget (default
     ``ICL_LLC_REDUCED``, the stages page's: the paper's ε, γ, nβ; 4 chains x 800 draws after 200), one row at a
     time, each kept in the run's ``llc.csv`` as it is made with its chains' loss traces (``trace_path``); a rerun
-    skips the (step, budget) rows present; stops before a row past ``budget_s``."""
+    skips the (step, budget) rows present; stops before a row past ``budget_s``. The chains run on ``device`` (a
+    GPU for the authors' 10 chains); the SGLD data set is drawn on the CPU on any device, as the CPU rows' is."""
     bad = [s for s in steps if s not in KEPT_STEPS]
     if bad:
         raise ValueError(f"steps {bad} are not kept checkpoints; allowed: {KEPT_STEPS}")
@@ -183,9 +185,9 @@ def llc_at(runs: list[tuple[TrainConfig, str]], steps, llc: dict = ICL_LLC_REDUC
             if (step, budget) in made or time.time() > deadline:
                 continue
             model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
-            data = llc_data(cfg, llc["n_data"], llc["seed"], "cpu")
+            data = tuple(t.to(device) for t in llc_data(cfg, llc["n_data"], llc["seed"], "cpu"))
             row, results = llc_over_checkpoints(model, loss, data, [(step, load_checkpoint(cfg, step, stream))],
-                                                progress=False, device="cpu", return_results=True, **settings)
+                                                progress=False, device=device, return_results=True, **settings)
             row["budget"] = budget
             with atomic_path(trace_path(cfg, stream, step, llc)) as tmp:
                 with open(tmp, "wb") as f:
