@@ -47,7 +47,7 @@ from typing import NamedTuple
 from plateau_lib import chapters
 from plateau_lib.engine import cache, presets as engine_presets
 from plateau_lib.engine.costs import CPU_RECORD, cpu_costs, estimate_cpu_s, estimate_gpu_s, resume_mib
-from plateau_lib.engine.train import STACKABLE_OPTIMIZERS, Stopped
+from plateau_lib.engine.train import Stopped, stacks
 from plateau_lib.engine.utils import cpu_threads, resolve_device
 from plateau_lib.icl import long_run
 from plateau_lib.llm import collapse as llm, presets as llm_presets
@@ -126,19 +126,25 @@ def lease_groups(entries: list[Entry], budget_s: float | None, carry_mib: float 
     for e in ordered:
         by_arch.setdefault(e.config.model_config(), []).append(e)
     groups, left, seconds = [], [], budget_s
-    for members in by_arch.values():
-        if seconds is None or sum(state_mib(e.config) for e in members) <= carry_mib:
+    for members in by_arch.values():  # one architecture: the same parameters, so the same state size
+        if seconds is None or len(members) * state_mib(members[0].config) <= carry_mib:
             groups.append(members)
             continue
 
-        def cost(n):  # seconds for the first n runs: stacked if their optimizer stacks, else one after another
-            stacks = members[0].config.optimizer in STACKABLE_OPTIMIZERS
-            return sum(estimate(e.config, n if stacks else 1) for e in members[:n])
+        def cost(n):  # seconds for the first n runs: those whose optimizer stacks together, the others in turn
+            first = members[:n]
+            together = sum(stacks(e.config) for e in first)
+            return sum(estimate(e.config, together if stacks(e.config) else 1) for e in first)
 
-        n = max((k for k in range(len(members) + 1) if cost(k) <= seconds), default=0)
+        n, spent = 0, 0.0
+        while n < len(members):  # the cost only grows with n: stop at the first run that does not fit
+            more = cost(n + 1)
+            if more > seconds:
+                break
+            n, spent = n + 1, more
         if n:
             groups.append(members[:n])
-            seconds -= cost(n)
+            seconds -= spent
         left += members[n:]
     return groups, left
 
@@ -194,7 +200,7 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
                                     deadline=deadline, on_done=committing(entries))
     except Stopped:
         print(f"budget of {budget_s:.0f} s spent: {len(written)} run(s) committed; the unfinished ones resume "
-              f"from {cache.current().local}/train-*.partial", flush=True)
+              f"from {cache.current().local}/{cache.run_name('*', '.partial')}", flush=True)
     return written
 
 
@@ -312,7 +318,7 @@ def queue_state(preset: str = "paper") -> list[Path]:
     """The working folders a next command needs, most useful first: tables kept row by row, training resume
     states, then the finished local runs (weights, checkpoints) that analyses still to do will read."""
     store = cache.current()
-    rows = sorted(p for p in store.local.glob("*.partial") if not p.name.startswith("train-") and any(p.iterdir()))
+    rows = sorted(p for p in store.local.glob("*.partial") if not p.name.startswith(cache.run_name("")) and any(p.iterdir()))
     runs = [store.local_run(c) for a in chapters.analyses(preset) if not a.committed() for c in a.runs]
     return rows + store.stopped_runs() + [p for p in dict.fromkeys(runs) if (p / "final_state.pt").exists()]
 
@@ -357,7 +363,7 @@ def pack(tar_path: Path, written: list[Path], preset: str = "paper", carry_mib: 
 def declared_names() -> set[str]:
     """The folder name of every result any page declares, in any preset: training runs, the analyses' tables
     and the miniatures' tables."""
-    names = {f"train-{e.key}" for preset in engine_presets.PRESETS for e in _entries(None, preset)}
+    names = {cache.run_name(e.key) for preset in engine_presets.PRESETS for e in _entries(None, preset)}
     names |= {name for preset in engine_presets.PRESETS for a in chapters.analyses(preset) for name in a.outputs}
     return names | {llm.miniature_table(cfg, prompt_seed=cfg.prompt_seed(0)).name for preset in engine_presets.PRESETS
                     for _, cfg, _ in llm_status(preset)}
@@ -387,7 +393,7 @@ def unpack(tar_paths, root: Path | None = None) -> list[str]:
                     raise ValueError(f"unexpected member {m.name!r} in {path}: only results/<folder>/ and "
                                      ".cache/queue/<kind>-<key>[.partial]/ are unpacked; nothing was unpacked")
                 run = folder.removesuffix(".partial") if state else folder
-                if (not state or run.startswith("train-")) and run not in names:
+                if (not state or run.startswith(cache.run_name(""))) and run not in names:
                     raise ValueError(f"{path} holds {folder!r}, a result no page declares any more "
                                      "(chapters.page_runs, chapters.analyses); nothing was unpacked")
                 folders.add("/".join(parts[:3] if state else parts[:2]))
@@ -411,7 +417,7 @@ def write_index(path: Path | None = None) -> Path:
             if e.status == MISSING:
                 continue
             meta = e.meta
-            rows.append({"folder": f"train-{e.key}", "page": e.page, "preset": preset,
+            rows.append({"folder": cache.run_name(e.key), "page": e.page, "preset": preset,
                          "run": e.label, "d_model": e.config.d_model, "steps": e.config.steps,
                          "device": meta.get("device"), "wall_time_s": meta.get("wall_time_s"),
                          "commit": meta.get("commit"), "date": str(meta.get("date", ""))[:10]})
@@ -438,7 +444,7 @@ def print_status(entries: list[Entry], preset: str, costs: dict | None = None, l
     todo = [e.config.model_config() for e in entries if e.status != COMMITTED]
     total, over = 0.0, []
     for e in entries:  # runs of one architecture are stacked by train_many, where their optimizer stacks
-        stacked = todo.count(e.config.model_config()) if e.config.optimizer in STACKABLE_OPTIMIZERS else 1
+        stacked = todo.count(e.config.model_config()) if stacks(e.config) else 1
         est = estimate_gpu_s(e.config, max(1, stacked))
         total += est if e.status != COMMITTED else 0.0
         status = (e.status == MISSING and made_across_sessions(e.config)) or e.status

@@ -66,24 +66,24 @@ class Store:
 
     def run(self, cfg, extra=None) -> Path | None:
         """The folder of the finished training run of ``cfg`` (committed first), or None; never trains."""
-        return self.find("train", cache_key(cfg, extra))
+        return self.find(RUN_KIND, cache_key(cfg, extra))
 
     def has_weights(self, cfg, extra=None) -> bool:
         """Whether the final weights of ``cfg``'s run are stored here (committed results carry none, as a rule)."""
-        name = f"train-{cache_key(cfg, extra)}"
+        name = run_name(cache_key(cfg, extra))
         return any((base / name / "final_state.pt").exists() for base in (self.committed, self.local))
 
     def local_run(self, cfg, extra=None) -> Path:
         """The local folder of ``cfg``'s finished run (its weights and checkpoints; it may not exist yet)."""
-        return self.local / f"train-{cache_key(cfg, extra)}"
+        return self.local / run_name(cache_key(cfg, extra))
 
     def working(self, cfg, extra=None) -> Path:
         """The local folder of ``cfg``'s run while it trains (resume state, checkpoints so far)."""
-        return self.local / f"train-{cache_key(cfg, extra)}.partial"
+        return self.local / run_name(cache_key(cfg, extra), ".partial")
 
     def stopped_runs(self) -> list[Path]:
         """The working folders of runs stopped part-way (with a resume state), to carry to a next command."""
-        return sorted(p for p in self.local.glob("train-*.partial") if (p / "resume.pt").exists())
+        return sorted(p for p in self.local.glob(run_name("*", ".partial")) if (p / "resume.pt").exists())
 
     def in_progress(self) -> Path:
         """The committed folder of long jobs' compact resume states, carried between work sessions."""
@@ -124,6 +124,14 @@ def shown_path(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+RUN_KIND = "train"  # a training run's folders: ``train-<key>``, ``.partial`` while it trains, ``.lock`` while held
+
+
+def run_name(key: str, suffix: str = "") -> str:
+    """The folder (or lock) name of the training run with cache key ``key``."""
+    return f"{RUN_KIND}-{key}{suffix}"
+
+
 def cache_key(cfg, extra=None) -> str:
     """16 hex digits identifying the result of ``cfg`` (a config with ``key_dict()``) and ``extra``."""
     blob = json.dumps({"config": cfg.key_dict(), "extra": extra, "version": RESULTS_VERSION}, sort_keys=True,
@@ -132,14 +140,17 @@ def cache_key(cfg, extra=None) -> str:
 
 
 def _hit(store: Store, key: str, need_state: bool) -> TrainResult | None:
-    hit = store.find("train", key)
-    local = store.local / f"train-{key}"
+    hit = store.find(RUN_KIND, key)
+    local = store.local / run_name(key)
     if hit is not None and need_state and not (hit / "final_state.pt").exists():
         hit = local if (local / "final_state.pt").exists() else None
-    if hit is None:
-        return None
-    result = TrainResult.load(hit)
-    result.meta["cache"] = shown_path(hit)
+    return None if hit is None else _loaded(hit)
+
+
+def _loaded(folder: Path) -> TrainResult:
+    """The stored run in ``folder``, its ``meta["cache"]`` saying where it was found."""
+    result = TrainResult.load(folder)
+    result.meta["cache"] = shown_path(folder)
     return result
 
 
@@ -147,8 +158,8 @@ def _store(store: Store, result: TrainResult, key: str, extra) -> TrainResult:
     """Write a fresh result atomically under its key (with provenance) and drop its partial folder."""
     result.meta.update(commit=git_commit(), date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                        results_version=RESULTS_VERSION, key=key, extra=extra)
-    partial = store.local / f"train-{key}.partial"  # ``Store.working``, by key
-    with atomic_path(store.local / f"train-{key}") as tmp:
+    partial = store.local / run_name(key, ".partial")
+    with atomic_path(store.local / run_name(key)) as tmp:
         result.save(tmp)
         for ckpt in partial.glob("ckpt_*.pt"):  # checkpoints stay with the local result (never committed)
             shutil.move(ckpt, tmp / ckpt.name)
@@ -165,7 +176,7 @@ def _locked(local: Path, keys, lock: bool = True):
     local.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         for key in sorted(set(keys)) if lock else ():
-            fcntl.flock(stack.enter_context(open(local / f"train-{key}.lock", "w")), fcntl.LOCK_EX)
+            fcntl.flock(stack.enter_context(open(local / run_name(key, ".lock"), "w")), fcntl.LOCK_EX)
         yield
 
 
@@ -205,7 +216,7 @@ def cached_train_many(configs, use_cache: bool = True, init_states=None, extras=
                 todo.setdefault(k, i)
         if todo:
             index = list(todo.values())
-            partials = [store.local / f"train-{keys[i]}.partial" for i in index]
+            partials = [store.local / run_name(keys[i], ".partial") for i in index]
             for folder in partials:
                 folder.mkdir(parents=True, exist_ok=True)
             fresh = train_many([configs[i] for i in index], [init_states[i] for i in index], partials,
@@ -245,12 +256,8 @@ def stored_result(cfg, extra=None) -> TrainResult | None:
 
 def load_committed(cfg, extra=None) -> TrainResult | None:
     """The committed result of ``cfg`` (e.g. a ``paper`` run shown beside a live ``cpu`` run), or None."""
-    path = current().committed / f"train-{cache_key(cfg, extra)}"
-    if not (path / "meta.json").exists():
-        return None
-    result = TrainResult.load(path)
-    result.meta["cache"] = shown_path(path)
-    return result
+    path = current().committed / run_name(cache_key(cfg, extra))
+    return _loaded(path) if (path / "meta.json").exists() else None
 
 
 def stopped_result(cfg, extra=None) -> TrainResult | None:
@@ -283,7 +290,7 @@ def _commit(store: Store, folder: str, missing: str, ignore=None) -> Path:
 
 def committed_meta(cfg, extra=None) -> dict | None:
     """The provenance (``meta.json``) of the committed result of ``cfg``, without loading its tables; or None."""
-    path = current().committed / f"train-{cache_key(cfg, extra)}" / "meta.json"
+    path = current().committed / run_name(cache_key(cfg, extra)) / "meta.json"
     return json.loads(path.read_text()) if path.exists() else None
 
 
@@ -291,7 +298,7 @@ def commit_result(cfg, extra=None) -> Path:
     """Copy the local result of ``cfg`` into ``results/`` (tables, arrays, meta; no weights) for committing
     (already committed and not local: nothing to copy)."""
     key = cache_key(cfg, extra)
-    return _commit(current(), f"train-{key}",
+    return _commit(current(), run_name(key),
                    f"no local result for this config (key {key}); run cached_train(cfg) first",
                    shutil.ignore_patterns("final_state.pt", "*.pt"))
 

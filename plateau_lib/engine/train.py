@@ -283,6 +283,12 @@ STACKABLE_OPTIMIZERS = ("adam", "sgd")  # elementwise; Muon orthogonalises whole
 # on the matrices only is not in the stacked update: neither stacks
 
 
+def stacks(cfg: TrainConfig) -> bool:
+    """Whether a run of ``cfg`` can join a stacked group (``train_many``): its optimizer is elementwise and it keeps
+    no per-step training loss."""
+    return cfg.optimizer in STACKABLE_OPTIMIZERS and not cfg.record_train_loss
+
+
 def check_stackable(configs) -> torch.device:
     """The common device of ``configs``; a ValueError before compute if they are empty, differ in
     architecture, or ask for different devices."""
@@ -338,10 +344,10 @@ def train_many(configs, init_states=None, run_dirs=None, save_every: int = 5, pr
     results = [None] * S
     groups = {}
     for i, c in enumerate(configs):
-        stackable = backend == "stacked" and c.optimizer in STACKABLE_OPTIMIZERS and not c.record_train_loss
+        stackable = backend == "stacked" and stacks(c)
         groups.setdefault((c.optimizer, c.batch_size, c.matmul_operands) if stackable else ("sequential", i),
                           []).append(i)
-    alone = [i for i, c in enumerate(configs) if c.optimizer not in STACKABLE_OPTIMIZERS or c.record_train_loss]
+    alone = [i for i, c in enumerate(configs) if not stacks(c)]
     if backend == "stacked" and alone:
         warnings.warn(f"train_many: {len(alone)} run(s) do not stack (optimizer Muon or AdamW, or "
                       "record_train_loss) and go one after another", stacklevel=2)

@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 
 from plateau_lib.engine import cache, carried
+from plateau_lib.engine.costs import parameters
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped, train_many
 from plateau_lib.engine.utils import atomic_path, git_commit, resolve_device, write_json
@@ -221,7 +222,7 @@ def estimator_windows(cfg: TrainConfig, stream: str = "cpu", llc: dict = LLC_AS_
     rows = []
     if not table.empty:
         book = (ICL_LLC_REDUCED["num_burnin_steps"], ICL_LLC_REDUCED["num_draws"])
-        num_params = sum(p.numel() for p in cfg.make_task().build_model(cfg).parameters())
+        num_params = parameters(cfg)
         for row in table[table["budget"] == budget_label(llc)].itertuples():
             path = trace_path(cfg, stream, int(row.step), llc)
             if not path.exists():

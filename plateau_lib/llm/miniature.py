@@ -124,8 +124,8 @@ def train_miniature(cfg: MiniatureConfig, progress: bool = True, deadline: float
     folder.mkdir(parents=True, exist_ok=True)
     run = train_config(cfg)
     result = train(run, run_dir=folder, save_every=1, progress=progress, deadline=deadline)
+    model = hf_model(cfg.arch, cfg.n_layer, cfg.d_model, cfg.n_head, cfg.d_ff, cfg.vocab_size)  # each state loads in
     for ckpt in sorted(folder.glob("ckpt_*.pt")):  # the engine's state dicts, as the real-checkpoint loader reads them
-        model = build_model(cfg)
         model.load_state_dict(torch.load(ckpt, weights_only=True))
         with atomic_path(folder / f"step{int(ckpt.stem[5:])}") as tmp:
             model.save_pretrained(tmp)
@@ -136,7 +136,7 @@ def train_miniature(cfg: MiniatureConfig, progress: bool = True, deadline: float
         losses.to_csv(tmp, index=False)
     meta = {"config": dataclasses.asdict(cfg), "key": cfg.key(), "device": result.meta["device"],
             "wall_time_s": result.meta["wall_time_s"], "corpus_tokens": len(run.make_task().stream()),
-            "parameters": sum(v.numel() for v in result.final_state.values()),
+            "parameters": sum(p.numel() for p in model.parameters()),
             "held_out_loss": result.metrics[["step", "loss"]].to_dict("records")}
     (folder / "done.json").write_text(json.dumps(meta, indent=1, default=list))
     return folder
