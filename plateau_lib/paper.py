@@ -183,8 +183,8 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
     groups, left = lease_groups([e for e in todo if not e.config.copy_groups], budget_s, carry_mib, estimate_gpu_s,
                                 resume_mib)
     for e in left:
-        print(f"{e.page} {e.label}: left for a later command (it cannot finish in {budget_s:.0f} s, and its "
-              f"{resume_mib(e.config):.0f} MiB resume state could not come back)", flush=True)
+        print(f"{e.page} {e.label}: left for a later command (it cannot finish in {budget_s:.0f} s, and its group's "
+              f"resume states, {resume_mib(e.config):.0f} MiB each, could not all come back)", flush=True)
     try:
         for entries in groups:
             configs = [e.config.replace(device=str(dev)) for e in entries]  # the device is provenance only
