@@ -31,13 +31,13 @@ from plateau_lib.engine.costs import cpu_costs
 from plateau_lib.engine.presets import PRESETS
 from plateau_lib.engine.sweep import sweep
 from plateau_lib.engine.utils import REPO_ROOT, cpu_threads, resolve_device
-from plateau_lib.icl import development, diversity, long_run, transient_search
+from plateau_lib.icl import analyses as icl_analyses, development, diversity, long_run, transient_search
 from plateau_lib.icl.presets import (DIVERSITY, DIVERSITY_CALIBRATION, ICL_LLC_REDUCED, ICL_PAPER, ICL_STAGES,
                                      diversity as sweep_preset, icl_stages)
 from plateau_lib.llc.calibration import chosen_setting
 from plateau_lib.llm import collapse, presets as llm_presets
 from plateau_lib.llm.corpus import TOKENIZER_FILES
-from plateau_lib.plateau import llc_across, presets as plateau_presets, probe
+from plateau_lib.plateau import analyses as plateau_analyses, llc_across, presets as plateau_presets, probe
 
 PROG = "python -m plateau_lib"
 
@@ -190,7 +190,7 @@ def _stages(args, parser) -> int:
     print(result.llc[["step", "llc_mean", "llc_se"]].to_string(index=False))
     print(f"training {result.meta['train_wall_s']} s, LLC {result.meta['llc_wall_s']} s on {result.meta['device']}")
     if args.commit:
-        for path in development.commit(cfg, llc):
+        for path in icl_analyses.stages(cfg, llc).commit():
             print(f"committed {path}")
     return 0
 
@@ -256,7 +256,7 @@ def _diversity(args, parser) -> int:
     llcs, meta = diversity.llc_vs_M(configs, llc)
     print(llcs[["M", "seed", "llc_mean", "llc_se", "init_loss"]].to_string(index=False), f"\nLLC {meta['llc_wall_s']} s")
     if args.commit:
-        for path in diversity.commit(configs, llc, DIVERSITY_CALIBRATION):
+        for path in icl_analyses.transient_ridge(configs, llc, DIVERSITY_CALIBRATION).commit():
             print(f"committed {path}")
     return 0
 
@@ -337,8 +337,7 @@ def _plateau_llc(args, parser) -> int:
     print(tables["llc"][["seed", "step", "llc_mean", "llc_se"]].to_string(index=False))
     print(f"done in {time.perf_counter() - t0:.0f} s")
     if args.commit:
-        print("committed", llc_across.calibration_table(runs[first], grid, sgld).commit())
-        print("committed", llc_across.llc_table(runs, sgld).commit())
+        print(*plateau_analyses.plateau_llc(runs, sgld).commit(), sep="\n")
     return 0
 
 
@@ -359,7 +358,7 @@ def _probe(args, parser) -> int:
     print(f"{meta['probe_fits']} probe fits, {meta['probe_not_converged']} stopped at max_iter; "
           f"{meta['measure_wall_s']} s measuring")
     if args.commit:
-        print(*probe.commit(configs, settings), sep="\n")
+        print(*plateau_analyses.probe_and_locations(configs, settings).commit(), sep="\n")
     return 0
 
 

@@ -262,8 +262,9 @@ def run_cpu_queue(pages=None, budget_s: float | None = None, workers: int = 2, l
 
 def run_analyses(pages=None, preset: str = "paper", device: str = "auto", deadline: float | None = None) -> list[Path]:
     """Compute and commit every analysis not yet committed whose training runs exist; returns the folders
-    written. Past ``deadline`` the running one stops after its latest kept row (``StoredTable.build``) and
-    the rest wait for the next command; an SGLD calibration has no rows and is not stopped part-way."""
+    written. Past ``deadline`` the running one stops after its latest kept row (``StoredTable.build``), what it
+    made is committed, and the rest wait for the next command; an SGLD calibration has no rows and is not stopped
+    part-way."""
     dev = resolve_device(device)
     stack = ANALYSIS_STACK if dev.type == "cuda" else 1
     written = []
@@ -278,12 +279,12 @@ def run_analyses(pages=None, preset: str = "paper", device: str = "auto", deadli
             break
         t0 = time.time()
         try:
-            folders = a.compute(str(dev), stack, deadline)
-        except Stopped as stop:  # what it committed before the deadline (e.g. a calibration) is brought back too
-            committed = cache.current().committed
-            written += [committed / n for n in a.outputs if (committed / n / "meta.json").exists()]
+            a.compute(str(dev), stack, deadline)
+        except Stopped as stop:  # what it made before the deadline (e.g. a calibration) is committed too
+            written += [f for f in a.commit() if f not in written]
             print(f"{a.page} {a.label}: {stop}", flush=True)
             break
+        folders = a.commit()
         written += [f for f in folders if f not in written]
         print(f"{a.page} {a.label}: {time.time() - t0:.0f} s on {dev} -> {', '.join(f.name for f in folders)}",
               flush=True)

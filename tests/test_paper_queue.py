@@ -7,7 +7,6 @@ import torch
 
 from plateau_lib import chapters, paper
 from plateau_lib.engine import cache, costs as run_costs
-from plateau_lib.engine.analysis import Analysis
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped
 from plateau_lib.plateau import presets
@@ -90,11 +89,9 @@ ICL_LLC = dict(epsilon=1e-3, gamma=100.0, nbeta=10.0, batch_size=16, num_chains=
 @pytest.fixture
 def stages_queue(tiny_queue, monkeypatch):
     """One training run and one analysis of it (λ̂ at its five checkpoints, as the stages page's)."""
-    from functools import partial
-    from plateau_lib.icl import analyses, development
+    from plateau_lib.icl import analyses
     monkeypatch.setattr(chapters, "page_runs", lambda preset="paper": {"icl_stages": {"training": ICL}})
-    step = Analysis("icl_stages", "λ̂", (ICL,), (f"{development.KIND}-{development.key(ICL, ICL_LLC)}",),
-                    partial(analyses._stages, ICL, ICL_LLC))
+    step = analyses.stages(ICL, ICL_LLC)
     monkeypatch.setattr(chapters, "analyses", lambda preset="paper": [step])
     return step
 

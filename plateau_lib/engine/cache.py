@@ -331,9 +331,18 @@ class StoredTable:
 
     def __init__(self, kind: str, spec: dict, store: Store | None = None):
         self.kind, self.spec = kind, keyed(spec)
-        self.store = current() if store is None else store  # where it is read and kept
+        self._store = store  # None: the current store, whichever it is when the table is read or kept
         self.key = table_key(self.spec)  # already keyed
         self.name = f"{kind}-{self.key}"  # its folder under results/ or the local cache
+
+    @property
+    def store(self) -> Store:
+        """Where it is read and kept."""
+        return current() if self._store is None else self._store
+
+    def committed(self) -> bool:
+        """Whether the finished table is in ``results/``."""
+        return (self.store.committed / self.name / "meta.json").exists()
 
     def __repr__(self) -> str:
         return f"StoredTable({self.kind!r}, key {self.key})"

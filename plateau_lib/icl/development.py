@@ -184,7 +184,3 @@ def save(cfg: TrainConfig, llc: dict, rows: pd.DataFrame, structure: pd.DataFram
     return stored(cfg, llc).save({"llc": rows.sort_values("step").reset_index(drop=True), "structure": structure},
                                  meta)
 
-
-def commit(cfg: TrainConfig, llc: dict) -> list[Path]:
-    """Copy the local training result and the LLC/structure tables into ``results/`` for committing."""
-    return [cache.commit_result(cfg), stored(cfg, llc).commit()]

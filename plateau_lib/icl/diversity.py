@@ -359,15 +359,6 @@ def chosen_epsilon(table: pd.DataFrame, flat_tolerance: float = FLAT_TOLERANCE) 
     return None if chosen is None else chosen["epsilon"]
 
 
-def commit(configs: dict, llc: dict, grid: dict | None = None) -> list:
-    """Copy the sweep's training results, its LLC table and (given ``grid``) its calibration into ``results/``."""
-    paths = [cache.commit_result(c) for c in configs.values()]
-    paths.append(llc_table(configs, llc).commit())
-    if grid is not None:
-        paths.append(calibration_table(configs, llc, grid).commit())
-    return paths
-
-
 def calibration_runs(configs: dict) -> dict:
     """The runs of ``configs`` at ``CALIBRATION_MS`` (first seed)."""
     first = min(s for _, s in configs)

@@ -324,7 +324,3 @@ def measure_runs(configs: dict, settings: dict, use_cache: bool = True, progress
         stored.drop_rows()
     return stored.get(compute, use_cache)
 
-
-def commit(configs: dict, settings: dict) -> list:
-    """Copy the measured tables and each run's training result into ``results/`` for committing."""
-    return [probe_table(configs, settings).commit(), *(cache.commit_result(c) for c in configs.values())]
