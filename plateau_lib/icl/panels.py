@@ -7,9 +7,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from plateau_lib.book.panels import try_it
+from plateau_lib.book.panels import trained_beside, try_it
 from plateau_lib.book.plots import PAGE_WIDTH
-from plateau_lib.engine import cache
 from plateau_lib.engine.tasks import make_task
 from plateau_lib.icl import baselines, diversity, presets
 
@@ -39,9 +38,8 @@ def stages_run(steps: int, d_model: int, seed: int = 1, progress: bool = True):
     base = presets.ICL_CPU
     cfg = base.replace(steps=steps, d_model=d_model, seed=seed, checkpoint_steps=(),
                        eval_steps=presets.log_linear_steps(steps, *presets.ICL_CHECKPOINTS["cpu"]))
-    result = cache.cached_train(cfg, progress=progress)
+    result, committed = trained_beside(cfg, presets.ICL_CPU_LONG, progress)
     frames = [result.metrics.assign(run=f"this run ({steps:,} steps, width {d_model})")]
-    committed = cache.load_committed(presets.ICL_CPU_LONG)
     if committed is not None:
         frames.insert(0, committed.metrics.assign(run="committed long CPU run (20k steps)"))
     fig = _curves_figure(pd.concat(frames, ignore_index=True), {"loss": "loss (per token)", "delta_ridge": "Δ to ridge"},
@@ -70,7 +68,7 @@ def ridge_run(M: str, steps: int, progress: bool = True):
     configs, _ = presets.diversity("cpu", Ms=[value], overrides={"steps": steps, "eval_steps": presets.log_linear_steps(
         steps, 12, 6)})
     cfg = next(iter(configs.values()))
-    result = cache.cached_train(cfg, progress=progress)
+    result, _ = trained_beside(cfg, progress=progress)
     curve = diversity.curves({(value, 0): result}).assign(run=f"M = {M}")
     fig = _curves_figure(curve, {"ood_loss": "OOD loss (Gaussian tasks)", "delta_dmmse": "Δ to dMMSE_M (q_M)",
                                  "delta_ridge": "Δ to ridge (q_M)"}, f"M = {M}, {steps:,} steps")

@@ -6,8 +6,8 @@ import pandas as pd
 
 from plateau_lib.book import plots
 from plateau_lib.book.pages import copied_runs
-from plateau_lib.book.panels import try_it
-from plateau_lib.engine import cache
+from plateau_lib.book.panels import trained_beside, try_it
+from plateau_lib.engine.cache import load_committed
 from plateau_lib.engine.runs import COPY_GROUPS
 from plateau_lib.plateau import presets
 
@@ -15,11 +15,10 @@ MWS_NOTE = ("A Run takes about 5 s at width 32 and 300 steps, and about 17 s at 
             "on one core; the paper's width 256 is for a papermill re-run (-p preset paper).")
 
 
-def beside_committed(result, label: str, committed_cfg, committed_label: str, title: str, curves=plots.CURVES):
-    """The training curves of ``result`` (labelled ``label``) beside the committed run of ``committed_cfg`` (left
-    out when it is not committed): the figure every Run-button panel of this chapter draws."""
+def beside_committed(result, label: str, committed, committed_label: str, title: str, curves=plots.CURVES):
+    """The training curves of ``result`` (labelled ``label``) beside those of the committed run ``committed`` (left
+    out when None): the figure every Run-button panel of this chapter draws."""
     frames = [result.metrics.assign(run=label)]
-    committed = cache.load_committed(committed_cfg)
     if committed is not None:
         frames.insert(0, committed.metrics.assign(run=committed_label))
     return plots.training_curves(pd.concat(frames, ignore_index=True), hue="run", curves=curves, title=title)
@@ -29,9 +28,9 @@ def mws_run(lr: float, d_model: int, seed: int, steps: int, progress: bool = Tru
     """Fig. 2 live: the MWS miniature with these values (through the cache), its curves beside the committed
     ``cpu`` run of seed 0. Returns the figure and the new run's result."""
     cfg = presets.mws_config("cpu", lr=lr, d_model=d_model, steps=steps).replace(seed=seed)
-    result = cache.cached_train(cfg, progress=progress)
-    fig = beside_committed(result, f"this run (lr {lr:.2g}, width {d_model}, seed {seed})",
-                           presets.seed_runs("cpu")[0], "committed cpu run (seed 0)", "MWS: your run")
+    result, committed = trained_beside(cfg, presets.seed_runs("cpu")[0], progress)
+    fig = beside_committed(result, f"this run (lr {lr:.2g}, width {d_model}, seed {seed})", committed,
+                           "committed cpu run (seed 0)", "MWS: your run")
     return fig, result
 
 
@@ -59,9 +58,9 @@ def bias_run(c: float, switch_step: int, seed: int, steps: int, progress: bool =
         raise ValueError(f"the switch step ({switch_step}) must be below steps ({steps})")
     cfg = presets.mws_config("cpu", steps=steps).replace(attn_bias_c=float(c), attn_bias_from=int(switch_step),
                                                          seed=seed)
-    result = cache.cached_train(cfg, progress=progress)
-    fig = beside_committed(result, f"this run (c {c:g} from step {switch_step}, seed {seed})",
-                           presets.seed_runs("cpu")[0], "committed cpu run (c = 1, seed 0)", "Attention bias: your run")
+    result, committed = trained_beside(cfg, presets.seed_runs("cpu")[0], progress)
+    fig = beside_committed(result, f"this run (c {c:g} from step {switch_step}, seed {seed})", committed,
+                           "committed cpu run (c = 1, seed 0)", "Attention bias: your run")
     return fig, result
 
 
@@ -89,10 +88,10 @@ def task_run(task: str, steps: int, progress: bool = True):
     if not 1 <= steps <= base.steps:
         raise ValueError(f"steps must be between 1 and the {task} miniature's {base.steps}, got {steps}")
     cfg = base.replace(steps=steps, eval_every=max(1, steps // 50))
-    result = cache.cached_train(cfg, progress=progress)
+    result, committed = trained_beside(cfg, base, progress)
     curves = [c for c in plots.CURVES if c[0] in ("loss", "acc", "cosine")]
-    fig = beside_committed(result, f"this run ({steps} steps)", base, f"committed cpu run ({base.steps} steps)", task,
-                           curves)
+    fig = beside_committed(result, f"this run ({steps} steps)", committed, f"committed cpu run ({base.steps} steps)",
+                           task, curves)
     return fig, result
 
 
@@ -118,7 +117,8 @@ def init_run(groups, seed: int, steps: int, progress: bool = True):
     result = results["this run"]
     name = "+".join(groups) if groups else "nothing"
     _, committed_runs = presets.optimal_init_runs("cpu")
-    fig = beside_committed(result, f"this run ({name} copied, seed {seed})", committed_runs[("baseline", 1)],
+    committed = load_committed(committed_runs[("baseline", 1)])
+    fig = beside_committed(result, f"this run ({name} copied, seed {seed})", committed,
                            "committed baseline (nothing copied, seed 1)", "Optimal initialisation: your run")
     return fig, result
 
