@@ -1,5 +1,5 @@
 """The chapter registry: the book's chapters in book order, and what each owns (its presets' ``page_runs``, its
-analyses after training, its claims and the reasons its paper columns are pending). The paper queue (``plateau_lib.paper``) and the
+analyses after training, its claims and the reasons its paper columns are pending). The paper queue (``plateau_lib.paper_queue``) and the
 Reproducibility page read the chapters through here; nothing below this module imports it.
 
 Adding a page: its chapter package (presets, claims, page code), its notebook, ``_toc.yml``, and, for a new

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from plateau_lib import paper
+from plateau_lib import paper_queue
 from plateau_lib.book import run as notebook_run
 from plateau_lib.engine import cache
 from plateau_lib.engine.costs import cpu_costs
@@ -100,14 +100,15 @@ def _paper_options(parser):
                         help="train_many's backend (auto: stacked on CUDA)")
     parser.add_argument("--tar", type=Path, help="pack the new results and the queue's working files into this "
                                                  ".tar.gz (and NAME.2.tar.gz, ... past PART_MIB)")
-    parser.add_argument("--carry-mib", type=float, default=paper.CARRY_MIB,
-                        help=f"pack at most this much working state (default {paper.CARRY_MIB}: what a command is given)")
+    parser.add_argument("--carry-mib", type=float, default=paper_queue.CARRY_MIB,
+                        help=f"pack at most this much working state (default {paper_queue.CARRY_MIB}: what a command "
+                             "is given)")
     parser.add_argument("--unpack", type=Path, nargs="+", help="unpack the parts of a --tar: results/ and .cache/queue/")
     parser.add_argument("--workers", type=int, default=2,
                         help="without a GPU: worker processes, one thread each (default 2: this machine's cores)")
-    parser.add_argument("--cpu-limit-h", type=float, default=paper.CPU_LIMIT_H,
+    parser.add_argument("--cpu-limit-h", type=float, default=paper_queue.CPU_LIMIT_H,
                         help=f"without a GPU: leave runs estimated above this many CPU-hours for a GPU "
-                             f"(default {paper.CPU_LIMIT_H:g})")
+                             f"(default {paper_queue.CPU_LIMIT_H:g})")
 
 
 def _paper(args, parser) -> int:
@@ -116,12 +117,13 @@ def _paper(args, parser) -> int:
                               f"{args.cpu_limit_h} and {args.budget_s}")
     cpu_threads()
     if args.unpack:
-        for folder in paper.unpack(args.unpack):
+        for folder in paper_queue.unpack(args.unpack):
             print(f"unpacked {folder}")
-        print(f"indexed the committed runs in {paper.write_index()}")
+        print(f"indexed the committed runs in {paper_queue.write_index()}")
         queue = cache.QUEUE.local
         if queue.exists():
-            print(f"give the next command {cache.shown_path(queue)}/ ({paper.folder_mib(queue):.1f} MiB) to resume")
+            print(f"give the next command {cache.shown_path(queue)}/ ({paper_queue.folder_mib(queue):.1f} MiB) "
+                  "to resume")
         return 0
     with cache.using(cache.QUEUE):  # the queue's working files, in one folder a next command can be given
         return _paper_queue(args, parser)
@@ -132,45 +134,45 @@ def _paper_queue(args, parser) -> int:
     pages = [p for p in args.page or () if p != "llm_collapse"] or (None if not args.page else [])
     if args.list:
         if pages != []:
-            entries = paper.status(pages, args.preset)
-            missing = [e.config for e in entries if e.status == paper.MISSING]
+            entries = paper_queue.status(pages, args.preset)
+            missing = [e.config for e in entries if e.status == paper_queue.MISSING]
             costs = cpu_costs(missing) if args.preset == "paper" else None
-            paper.print_status(entries, args.preset, costs, args.cpu_limit_h)
-            paper.print_analyses(args.preset, pages)
-        for label, cfg, state in paper.llm_status(args.preset) if with_llm else ():
+            paper_queue.print_status(entries, args.preset, costs, args.cpu_limit_h)
+            paper_queue.print_analyses(args.preset, pages)
+        for label, cfg, state in paper_queue.llm_status(args.preset) if with_llm else ():
             print(f"  {'llm_collapse':<20} {label:<28} {state:<27} {cfg.steps:>5} steps  "
                   f"{cfg.batch_size} x {cfg.context} tokens per step")
         return 0
     if args.preset == "paper" and resolve_device(args.device).type != "cuda" and not args.force_cpu:
         # no GPU: the CPU-feasible part of the queue, on two workers; the rest (and the analyses) wait for a GPU
-        written = paper.run_cpu_queue(pages, args.budget_s, args.workers, args.cpu_limit_h) if pages != [] else []
+        written = paper_queue.run_cpu_queue(pages, args.budget_s, args.workers, args.cpu_limit_h) if pages != [] else []
         print(f"{len(written)} paper run(s) computed on this CPU and committed to results/; the runs over "
               f"{args.cpu_limit_h:g} CPU-hours and the analyses wait for a GPU (--list shows which; --force-cpu runs "
               "them here anyway)", flush=True)
-        print(f"indexed the committed runs in {paper.write_index()}")
+        print(f"indexed the committed runs in {paper_queue.write_index()}")
         if args.tar:
-            paper.pack(args.tar, written, args.preset, args.carry_mib)
+            paper_queue.pack(args.tar, written, args.preset, args.carry_mib)
         return 0
     try:
-        dev = paper.check_device(args.device, args.preset, args.force_cpu)
+        dev = paper_queue.check_device(args.device, args.preset, args.force_cpu)
     except ValueError as err:
         return refuse(parser, str(err))
-    todo = paper.pending(pages, args.preset, args.replace_cpu) if pages != [] else []
+    todo = paper_queue.pending(pages, args.preset, args.replace_cpu) if pages != [] else []
     print(f"{len(todo)} {args.preset} run(s) to compute on {dev}", flush=True)
     deadline = None if args.budget_s is None else time.time() + args.budget_s
     written = []
     try:
         if todo:
-            written += paper.run_queue(pages, args.budget_s, args.device, args.preset, args.replace_cpu,
+            written += paper_queue.run_queue(pages, args.budget_s, args.device, args.preset, args.replace_cpu,
                                        args.force_cpu, args.backend, args.carry_mib)
         if pages != []:
-            written += paper.run_analyses(pages, args.preset, args.device, deadline)
+            written += paper_queue.run_analyses(pages, args.preset, args.device, deadline)
         if with_llm:
-            written += paper.run_llm(args.preset, args.device, deadline)
+            written += paper_queue.run_llm(args.preset, args.device, deadline)
     finally:  # whatever happened, bring back what was made and the state to resume from
-        print(f"indexed the committed runs in {paper.write_index()}")
+        print(f"indexed the committed runs in {paper_queue.write_index()}")
         if args.tar:
-            parts = paper.pack(args.tar, list(dict.fromkeys(written)), args.preset, args.carry_mib)
+            parts = paper_queue.pack(args.tar, list(dict.fromkeys(written)), args.preset, args.carry_mib)
             print(f"packed {len(written)} result(s) and the working state into {', '.join(map(str, parts))}")
     return 0
 

@@ -2,7 +2,7 @@
 # The plan for a lent GPU (issue 36; README "A lent GPU, in practice"), one command of at most LIMIT seconds:
 #  1. (BENCH_S > 0) benchmarks/gpu_bench.py: matmul peaks, the stacked Hoogland and Carroll steps against their floor;
 #  2. PLAN=paper (the default): the paper queue for Carroll et al.'s sweep (python -m plateau_lib paper --page
-#     transient_ridge): as many of its 100k-step runs as finish in the seconds left, M by M (paper.lease_groups),
+#     transient_ridge): as many of its 100k-step runs as finish in the seconds left, M by M (paper_queue.lease_groups),
 #     each committed, packed into $OUT/paper.tar.gz;
 #     PLAN=sgld: Hoogland et al.'s estimator at the authors' full budget (10 chains x 5,000 draws from the first,
 #     n = 2^20) at five kept checkpoints of the committed seed-1 run (40k, 80k, 126k, 320k, 500k), on the GPU, each

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from plateau_lib import chapters, paper
+from plateau_lib import chapters, paper_queue
 from plateau_lib.engine import cache
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.icl import development
@@ -134,16 +134,17 @@ def test_the_task_tables_targets_are_chapter_task_modules_that_do_not_import_the
         module, attr = target.split(":")
         assert module in mods and part(module) in CHAPTER_PACKAGES, f"{name}: {module} is not a chapter's module"
         assert callable(tasks.task_class(name)), f"{name}: {target} is not a class or factory"
-        above = sorted(t for t in edges[module] if part(t) in ("chapters", "paper", "commands"))
+        above = sorted(t for t in edges[module] if part(t) in ("chapters", "paper_queue", "paper", "commands"))
         assert not above, f"{module} (task {name}) imports {above}"
 
 
 def test_no_chapter_imports_the_registry_or_the_queue():
-    """``chapters`` (the registry) and ``paper`` (the queue) sit above every chapter; ``commands`` above them."""
+    """``chapters`` (the registry) and ``paper_queue`` (the queue) sit above every chapter; ``commands`` above them,
+    and ``paper`` (``python -m plateau_lib.paper``) above that."""
     for module, targets in graph().items():
         if part(module) in (*CHAPTER_PACKAGES, "engine", "llc", "book"):
-            above = sorted(t for t in targets if t in ("plateau_lib.chapters", "plateau_lib.paper",
-                                                       "plateau_lib.commands"))
+            above = sorted(t for t in targets if t in ("plateau_lib.chapters", "plateau_lib.paper_queue",
+                                                       "plateau_lib.paper", "plateau_lib.commands"))
             assert not above, f"{module} imports {above}"
 
 
@@ -187,5 +188,5 @@ def test_committed_results_keep_their_keys():
     assert checked > 100
     index = pd.read_csv(cache.current().committed / "runs.csv")
     declared = {f"train-{cache.cache_key(e.config, e.extra)}" for preset in ("paper", "cpu")
-                for e in paper.status(None, preset)}
+                for e in paper_queue.status(None, preset)}
     assert set(index["folder"]) <= declared

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
-from plateau_lib import chapters, paper
+from plateau_lib import chapters, paper_queue
 from plateau_lib.engine import cache, costs as run_costs
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped
@@ -25,39 +25,39 @@ def tiny_queue(tmp_path, monkeypatch, use_store):
 
 
 def test_queue_commits_each_run_once(tiny_queue):
-    todo = paper.pending()
+    todo = paper_queue.pending()
     assert [(e.page, e.label) for e in todo] == [("page_a", 0), ("page_a", 1), ("page_b", "reference"),
                                                              ("page_b", ("KQ", 1))]
     assert todo[-1].extra == {"reference": cache.cache_key(TINY)}  # copied runs are keyed by their reference
-    written = paper.run_queue(allow_cpu=True)
+    written = paper_queue.run_queue(allow_cpu=True)
     assert len(written) == 3  # page_a's seed 0 and page_b's reference are the same run
     assert all(not list(p.glob("*.pt")) for p in written)
-    assert paper.pending() == []
+    assert paper_queue.pending() == []
 
 
 def test_budget_stops_before_the_next_run(tiny_queue):
-    assert paper.run_queue(budget_s=-1, allow_cpu=True) == []
+    assert paper_queue.run_queue(budget_s=-1, allow_cpu=True) == []
 
 
 def test_unknown_page_is_refused(tiny_queue):
     with pytest.raises(ValueError, match="unknown page"):
-        paper.pending(["page_z"])
+        paper_queue.pending(["page_z"])
 
 
 def test_status_lists_every_run_and_replace_cpu_requeues_cpu_results(tiny_queue):
-    paper.run_queue(pages=["page_a"], allow_cpu=True)  # computed here, on a CPU
-    states = {(e.page, e.label): e.status for e in paper.status()}
-    assert states == {("page_a", 0): paper.ON_CPU, ("page_a", 1): paper.ON_CPU,
-                      ("page_b", "reference"): paper.ON_CPU, ("page_b", ("KQ", 1)): paper.MISSING}
-    assert [e.label for e in paper.pending()] == [("KQ", 1)]
-    assert len(paper.pending(replace_cpu=True)) == 4
-    assert paper.status(preset="cpu")[0].status == paper.COMMITTED  # a cpu-preset run belongs on a CPU
-    assert all(run_costs.estimate_gpu_s(e.config) > 0 for e in paper.status())
+    paper_queue.run_queue(pages=["page_a"], allow_cpu=True)  # computed here, on a CPU
+    states = {(e.page, e.label): e.status for e in paper_queue.status()}
+    assert states == {("page_a", 0): paper_queue.ON_CPU, ("page_a", 1): paper_queue.ON_CPU,
+                      ("page_b", "reference"): paper_queue.ON_CPU, ("page_b", ("KQ", 1)): paper_queue.MISSING}
+    assert [e.label for e in paper_queue.pending()] == [("KQ", 1)]
+    assert len(paper_queue.pending(replace_cpu=True)) == 4
+    assert paper_queue.status(preset="cpu")[0].status == paper_queue.COMMITTED  # a cpu-preset run belongs on a CPU
+    assert all(run_costs.estimate_gpu_s(e.config) > 0 for e in paper_queue.status())
 
 
 def test_paper_runs_need_a_gpu_unless_forced(tiny_queue):
     with pytest.raises(ValueError, match="FORCE_CPU"):
-        paper.run_queue(device="cpu")
+        paper_queue.run_queue(device="cpu")
 
 
 def test_a_stopped_queue_resumes_from_its_packed_partial_state(tiny_queue, tmp_path, monkeypatch, use_store):
@@ -65,18 +65,18 @@ def test_a_stopped_queue_resumes_from_its_packed_partial_state(tiny_queue, tmp_p
     long = {"page_a": {0: TINY.replace(steps=400, eval_every=50)}}
     monkeypatch.setattr(chapters, "page_runs", lambda preset="paper": long)
     monkeypatch.setattr(chapters, "analyses", lambda preset="paper": [])
-    assert paper.run_queue(budget_s=0.0, allow_cpu=True) == []  # stops after its first step, whatever the speed
+    assert paper_queue.run_queue(budget_s=0.0, allow_cpu=True) == []  # stops after its first step, whatever the speed
     assert len(cache.current().stopped_runs()) == 1
-    tar, = paper.pack(tmp_path / "q.tar.gz", [])
+    tar, = paper_queue.pack(tmp_path / "q.tar.gz", [])
     home = tmp_path / "home"
     (home / ".cache" / "queue" / "train-0123456789abcdef.partial").mkdir(parents=True)  # older state: replaced
-    assert paper.unpack(tar, home) == [f".cache/queue/{cache.current().stopped_runs()[0].name}"]
+    assert paper_queue.unpack(tar, home) == [f".cache/queue/{cache.current().stopped_runs()[0].name}"]
     assert [p.name for p in (home / ".cache" / "queue").iterdir()] == [cache.current().stopped_runs()[0].name]
     resume = torch.load(next(home.glob(".cache/queue/*.partial/resume.pt")), weights_only=True)
     assert 0 < resume["step"] < 400
     use_store(local=home / ".cache" / "queue")
-    written = paper.run_queue(allow_cpu=True)
-    assert len(written) == 1 and paper.pending() == [] and not cache.current().stopped_runs()
+    written = paper_queue.run_queue(allow_cpu=True)
+    assert len(written) == 1 and paper_queue.pending() == [] and not cache.current().stopped_runs()
 
 
 ICL = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4}, n_layer=2, n_head=2, d_model=16,
@@ -97,14 +97,14 @@ def stages_queue(tiny_queue, monkeypatch):
 
 
 def test_an_analysis_waits_for_its_training_then_commits(stages_queue):
-    assert not stages_queue.trained() and paper.run_analyses(device="cpu") == []
-    paper.run_queue(allow_cpu=True)
+    assert not stages_queue.trained() and paper_queue.run_analyses(device="cpu") == []
+    paper_queue.run_queue(allow_cpu=True)
     assert stages_queue.trained() and not stages_queue.committed()
-    written = paper.run_analyses(device="cpu")
+    written = paper_queue.run_analyses(device="cpu")
     assert stages_queue.committed() and {p.name for p in written} == {f"train-{cache.cache_key(ICL)}",
                                                                       *stages_queue.outputs}
-    assert paper.run_analyses(device="cpu") == []
-    assert paper.run_analyses(device="cpu", deadline=0.0) == []  # nothing left, so no budget needed
+    assert paper_queue.run_analyses(device="cpu") == []
+    assert paper_queue.run_analyses(device="cpu", deadline=0.0) == []  # nothing left, so no budget needed
 
 
 def test_a_stopped_analysis_resumes_elsewhere_from_its_packed_rows_and_checkpoints(use_store, stages_queue, tmp_path,
@@ -112,23 +112,23 @@ def test_a_stopped_analysis_resumes_elsewhere_from_its_packed_rows_and_checkpoin
     """The budget stops λ̂ after its first kept row; the pack carries those rows and the run's checkpoints (and
     nothing else); unpacked in a new home, the queue finishes with the table of an uninterrupted computation."""
     from plateau_lib.icl import development
-    paper.run_queue(allow_cpu=True)
-    assert paper.run_analyses(device="cpu", deadline=time.time() - 1) == []  # spent before it starts
+    paper_queue.run_queue(allow_cpu=True)
+    assert paper_queue.run_analyses(device="cpu", deadline=time.time() - 1) == []  # spent before it starts
     with pytest.raises(Stopped):
         stages_queue.compute("cpu", 1, time.time() - 1)
     assert len(cache.StoredTable(development.KIND, development.llc_spec(ICL, ICL_LLC)).rows()) == 1
-    state = [p.name for p in paper.queue_state()]
+    state = [p.name for p in paper_queue.queue_state()]
     assert state == [f"{development.KIND}-{development.key(ICL, ICL_LLC)}.partial", f"train-{cache.cache_key(ICL)}"]
-    parts = paper.pack(tmp_path / "q.tar.gz", [], part_mib=0.01)  # small parts: several files
+    parts = paper_queue.pack(tmp_path / "q.tar.gz", [], part_mib=0.01)  # small parts: several files
     assert len(parts) > 1 and parts[1].name == "q.2.tar.gz"
     home = tmp_path / "home"
-    assert paper.unpack(parts, home) == [f".cache/queue/{name}" for name in sorted(state)]
+    assert paper_queue.unpack(parts, home) == [f".cache/queue/{name}" for name in sorted(state)]
     use_store(committed=home / "results", local=home / ".cache" / "queue")
     carried = home / ".cache" / "queue" / f"train-{cache.cache_key(ICL)}"
     weights = {p.name: p.stat().st_mtime_ns for p in carried.glob("*.pt")}
-    paper.run_queue(allow_cpu=True)  # the run's result is found in the carried state, not retrained
+    paper_queue.run_queue(allow_cpu=True)  # the run's result is found in the carried state, not retrained
     assert len(weights) == 6 and weights == {p.name: p.stat().st_mtime_ns for p in carried.glob("*.pt")}
-    paper.run_analyses(device="cpu")
+    paper_queue.run_analyses(device="cpu")
     resumed = cache.current().find(development.KIND, development.key(ICL, ICL_LLC))
     assert resumed.parent == home / "results"
     use_store(committed=tmp_path / "none", local=tmp_path / "again")
@@ -138,10 +138,10 @@ def test_a_stopped_analysis_resumes_elsewhere_from_its_packed_rows_and_checkpoin
 
 
 def test_pack_leaves_out_state_past_the_carry_limit(stages_queue, tmp_path, capsys):
-    paper.run_queue(allow_cpu=True)
-    tar, = paper.pack(tmp_path / "q.tar.gz", [], carry_mib=0.001)
+    paper_queue.run_queue(allow_cpu=True)
+    tar, = paper_queue.pack(tmp_path / "q.tar.gz", [], carry_mib=0.001)
     assert "not packed" in capsys.readouterr().out
-    assert paper.unpack(tar, tmp_path / "home") == []
+    assert paper_queue.unpack(tar, tmp_path / "home") == []
 
 
 def test_unpack_refuses_runs_no_page_declares(tiny_queue, tmp_path):
@@ -152,12 +152,12 @@ def test_unpack_refuses_runs_no_page_declares(tiny_queue, tmp_path):
     with tarfile.open(tmp_path / "stray.tar.gz", "w:gz") as tar:
         tar.add(folder, arcname=f"results/{folder.name}")
     with pytest.raises(ValueError, match="no page declares"):
-        paper.unpack(tmp_path / "stray.tar.gz", tmp_path / "elsewhere")
+        paper_queue.unpack(tmp_path / "stray.tar.gz", tmp_path / "elsewhere")
     assert not (tmp_path / "elsewhere").exists()
     with tarfile.open(tmp_path / "odd.tar.gz", "w:gz") as tar:
         tar.add(folder / "meta.json", arcname=".cache/queue/notes/meta.json")
     with pytest.raises(ValueError, match="unexpected member"):
-        paper.unpack(tmp_path / "odd.tar.gz", tmp_path / "elsewhere")
+        paper_queue.unpack(tmp_path / "odd.tar.gz", tmp_path / "elsewhere")
     assert not (tmp_path / "elsewhere").exists()
 
 
@@ -169,13 +169,13 @@ def test_queue_trains_analyses_commits_and_packs_the_miniature_language_models(t
     monkeypatch.setattr(corpus, "LOCAL", tmp_path / "llm")
     monkeypatch.setattr(llm_task, "corpus_tokens", lambda arch, sources: torch.arange(3, 503).numpy())
     monkeypatch.setattr(collapse, "prompts", lambda n, seed: ["What is a plant?", "Why is the sky blue?"][:n] * (n // 2))
-    assert [s for _, _, s in paper.llm_status()] == [paper.MISSING]
-    written = paper.run_llm(device="cpu")
-    assert [p.name for p in written] == [collapse.miniature_table(tiny).name] and paper.llm_status()[0][2] == paper.COMMITTED
+    assert [s for _, _, s in paper_queue.llm_status()] == [paper_queue.MISSING]
+    written = paper_queue.run_llm(device="cpu")
+    assert [p.name for p in written] == [collapse.miniature_table(tiny).name] and paper_queue.llm_status()[0][2] == paper_queue.COMMITTED
     assert not list(written[0].rglob("*.safetensors")), "checkpoints are never committed"
-    assert paper.run_llm(device="cpu") == []
-    tar, = paper.pack(tmp_path / "q.tar.gz", written)
-    assert paper.unpack(tar, tmp_path / "home") == [f"results/{written[0].name}"]
+    assert paper_queue.run_llm(device="cpu") == []
+    tar, = paper_queue.pack(tmp_path / "q.tar.gz", written)
+    assert paper_queue.unpack(tar, tmp_path / "home") == [f"results/{written[0].name}"]
 
 
 def test_the_queue_finds_every_committed_cpu_analysis_under_its_name():
@@ -194,15 +194,15 @@ def test_cpu_queue_trains_the_feasible_runs_on_two_workers_stops_and_resumes(tin
             "page_b": {"reference": TINY.replace(seed=3), ("KQ", 1): TINY.replace(seed=1, copy_groups=("kq", "embed"))}}
     monkeypatch.setattr(chapters, "page_runs", lambda preset="paper": runs)
     costs = {run_costs.architecture(TINY): {"step_s": 0.5, "eval_s": 0.0}}   # 4 steps: 2 s; 40k steps: 5.6 h
-    monkeypatch.setattr(paper, "cpu_costs", lambda configs, measure=True, record=None: costs)
+    monkeypatch.setattr(paper_queue, "cpu_costs", lambda configs, measure=True, record=None: costs)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as lc, \
             distributed.Client(lc) as client:
-        assert paper.run_cpu_queue(budget_s=0.0, client=client, limit_h=3.0) == []   # each stops after one step
+        assert paper_queue.run_cpu_queue(budget_s=0.0, client=client, limit_h=3.0) == []   # each stops after one step
         assert len(list(cache.current().local.glob("train-*.partial/resume.pt"))) == 3
-        written = paper.run_cpu_queue(client=client, limit_h=3.0)
+        written = paper_queue.run_cpu_queue(client=client, limit_h=3.0)
     assert sorted(p.name for p in written) == sorted(f"train-{cache.cache_key(c)}" for c in
                                                      (TINY, TINY.replace(seed=1), TINY.replace(seed=3)))
-    assert {(e.page, e.label) for e in paper.pending()} == {("page_a", "long"), ("page_b", ("KQ", 1))}
+    assert {(e.page, e.label) for e in paper_queue.pending()} == {("page_a", "long"), ("page_b", ("KQ", 1))}
     resumed = cache.load_committed(TINY.replace(seed=1)).metrics
     pd.testing.assert_frame_equal(resumed, train(TINY.replace(seed=1), progress=False).metrics)
     assert all(cache.committed_meta(c)["device"] == "cpu" for c in (TINY, TINY.replace(seed=3)))
@@ -230,7 +230,7 @@ def test_duplicate_seeds_are_refused():
 
 
 def _entry(page, label, cfg):
-    return paper.Entry(page, label, cfg, None, paper.MISSING, None, cache.cache_key(cfg), None)
+    return paper_queue.Entry(page, label, cfg, None, paper_queue.MISSING, None, cache.cache_key(cfg), None)
 
 
 def test_lease_groups_put_carrolls_sweep_first_and_start_only_what_can_finish_or_come_back():
@@ -242,21 +242,21 @@ def test_lease_groups_put_carrolls_sweep_first_and_start_only_what_can_finish_or
     muon = [_entry("mws_training_setups", ("Muon", s), TINY.replace(optimizer="muon", d_model=24, seed=s)) for s in range(2)]
     state = lambda cfg: 30.0 if cfg.d_model == 16 else 1.0  # noqa: E731  (MiB)
     estimate = lambda cfg, stacked: 100.0  # noqa: E731  (seconds a run, its share)
-    groups, left = paper.lease_groups(small + muon + sweep, 450, carry_mib=64, estimate=estimate, state_mib=state)
+    groups, left = paper_queue.lease_groups(small + muon + sweep, 450, carry_mib=64, estimate=estimate, state_mib=state)
     assert [g[0].page for g in groups] == ["transient_ridge", "mws_training_setups", "page_a"]
     assert [e.label for e in groups[0]] == [("M", m, 0) for m in range(4)]  # 4 x 100 s <= 450 s < 5 x 100 s
     assert left == sweep[4:] and groups[1] == muon and groups[2] == small
-    assert paper.lease_groups(sweep, 50, 64, estimate, state) == ([], sweep)  # not even one run finishes
-    assert paper.lease_groups(sweep, None, 64, estimate, state) == ([sweep], [])  # no budget: everything starts
-    assert paper.lease_groups(sweep[:2], 1, 64, estimate, state) == ([sweep[:2]], [])  # 60 MiB can come back
+    assert paper_queue.lease_groups(sweep, 50, 64, estimate, state) == ([], sweep)  # not even one run finishes
+    assert paper_queue.lease_groups(sweep, None, 64, estimate, state) == ([sweep], [])  # no budget: everything starts
+    assert paper_queue.lease_groups(sweep[:2], 1, 64, estimate, state) == ([sweep[:2]], [])  # 60 MiB can come back
 
 
 def test_a_budgeted_queue_leaves_runs_it_could_neither_finish_nor_bring_back(tiny_queue, monkeypatch):
     """Dry run at tiny sizes: the runs' states are made to look too large to carry, and the estimate lets one
     finish in the budget; that one is trained and committed, the other left untouched (no resume state)."""
-    monkeypatch.setattr(paper, "resume_mib", lambda cfg: 100.0)
-    monkeypatch.setattr(paper, "estimate_gpu_s", lambda cfg, stacked=1: 50.0)
+    monkeypatch.setattr(paper_queue, "resume_mib", lambda cfg: 100.0)
+    monkeypatch.setattr(paper_queue, "estimate_gpu_s", lambda cfg, stacked=1: 50.0)
     monkeypatch.setattr(chapters, "page_runs", lambda preset="paper": {"page_a": {0: TINY, 1: TINY.replace(seed=1)}})
-    written = paper.run_queue(budget_s=80, allow_cpu=True)
-    assert len(written) == 1 and [e.label for e in paper.pending()] == [1]
+    written = paper_queue.run_queue(budget_s=80, allow_cpu=True)
+    assert len(written) == 1 and [e.label for e in paper_queue.pending()] == [1]
     assert not cache.current().stopped_runs()

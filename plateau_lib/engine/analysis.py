@@ -1,4 +1,4 @@
-"""A step after training that the paper queue runs (``plateau_lib.paper``): each chapter declares its own in its
+"""A step after training that the paper queue runs (``plateau_lib.paper_queue``): each chapter declares its own in its
 ``analyses`` module, and ``plateau_lib.chapters.analyses`` gathers them."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The in-context regression chapter's steps after training, for the paper queue (``plateau_lib.paper``) and the
+"""The in-context regression chapter's steps after training, for the paper queue (``plateau_lib.paper_queue``) and the
 ``stages`` and ``diversity`` commands: λ̂ and structure at every checkpoint of the stages run, and the
 transient-ridge sweep's SGLD calibration and λ̂ against M."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The loss-plateau chapter's steps after training, for the paper queue (``plateau_lib.paper``) and the
+"""The loss-plateau chapter's steps after training, for the paper queue (``plateau_lib.paper_queue``) and the
 ``plateau-llc`` and ``probe`` commands: λ̂ across the MWS plateau (its SGLD calibration first) and the probe with
 the collapse locations at every checkpoint."""
 from __future__ import annotations
