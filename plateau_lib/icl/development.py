@@ -21,7 +21,7 @@ import torch
 from plateau_lib.engine import cache
 from plateau_lib.engine.runs import TrainConfig, TrainResult
 from plateau_lib.engine.utils import resolve_device
-from plateau_lib.llc import llc_over_checkpoints
+from plateau_lib.llc.callbacks import llc_at_run_checkpoints
 
 KIND = "icl_stages"
 VERSION = 1
@@ -161,14 +161,13 @@ def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = Tr
             return found
     device = resolve_device(cfg.device)
     t0 = time.perf_counter()
-    train, ckpts = cache.trained_checkpoints(cfg, use_cache, progress)
-    train_s = time.perf_counter() - t0
     table = stored(cfg, llc)
-    model = cfg.make_task().build_model(cfg)
     settings = {k: v for k, v in llc.items() if k != "n_data"}
     data = llc_data(cfg, llc["n_data"], llc["seed"], device)
-    done = llc_over_checkpoints(model, cfg.make_task().loss, data, ckpts, stack=stack, progress=progress, kept=table,
-                                deadline=deadline, desc="λ̂ at checkpoints", device=str(device), **settings)
+    done, train, ckpts = llc_at_run_checkpoints(cfg, cfg.make_task().loss, data, table, use_cache=use_cache,
+                                                progress=progress, stack=stack, deadline=deadline,
+                                                device=str(device), **settings)
+    train_s = time.perf_counter() - t0
     structure = pd.DataFrame([structure_row(s, torch.load(p, weights_only=True)) for s, p in sorted(ckpts.items())])
     save(cfg, llc, done, structure, device=str(device), train_wall_s=train.meta.get("wall_time_s", round(train_s, 1)),
          llc_wall_s=round(float(done["elapsed_s"].sum()), 1))

@@ -34,7 +34,7 @@ from plateau_lib.icl.development import llc_data
 from plateau_lib.icl.presets import check_Ms, INF
 from plateau_lib.llc import calibration_sweep, estimate_llc
 from plateau_lib.llc.calibration import chosen_setting, mark_choice
-from plateau_lib.llc.callbacks import llc_over_checkpoints, llc_row
+from plateau_lib.llc.callbacks import llc_at_run_checkpoints, llc_row
 from plateau_lib.llc.result import traces_table
 
 
@@ -282,12 +282,11 @@ def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: b
             complete &= not rows.empty and {*cfg.checkpoint_steps, cfg.steps} <= set(rows["step"].astype(int))
             frames.append(rows.assign(M=M, seed=seed))
             continue
-        model, task, device = final_model(cfg)
-        states = {**cache.trained_checkpoints(cfg)[1], cfg.steps: model.state_dict()}
+        device = resolve_device(cfg.device)
         data_ = llc_data(cfg, llc["n_data"], llc["seed"], device)
-        rows = llc_over_checkpoints(model, task.loss, data_, dict(sorted(states.items())), progress=progress,
-                                    kept=parts[-1], desc=f"λ̂ over training, M = {label_M(M)}, seed {seed}",
-                                    device=str(device), **settings)
+        rows, _, _ = llc_at_run_checkpoints(cfg, cfg.make_task().loss, data_, parts[-1], with_final=True,
+                                            progress=progress, desc=f"λ̂ over training, M = {label_M(M)}, seed {seed}",
+                                            device=str(device), **settings)
         frames.append(rows.assign(M=M, seed=seed))
     if not complete:
         return None

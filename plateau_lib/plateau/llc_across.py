@@ -21,7 +21,7 @@ from plateau_lib.engine import cache, stages
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.utils import resolve_device
 from plateau_lib.llc.calibration import calibration_sweep, mark_choice
-from plateau_lib.llc.callbacks import llc_over_checkpoints
+from plateau_lib.llc.callbacks import llc_at_run_checkpoints
 from plateau_lib.plateau.llc_transformer import sequence_loss, sgld_sequences
 from plateau_lib.plateau.milestones import milestones as run_milestones, value_at
 from plateau_lib.plateau.model import GPT
@@ -49,13 +49,12 @@ def llc_curve(cfg: TrainConfig, sgld: dict, use_cache: bool = True, progress: bo
     ``deadline`` it stops once its rows are kept); ``stack`` checkpoints per batched computation
     (``llc_over_checkpoints``; worth it on a GPU only).
     Returns ``(llc table, TrainResult)``."""
-    run, ckpts = cache.trained_checkpoints(cfg, use_cache, progress)
-    model, data = GPT(cfg.model_config()), sgld_sequences(cfg, sgld["n_data"])
     rows = curve_rows(cfg, sgld)
     if not use_cache:
         rows.drop_rows()
-    llc = llc_over_checkpoints(model, sequence_loss, data, ckpts, stack=stack, progress=progress, kept=rows,
-                               deadline=deadline, desc="λ̂ at checkpoints", warn=False, device=device, **_sampler(sgld))
+    llc, run, _ = llc_at_run_checkpoints(cfg, sequence_loss, sgld_sequences(cfg, sgld["n_data"]), rows,
+                                         use_cache=use_cache, progress=progress, stack=stack, deadline=deadline,
+                                         warn=False, device=device, **_sampler(sgld))
     return llc, run
 
 
