@@ -35,7 +35,7 @@ from plateau_lib.icl import analyses as icl_analyses, development, diversity, lo
 from plateau_lib.icl.presets import (DIVERSITY, DIVERSITY_CALIBRATION, ICL_LLC_REDUCED, ICL_PAPER, ICL_STAGES,
                                      diversity as sweep_preset, icl_stages)
 from plateau_lib.llc.calibration import chosen_setting
-from plateau_lib.llm import collapse, presets as llm_presets
+from plateau_lib.llm import analyses as llm_analyses, collapse, presets as llm_presets
 from plateau_lib.llm.corpus import TOKENIZER_FILES
 from plateau_lib.plateau import analyses as plateau_analyses, llc_across, presets as plateau_presets, probe
 
@@ -130,22 +130,20 @@ def _paper(args, parser) -> int:
 
 
 def _paper_queue(args, parser) -> int:
-    with_llm = not args.page or "llm_collapse" in args.page
-    pages = [p for p in args.page or () if p != "llm_collapse"] or (None if not args.page else [])
+    pages = args.page or None
+    try:
+        entries = paper_queue.status(pages, args.preset)
+    except ValueError as err:
+        return refuse(parser, f"--page: {err}")
     if args.list:
-        if pages != []:
-            entries = paper_queue.status(pages, args.preset)
-            missing = [e.config for e in entries if e.status == paper_queue.MISSING]
-            costs = cpu_costs(missing) if args.preset == "paper" else None
-            paper_queue.print_status(entries, args.preset, costs, args.cpu_limit_h)
-            paper_queue.print_analyses(args.preset, pages)
-        for label, cfg, state in paper_queue.llm_status(args.preset) if with_llm else ():
-            print(f"  {'llm_collapse':<20} {label:<28} {state:<27} {cfg.steps:>5} steps  "
-                  f"{cfg.batch_size} x {cfg.context} tokens per step")
+        missing = [e.config for e in entries if e.status == paper_queue.MISSING]
+        costs = cpu_costs(missing) if args.preset == "paper" else None
+        paper_queue.print_status(entries, args.preset, costs, args.cpu_limit_h)
+        paper_queue.print_analyses(args.preset, pages)
         return 0
     if args.preset == "paper" and resolve_device(args.device).type != "cuda" and not args.force_cpu:
         # no GPU: the CPU-feasible part of the queue, on two workers; the rest (and the analyses) wait for a GPU
-        written = paper_queue.run_cpu_queue(pages, args.budget_s, args.workers, args.cpu_limit_h) if pages != [] else []
+        written = paper_queue.run_cpu_queue(pages, args.budget_s, args.workers, args.cpu_limit_h)
         print(f"{len(written)} paper run(s) computed on this CPU and committed to results/; the runs over "
               f"{args.cpu_limit_h:g} CPU-hours and the analyses wait for a GPU (--list shows which; --force-cpu runs "
               "them here anyway)", flush=True)
@@ -157,7 +155,7 @@ def _paper_queue(args, parser) -> int:
         dev = paper_queue.check_device(args.device, args.preset, args.force_cpu)
     except ValueError as err:
         return refuse(parser, str(err))
-    todo = paper_queue.pending(pages, args.preset, args.replace_cpu) if pages != [] else []
+    todo = paper_queue.pending(pages, args.preset, args.replace_cpu)
     print(f"{len(todo)} {args.preset} run(s) to compute on {dev}", flush=True)
     deadline = None if args.budget_s is None else time.time() + args.budget_s
     written = []
@@ -165,10 +163,7 @@ def _paper_queue(args, parser) -> int:
         if todo:
             written += paper_queue.run_queue(pages, args.budget_s, args.device, args.preset, args.replace_cpu,
                                        args.force_cpu, args.backend, args.carry_mib)
-        if pages != []:
-            written += paper_queue.run_analyses(pages, args.preset, args.device, deadline)
-        if with_llm:
-            written += paper_queue.run_llm(args.preset, args.device, deadline)
+        written += paper_queue.run_analyses(pages, args.preset, args.device, deadline)
     finally:  # whatever happened, bring back what was made and the state to resume from
         print(f"indexed the committed runs in {paper_queue.write_index()}")
         if args.tar:
@@ -388,7 +383,7 @@ def _collapse(args, parser) -> int:
               f"{s['cosine'].iloc[0]:.2f} at step 0, peak {s['cosine'].max():.2f}, "
               f"{s['cosine'].iloc[-1]:.2f} at the end", flush=True)
         if args.commit:
-            print(f"committed {collapse.commit(cfg, args.n_prompts, cfg.prompt_seed(0))}")
+            print(*llm_analyses.miniature(cfg, args.n_prompts).commit(), sep="\n")
     return 0
 
 

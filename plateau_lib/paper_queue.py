@@ -3,18 +3,18 @@ notebooks, no papermill: a lent GPU machine needs only torch, numpy and pandas),
 result into ``results/`` for committing. ``--preset cpu`` does the same for the miniature's runs, whose
 committed results keep the book build short.
 
-The queue has three parts, in this order:
+The queue has two parts, in this order:
 1. **Training runs.** ``chapters.page_runs(preset)`` declares them. Each is *committed*, *committed, computed
    on CPU* (a ``paper`` run made without a GPU; ``--replace-cpu`` recomputes it) or *missing*. Missing runs of
    one architecture are trained together (``train_many``: stacked on a GPU) through the result cache; with a
    budget, ``lease_groups`` says which fit (Carroll et al.'s sweep first, M by M, since its states cannot come
    back).
-2. **Analyses** (each chapter's ``analyses`` module, gathered by ``chapters.analyses``): the steps that read the trained runs' weights or checkpoints: λ̂ at every
-   checkpoint of the stages run, λ̂ against M of the task-diversity sweep, λ̂ across the MWS plateau, and the
-   probe and collapse locations. Each starts once its training runs exist and commits its tables.
-3. The collapse page's miniature language models (``plateau_lib.llm``): each is trained, analysed and its
-   tables committed (``results/llm_collapse-<key>/``). Their checkpoints are too large to carry, so a
-   miniature must finish within one command; one stopped at the budget resumes only on the same machine.
+2. **Analyses** (``engine.analysis.Analysis``: each chapter's ``analyses`` module declares its own, gathered in
+   book order by ``chapters.analyses``): λ̂ across the MWS plateau and the probe with the collapse locations, the
+   collapse page's miniature language models (each trained and analysed in one step: their checkpoints are too
+   large to carry, so a miniature must finish within one command), λ̂ at every checkpoint of the stages run and
+   λ̂ against M of the task-diversity sweep. Each starts once the training runs it reads exist, and commits its
+   tables (``Analysis.commit``).
 
 **Without a GPU** the command line does the CPU-feasible part instead (``run_cpu_queue``): the missing runs
 whose cost, multiplied out from their architecture's measured step and evaluation times (``measure_cpu``,
@@ -50,7 +50,6 @@ from plateau_lib.engine.costs import CPU_RECORD, cpu_costs, estimate_cpu_s, esti
 from plateau_lib.engine.train import Stopped, stacks
 from plateau_lib.engine.utils import cpu_threads, resolve_device
 from plateau_lib.icl import long_run
-from plateau_lib.llm import collapse as llm, presets as llm_presets
 
 COMMITTED, ON_CPU, MISSING = "committed", "committed, computed on CPU", "missing"
 
@@ -72,9 +71,10 @@ class Entry(NamedTuple):
 
 def _entries(pages=None, preset: str = "paper") -> list[Entry]:
     runs = chapters.page_runs(engine_presets.check_preset(preset))
-    unknown = sorted(set(pages or ()) - set(runs))
+    known = {*runs, *(a.page for a in chapters.analyses(preset))}
+    unknown = sorted(set(pages or ()) - known)
     if unknown:
-        raise ValueError(f"unknown page(s) {unknown}; pages that declare {preset} runs: {sorted(runs)}")
+        raise ValueError(f"unknown page(s) {unknown}; pages that declare {preset} runs or analyses: {sorted(known)}")
     out = []
     for page, configs in runs.items():
         if pages and page not in pages:
@@ -291,30 +291,6 @@ def run_analyses(pages=None, preset: str = "paper", device: str = "auto", deadli
     return written
 
 
-def llm_status(preset: str = "paper") -> list[tuple]:
-    """``(label, config, status)`` of the collapse page's miniatures for ``preset`` (committed or missing)."""
-    return [(f"{arch} miniature, seed {seed}", cfg,
-             COMMITTED if llm.stored(cfg, prompt_seed=cfg.prompt_seed(0), committed_only=True) else MISSING)
-            for (arch, seed), cfg in llm_presets.llm_miniatures(preset).items()]
-
-
-def run_llm(preset: str = "paper", device: str = "auto", deadline: float | None = None) -> list[Path]:
-    """Train, analyse and commit the missing miniatures of the collapse page; returns the folders written."""
-    written = []
-    for label, cfg, state in llm_status(preset):
-        if state == COMMITTED:
-            continue
-        try:
-            llm.miniature_collapse(cfg.replace(device=str(resolve_device(device))), prompt_seed=cfg.prompt_seed(0),
-                                   progress=False, deadline=deadline)
-        except Stopped as err:
-            print(f"llm_collapse {label}: {err}", flush=True)
-            break
-        written.append(llm.commit(cfg, prompt_seed=cfg.prompt_seed(0)))
-        print(f"llm_collapse {label} -> {written[-1].name}", flush=True)
-    return written
-
-
 def queue_state(preset: str = "paper") -> list[Path]:
     """The working folders a next command needs, most useful first: tables kept row by row, training resume
     states, then the finished local runs (weights, checkpoints) that analyses still to do will read."""
@@ -362,12 +338,10 @@ def pack(tar_path: Path, written: list[Path], preset: str = "paper", carry_mib: 
 
 
 def declared_names() -> set[str]:
-    """The folder name of every result any page declares, in any preset: training runs, the analyses' tables
-    and the miniatures' tables."""
+    """The folder name of every result any page declares, in any preset: training runs and the analyses' tables
+    (the miniatures' included)."""
     names = {cache.run_name(e.key) for preset in engine_presets.PRESETS for e in _entries(None, preset)}
-    names |= {name for preset in engine_presets.PRESETS for a in chapters.analyses(preset) for name in a.outputs}
-    return names | {llm.miniature_table(cfg, prompt_seed=cfg.prompt_seed(0)).name for preset in engine_presets.PRESETS
-                    for _, cfg, _ in llm_status(preset)}
+    return names | {name for preset in engine_presets.PRESETS for a in chapters.analyses(preset) for name in a.outputs}
 
 
 STATE_FOLDER = re.compile(r"^[a-z_]+-[0-9a-f]{16}(\.partial)?$")  # a working folder: <kind>-<key>[.partial]
@@ -461,7 +435,7 @@ def print_status(entries: list[Entry], preset: str, costs: dict | None = None, l
     counts = {s: sum(e.status == s for e in entries) for s in (COMMITTED, ON_CPU, MISSING)}
     print(f"{preset}: {counts[COMMITTED]} committed, {counts[ON_CPU]} committed but computed on CPU, "
           f"{counts[MISSING]} missing; about {total:.0f} s of GPU time for the missing and CPU-made ones "
-          "(a rough estimate; see paper.py)")
+          "(a rough estimate; see paper_queue.py)")
     if costs is not None:
         feasible = [e for e in entries if e.status == MISSING and e not in over and not made_across_sessions(e.config)]
         hours = sum(estimate_cpu_s(e.config, costs) or 0.0 for e in feasible) / 3600

@@ -163,7 +163,8 @@ def test_registry_finds_every_chapters_presets_claims_page_runs_and_analyses():
     for preset in ("paper", "cpu"):
         steps = chapters.analyses(preset)
         names = [name for a in steps for name in a.outputs]
-        assert {a.page for a in steps} == {"icl_stages", "transient_ridge", "plateau_llc", "mws_probe_and_locations"}
+        assert {a.page for a in steps} == {"icl_stages", "transient_ridge", "plateau_llc", "mws_probe_and_locations",
+                                           "llm_collapse"}
         assert len(names) == len(set(names)) and all(f"book/figures/{a.page}" in toc for a in steps)
     with pytest.raises(ValueError, match="unknown chapter"):
         chapters._module("nope", "presets")

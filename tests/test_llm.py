@@ -273,7 +273,7 @@ def test_miniature_collapse_is_stored_and_reloaded(local_cache, no_network, monk
     assert meta["spec"]["run"] == {"miniature": cfg.key()} and meta["source"] == "miniature"
     again, _ = collapse.miniature_collapse(cfg, n_prompts=3, progress=False)
     assert again["prompts"]["mean_cos"].tolist() == pytest.approx(rows["mean_cos"].tolist())
-    committed = collapse.commit(cfg, 3, 0)
+    committed = collapse.miniature_table(cfg, 3, 0).commit()
     assert collapse.miniature_collapse(cfg, n_prompts=3, progress=False)[1]["cache"] == str(committed)
     assert collapse.miniature_collapse(cfg, n_prompts=3, use_cache=False, progress=False)[1]["cache"] is None
     matrix = collapse.cosine_matrix(rows, 0)

@@ -169,20 +169,25 @@ def test_queue_trains_analyses_commits_and_packs_the_miniature_language_models(t
     monkeypatch.setattr(corpus, "LOCAL", tmp_path / "llm")
     monkeypatch.setattr(llm_task, "corpus_tokens", lambda arch, sources: torch.arange(3, 503).numpy())
     monkeypatch.setattr(collapse, "prompts", lambda n, seed: ["What is a plant?", "Why is the sky blue?"][:n] * (n // 2))
-    assert [s for _, _, s in paper_queue.llm_status()] == [paper_queue.MISSING]
-    written = paper_queue.run_llm(device="cpu")
-    assert [p.name for p in written] == [collapse.miniature_table(tiny).name] and paper_queue.llm_status()[0][2] == paper_queue.COMMITTED
+    step, = [a for a in chapters.analyses() if a.page == "llm_collapse"]
+    assert step.trained() and not step.committed()  # a miniature trains within its own step
+    written = paper_queue.run_analyses(["llm_collapse"], device="cpu")
+    assert [p.name for p in written] == [collapse.miniature_table(tiny).name] and step.committed()
     assert not list(written[0].rglob("*.safetensors")), "checkpoints are never committed"
-    assert paper_queue.run_llm(device="cpu") == []
+    assert paper_queue.run_analyses(["llm_collapse"], device="cpu") == []
     tar, = paper_queue.pack(tmp_path / "q.tar.gz", written)
     assert paper_queue.unpack(tar, tmp_path / "home") == [f"results/{written[0].name}"]
 
 
 def test_the_queue_finds_every_committed_cpu_analysis_under_its_name():
-    """The cpu queue's analyses (the long CPU runs') are committed, so their names match the stored tables'."""
+    """The cpu queue's analyses (the long CPU runs' and the CPU miniatures') are committed, so their names match
+    the stored tables'; of the paper ones, the two miniatures are committed and the six λ̂ and probe tables wait
+    for a GPU."""
     assert all(a.committed() for a in chapters.analyses("cpu"))
-    names = [name for a in chapters.analyses("paper") for name in a.outputs]
-    assert len(names) == len(set(names)) == 6 and not any(a.committed() for a in chapters.analyses("paper"))
+    paper = chapters.analyses("paper")
+    names = [name for a in paper for name in a.outputs]
+    assert len(names) == len(set(names)) == 8
+    assert [a.page for a in paper if a.committed()] == ["llm_collapse", "llm_collapse"]
 
 
 def test_cpu_queue_trains_the_feasible_runs_on_two_workers_stops_and_resumes(tiny_queue, monkeypatch):

@@ -92,7 +92,8 @@ def test_every_command_is_listed_and_a_bad_option_is_refused_in_one_line_before_
                           (["stages-run", "llc", "--budget-s", "0"], "--budget-s must be positive"),
                           (["probe", "--cpu-budget"], "--cpu-budget goes with --preset paper only"),
                           (["transient-search"], "give a trial to run"),
-                          (["paper", "--workers", "0"], "--workers must be >= 1")):
+                          (["paper", "--workers", "0"], "--workers must be >= 1"),
+                          (["paper", "--page", "nowhere", "--list"], "--page: unknown page(s) ['nowhere']")):
         result = subprocess.run([sys.executable, "-m", "plateau_lib", *argv], capture_output=True, text=True,
                                 timeout=120, cwd=tmp_path)
         assert result.returncode == 2 and message in result.stderr, (argv, result.stderr)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import shutil
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -247,17 +246,9 @@ def real_collapse(model: str, checkpoints: dict, n_prompts: int = 100, prompt_se
                      use_cache)
 
 
-# ---- the page's committed results, and the command line ----------------------------------------------------------
+# ---- the page's committed results ------------------------------------------------------------------------------
 
 def stored(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0, committed_only: bool = False):
     """The folder of the stored analysis of ``cfg`` (committed first; only committed with ``committed_only``)."""
     table = miniature_table(cfg, n_prompts, prompt_seed)
-    if committed_only:
-        path = cache.current().committed / table.name
-        return path if (path / "meta.json").exists() else None
-    return table.path()
-
-
-def commit(cfg: MiniatureConfig, n_prompts: int = 100, prompt_seed: int | None = 0) -> Path:
-    """Copy the local analysis of ``cfg`` (tables and provenance, no checkpoints) into ``results/``."""
-    return miniature_table(cfg, n_prompts, prompt_seed).commit()
+    return None if committed_only and not table.committed() else table.path()
