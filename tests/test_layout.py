@@ -182,7 +182,7 @@ def test_committed_results_keep_their_keys():
         if kind == "train":
             assert cache.cache_key(TrainConfig(**meta["config"]), meta.get("extra")) == key, meta_path.parent.name
         elif kind == development.KIND:
-            assert development.key(TrainConfig(**meta["config"]), meta["llc"]) == key, meta_path.parent.name
+            assert development.stored(TrainConfig(**meta["config"]), meta["llc"]).key == key, meta_path.parent.name
         else:
             assert cache.table_key(meta["spec"]) == key, meta_path.parent.name
         checked += 1

@@ -118,7 +118,7 @@ def test_a_stopped_analysis_resumes_elsewhere_from_its_packed_rows_and_checkpoin
         stages_queue.compute("cpu", 1, time.time() - 1)
     assert len(cache.StoredTable(development.KIND, development.llc_spec(ICL, ICL_LLC)).rows()) == 1
     state = [p.name for p in paper_queue.queue_state()]
-    assert state == [f"{development.KIND}-{development.key(ICL, ICL_LLC)}.partial", f"train-{cache.cache_key(ICL)}"]
+    assert state == [f"{development.stored(ICL, ICL_LLC).name}.partial", f"train-{cache.cache_key(ICL)}"]
     parts = paper_queue.pack(tmp_path / "q.tar.gz", [], part_mib=0.01)  # small parts: several files
     assert len(parts) > 1 and parts[1].name == "q.2.tar.gz"
     home = tmp_path / "home"
@@ -129,7 +129,7 @@ def test_a_stopped_analysis_resumes_elsewhere_from_its_packed_rows_and_checkpoin
     paper_queue.run_queue(allow_cpu=True)  # the run's result is found in the carried state, not retrained
     assert len(weights) == 6 and weights == {p.name: p.stat().st_mtime_ns for p in carried.glob("*.pt")}
     paper_queue.run_analyses(device="cpu")
-    resumed = cache.current().find(development.KIND, development.key(ICL, ICL_LLC))
+    resumed = development.stored(ICL, ICL_LLC).path()
     assert resumed.parent == home / "results"
     use_store(committed=tmp_path / "none", local=tmp_path / "again")
     whole = development.run(ICL, ICL_LLC, progress=False)

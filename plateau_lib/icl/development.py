@@ -61,10 +61,6 @@ def llc_spec(cfg: TrainConfig, llc: dict) -> dict:
     return {"train": cfg, "llc": llc, "version": VERSION}
 
 
-def key(cfg: TrainConfig, llc: dict) -> str:
-    return cache.table_key(llc_spec(cfg, llc))
-
-
 def llc_data(cfg: TrainConfig, n: int, seed: int, device) -> tuple:
     """The fixed SGLD data set: n sequences of the training distribution, from their own seeded generator."""
     task = cfg.make_task()

@@ -183,7 +183,8 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
     if done:
         write_development(cfg, llc, checked_rows(rows, check), structure)
     else:  # one written before a check was added (or failed) is not the finished run
-        shutil.rmtree(cache.current().committed / development.stored(cfg, llc).name, ignore_errors=True)
+        table = development.stored(cfg, llc)
+        shutil.rmtree(table.store.committed / table.name, ignore_errors=True)
     return dst
 
 

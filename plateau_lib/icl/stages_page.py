@@ -18,7 +18,6 @@ import pandas as pd
 from plateau_lib.book.benchmarks import load_benchmarks
 from plateau_lib.book.pages import verdicts
 from plateau_lib.book.verdicts import BySeed
-from plateau_lib.engine import cache
 from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.stages import gp_stage_boundaries
 from plateau_lib.icl import development, long_run
@@ -82,7 +81,7 @@ EXPECTED = {"cpu": "about 2.5 minutes with a core to itself (55 s training, 96 s
 
 def expected_time_note(preset: str, cfg, llc: dict, use_cache: bool) -> str:
     """A sentence with the expected time when this build is about to compute the run, else ''."""
-    if use_cache and cache.current().find(development.KIND, development.key(cfg, llc)) is not None:
+    if use_cache and development.stored(cfg, llc).path() is not None:
         return ""
     return (f"Computing the `{preset}` run now: expect {EXPECTED.get(preset, 'a while')} (for the preset's "
             "settings; other knobs scale it). " + (paper_cost() if preset == "paper" else "")).strip()
