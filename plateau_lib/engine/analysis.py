@@ -1,5 +1,5 @@
-"""A step after training that the paper queue runs (``plateau_lib.paper_queue``): each chapter declares its own in its
-``analyses`` module, and ``plateau_lib.chapters.analyses`` gathers them."""
+"""A step after training that the paper queue runs (``plateau_lib.paper_queue``): each chapter declares its own in
+its ``analyses`` module, and ``plateau_lib.chapters.analyses`` gathers them."""
 from __future__ import annotations
 
 from pathlib import Path
