@@ -161,3 +161,14 @@ def test_a_built_table_resumes_its_kept_rows_and_stops_past_its_deadline_with_th
     assert calls == [1] and stored.rows()["step"].tolist() == [1]
     done = stored.build([1, 2, 3], rows, progress=False)  # resumed: only the rows not kept are computed
     assert calls == [1, 2, 3] and done["value"].tolist() == [10, 20, 30]
+
+
+def test_a_stored_table_reads_and_keeps_in_the_store_current_when_it_is_used(tmp_path, use_store):
+    """A table made under one store and used under another follows the current one; one given a store keeps it."""
+    import pandas as pd
+    use_store(committed=tmp_path / "a" / "committed", local=tmp_path / "a" / "local")
+    floating, pinned = cache.StoredTable("kind", {"x": 1}), cache.StoredTable("kind", {"x": 1}, store=cache.current())
+    second = use_store(committed=tmp_path / "b" / "committed", local=tmp_path / "b" / "local")
+    floating.save({"t": pd.DataFrame({"v": [1]})}, {})
+    assert (second.local / floating.name / "meta.json").exists() and pinned.load() is None
+    assert not floating.committed() and floating.commit() == second.committed / floating.name and floating.committed()

@@ -7,6 +7,7 @@ import torch
 
 from plateau_lib import chapters, paper_queue
 from plateau_lib.engine import cache, costs as run_costs
+from plateau_lib.engine.analysis import Analysis
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped
 from plateau_lib.plateau import presets
@@ -265,3 +266,26 @@ def test_a_budgeted_queue_leaves_runs_it_could_neither_finish_nor_bring_back(tin
     written = paper_queue.run_queue(budget_s=80, allow_cpu=True)
     assert len(written) == 1 and [e.label for e in paper_queue.pending()] == [1]
     assert not cache.current().stopped_runs()
+
+
+def test_an_analysis_stopped_at_the_deadline_commits_what_it_made_and_resumes_the_rest(tiny_queue, monkeypatch):
+    """An analysis that makes a calibration, then is stopped during its λ̂ rows: the queue commits the calibration
+    (and the runs it read), not the λ̂ table; the next command makes and commits the rest."""
+    paper_queue.run_queue(allow_cpu=True)
+    first, second = cache.StoredTable("calibration", {"run": TINY}), cache.StoredTable("llc", {"run": TINY})
+    stops = [True]
+
+    def compute(device, stack, deadline):
+        first.get(lambda: ({"t": pd.DataFrame({"eps": [1e-4]})}, {}))
+        if stops.pop(0):
+            raise Stopped("deadline reached after 0 llc rows")
+        second.save({"t": pd.DataFrame({"llc": [3.0]})}, {})
+
+    step = Analysis("page_a", "calibration, then λ̂", (TINY,), (first, second), compute)
+    monkeypatch.setattr(chapters, "analyses", lambda preset="paper": [step])
+    written = paper_queue.run_analyses(device="cpu")
+    assert {p.name for p in written} == {f"train-{cache.cache_key(TINY)}", first.name}
+    assert first.committed() and not second.committed() and not step.committed()
+    stops.append(False)
+    assert [p.name for p in paper_queue.run_analyses(device="cpu")][-2:] == [first.name, second.name]
+    assert step.committed() and paper_queue.run_analyses(device="cpu") == []
