@@ -31,6 +31,7 @@ import pandas as pd
 from plateau_lib.book.pages import formatted
 from plateau_lib.book.plots import PAGE_WIDTH
 from plateau_lib.engine import cache
+from plateau_lib.engine.costs import parameters
 from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped
@@ -157,11 +158,10 @@ def keep_row(row: dict) -> pd.DataFrame:
 
 
 def _row(label: str, M, cfg: TrainConfig, result) -> dict:
-    model = cfg.make_task().build_model(cfg)
     kw = cfg.task_kwargs
     return {"trial": label, "change": TRIALS[label][0], "M": M, "seed": cfg.seed, "D": kw["D"], "K": kw["K"], "d_model": cfg.d_model,
             "d_mlp": kw["d_mlp"], "n_layer": cfg.n_layer, "n_head": cfg.n_head,
-            "params": sum(p.numel() for p in model.parameters()), "batch_size": cfg.batch_size, "lr": cfg.lr,
+            "params": parameters(cfg), "batch_size": cfg.batch_size, "lr": cfg.lr,
             "schedule": cfg.schedule, "warmup_steps": cfg.warmup_steps, "steps": cfg.steps,
             "steps_done": int(result.meta.get("stopped_at", cfg.steps)),
             **_device_seconds(result.meta, cfg), "device": result.meta.get("device", cfg.device), "key": cache.cache_key(cfg), **judge(result, M)}

@@ -124,7 +124,8 @@ def train_miniature(cfg: MiniatureConfig, progress: bool = True, deadline: float
     folder.mkdir(parents=True, exist_ok=True)
     run = train_config(cfg)
     result = train(run, run_dir=folder, save_every=1, progress=progress, deadline=deadline)
-    model = hf_model(cfg.arch, cfg.n_layer, cfg.d_model, cfg.n_head, cfg.d_ff, cfg.vocab_size)  # each state loads in
+    task = run.make_task()
+    model = task.build_model(run)  # each checkpoint's state loads into it
     for ckpt in sorted(folder.glob("ckpt_*.pt")):  # the engine's state dicts, as the real-checkpoint loader reads them
         model.load_state_dict(torch.load(ckpt, weights_only=True))
         with atomic_path(folder / f"step{int(ckpt.stem[5:])}") as tmp:
@@ -135,7 +136,7 @@ def train_miniature(cfg: MiniatureConfig, progress: bool = True, deadline: float
     with atomic_path(folder / "losses.csv") as tmp:
         losses.to_csv(tmp, index=False)
     meta = {"config": dataclasses.asdict(cfg), "key": cfg.key(), "device": result.meta["device"],
-            "wall_time_s": result.meta["wall_time_s"], "corpus_tokens": len(run.make_task().stream()),
+            "wall_time_s": result.meta["wall_time_s"], "corpus_tokens": len(task.stream()),
             "parameters": sum(p.numel() for p in model.parameters()),
             "held_out_loss": result.metrics[["step", "loss"]].to_dict("records")}
     (folder / "done.json").write_text(json.dumps(meta, indent=1, default=list))
