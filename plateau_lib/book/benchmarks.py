@@ -38,7 +38,8 @@ TITLES = {"train": "Training loop: metrics, stacked runs and the floor",
           "llc": "LLC estimator: sequential, vmap and compiled backends vs devinterp and the floor",
           "llm": "Collapse chapter: the miniature's training step, and the batched analysis vs the paper's loop",
           "icl": "Stages page, paper preset: a training step and a λ̂ checkpoint against their floors",
-          "gpu": "On a GPU: stacked training of the papers' models against the floor"}
+          "gpu": "On a GPU: stacked training of the papers' models against the floor",
+          "costs": "The paper queue's CPU cost model: its estimate against a measured run"}
 
 
 # ---- where a run happened ----------------------------------------------------------------------------
