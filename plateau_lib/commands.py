@@ -30,7 +30,7 @@ from plateau_lib.engine import cache
 from plateau_lib.engine.costs import cpu_costs
 from plateau_lib.engine.presets import PRESETS
 from plateau_lib.engine.sweep import sweep
-from plateau_lib.engine.utils import REPO_ROOT, cpu_threads, resolve_device
+from plateau_lib.engine.utils import REPO_ROOT, cpu_threads, resolve_device, shown_path
 from plateau_lib.icl import analyses as icl_analyses, development, diversity, long_run, transient_search
 from plateau_lib.icl.presets import (DIVERSITY, DIVERSITY_CALIBRATION, ICL_LLC_REDUCED, ICL_PAPER, ICL_STAGES,
                                      diversity as sweep_preset, icl_stages)
@@ -122,7 +122,7 @@ def _paper(args, parser) -> int:
         print(f"indexed the committed runs in {paper_queue.write_index()}")
         queue = cache.QUEUE.local
         if queue.exists():
-            print(f"give the next command {cache.shown_path(queue)}/ ({paper_queue.folder_mib(queue):.1f} MiB) "
+            print(f"give the next command {shown_path(queue)}/ ({paper_queue.folder_mib(queue):.1f} MiB) "
                   "to resume")
         return 0
     with cache.using(cache.QUEUE):  # the queue's working files, in one folder a next command can be given

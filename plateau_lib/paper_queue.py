@@ -48,7 +48,7 @@ from plateau_lib import chapters
 from plateau_lib.engine import cache, presets as engine_presets
 from plateau_lib.engine.costs import CPU_RECORD, cpu_costs, estimate_cpu_s, estimate_gpu_s, resume_mib
 from plateau_lib.engine.train import Stopped, stacks
-from plateau_lib.engine.utils import cpu_threads, resolve_device
+from plateau_lib.engine.utils import cpu_threads, resolve_device, shown_path
 from plateau_lib.icl import long_run
 
 COMMITTED, ON_CPU, MISSING = "committed", "committed, computed on CPU", "missing"
@@ -68,6 +68,11 @@ class Entry(NamedTuple):
     key: str            # the run's cache key: its folder is ``train-<key>``
     meta: dict | None   # the committed result's provenance, None while missing
 
+    @property
+    def folder(self) -> str:
+        """The name of its result's folder (under ``results/`` once committed)."""
+        return cache.run_name(self.key)
+
 
 def _entries(pages=None, preset: str = "paper") -> list[Entry]:
     runs = chapters.page_runs(engine_presets.check_preset(preset))
@@ -75,14 +80,14 @@ def _entries(pages=None, preset: str = "paper") -> list[Entry]:
     unknown = sorted(set(pages or ()) - known)
     if unknown:
         raise ValueError(f"unknown page(s) {unknown}; pages that declare {preset} runs or analyses: {sorted(known)}")
-    out = []
+    out, store = [], cache.current()
     for page, configs in runs.items():
         if pages and page not in pages:
             continue
         reference = configs.get("reference")
         for label, cfg in configs.items():
             extra = {"reference": cache.cache_key(reference)} if cfg.copy_groups else None
-            meta = cache.committed_meta(cfg, extra)
+            meta = store.committed_meta(cfg, extra)
             device = None if meta is None else str(meta.get("device"))
             status = MISSING if meta is None else ON_CPU if device == "cpu" and preset == "paper" else COMMITTED
             out.append(Entry(page, label, cfg, extra, status, device, cache.cache_key(cfg, extra), meta))
@@ -162,19 +167,19 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
     local folder).
     """
     dev = check_device(device, preset, allow_cpu)
-    todo = pending(pages, preset, replace_cpu)
+    todo, store = pending(pages, preset, replace_cpu), cache.current()
     deadline = None if budget_s is None else time.time() + budget_s
     written, done = [], set()
     fresh = not replace_cpu  # replacing CPU results means recomputing what the committed lookup would find
 
     def committing(entries):
-        """``cached_train_many``'s ``on_done``: commit each run of ``entries`` the moment it is trained (or found)."""
+        """``Store.train_many``'s ``on_done``: commit each run of ``entries`` the moment it is trained (or found)."""
         def commit(i, result):
             e = entries[i]
             if e.key in done:
                 return
             done.add(e.key)
-            written.append(cache.commit_result(e.config, e.extra))
+            written.append(store.commit(e.config, e.extra))
             print(f"{e.page} {e.label}: {result.meta.get('wall_time_s')} s on {result.meta.get('device')} "
                   f"-> {written[-1].name}", flush=True)
         return commit
@@ -188,19 +193,19 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
     try:
         for entries in groups:
             configs = [e.config.replace(device=str(dev)) for e in entries]  # the device is provenance only
-            cache.cached_train_many(configs, use_cache=fresh, progress=False, backend=backend, deadline=deadline,
-                                    on_done=committing(entries), cuda_graphs=dev.type == "cuda")
+            store.train_many(configs, use_cache=fresh, progress=False, backend=backend, deadline=deadline,
+                             on_done=committing(entries), cuda_graphs=dev.type == "cuda")
         for page in dict.fromkeys(e.page for e in copied):
             entries = [e for e in copied if e.page == page]
             reference = chapters.page_runs(preset)[page]["reference"].replace(device=str(dev))
-            state = cache.cached_train(reference, progress=False, need_state=True).final_state
+            state = store.train(reference, progress=False, need_state=True).final_state
             configs = [e.config.replace(device=str(dev)) for e in entries]
-            cache.cached_train_many(configs, use_cache=fresh, init_states=[state] * len(configs),
-                                    extras=[e.extra for e in entries], progress=False, backend=backend,
-                                    deadline=deadline, on_done=committing(entries))
+            store.train_many(configs, use_cache=fresh, init_states=[state] * len(configs),
+                             extras=[e.extra for e in entries], progress=False, backend=backend, deadline=deadline,
+                             on_done=committing(entries))
     except Stopped:
         print(f"budget of {budget_s:.0f} s spent: {len(written)} run(s) committed; the unfinished ones resume "
-              f"from {cache.current().local}/{cache.run_name('*', '.partial')}", flush=True)
+              f"from {store.local}/{cache.RUN_KIND}-*.partial", flush=True)
     return written
 
 
@@ -213,8 +218,7 @@ def _train_on_worker(cfg, extra, store: cache.Store, deadline: float | None):
     which a worker must not see."""
     cpu_threads()
     try:
-        return cache.cached_train_many([cfg], extras=[extra], progress=False, lock=False, deadline=deadline,
-                                       store=store)[0]
+        return store.train_many([cfg], extras=[extra], progress=False, lock=False, deadline=deadline)[0]
     except Stopped:
         return None
 
@@ -240,16 +244,16 @@ def run_cpu_queue(pages=None, budget_s: float | None = None, workers: int = 2, l
     if client is None:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
         client = Client(cluster)
-    written = []
+    written, store = [], cache.current()
     try:
-        futures = {client.submit(_train_on_worker, e.config.replace(device="cpu"), e.extra, cache.current(),
+        futures = {client.submit(_train_on_worker, e.config.replace(device="cpu"), e.extra, store,
                                  deadline, pure=False): e for e in todo}
         for future in as_completed(futures):
             e, result = futures[future], future.result()
             if result is None:
-                print(f"{e.page} {e.label}: stopped at the budget; it resumes from {cache.current().local}", flush=True)
+                print(f"{e.page} {e.label}: stopped at the budget; it resumes from {store.local}", flush=True)
                 continue
-            written.append(cache.commit_result(e.config, e.extra))
+            written.append(store.commit(e.config, e.extra))
             print(f"{e.page} {e.label}: {result.meta.get('wall_time_s')} s on cpu -> {written[-1].name}", flush=True)
     finally:
         if cluster is not None:
@@ -295,9 +299,8 @@ def queue_state(preset: str = "paper") -> list[Path]:
     """The working folders a next command needs, most useful first: tables kept row by row, training resume
     states, then the finished local runs (weights, checkpoints) that analyses still to do will read."""
     store = cache.current()
-    rows = sorted(p for p in store.local.glob("*.partial") if not p.name.startswith(cache.run_name("")) and any(p.iterdir()))
     runs = [store.local_run(c) for a in chapters.analyses(preset) if not a.committed() for c in a.runs]
-    return rows + store.stopped_runs() + [p for p in dict.fromkeys(runs) if (p / "final_state.pt").exists()]
+    return store.partial_tables() + store.stopped_runs() + [p for p in dict.fromkeys(runs) if (p / "final_state.pt").exists()]
 
 
 def _files(folder: Path, arcname: str) -> list[tuple[Path, str]]:
@@ -340,7 +343,7 @@ def pack(tar_path: Path, written: list[Path], preset: str = "paper", carry_mib: 
 def declared_names() -> set[str]:
     """The folder name of every result any page declares, in any preset: training runs and the analyses' tables
     (the miniatures' included)."""
-    names = {cache.run_name(e.key) for preset in engine_presets.PRESETS for e in _entries(None, preset)}
+    names = {e.folder for preset in engine_presets.PRESETS for e in _entries(None, preset)}
     return names | {name for preset in engine_presets.PRESETS for a in chapters.analyses(preset) for name in a.outputs}
 
 
@@ -368,7 +371,7 @@ def unpack(tar_paths, root: Path | None = None) -> list[str]:
                     raise ValueError(f"unexpected member {m.name!r} in {path}: only results/<folder>/ and "
                                      ".cache/queue/<kind>-<key>[.partial]/ are unpacked; nothing was unpacked")
                 run = folder.removesuffix(".partial") if state else folder
-                if (not state or run.startswith(cache.run_name(""))) and run not in names:
+                if (not state or run.startswith(f"{cache.RUN_KIND}-")) and run not in names:
                     raise ValueError(f"{path} holds {folder!r}, a result no page declares any more "
                                      "(chapters.page_runs, chapters.analyses); nothing was unpacked")
                 folders.add("/".join(parts[:3] if state else parts[:2]))
@@ -392,7 +395,7 @@ def write_index(path: Path | None = None) -> Path:
             if e.status == MISSING:
                 continue
             meta = e.meta
-            rows.append({"folder": cache.run_name(e.key), "page": e.page, "preset": preset,
+            rows.append({"folder": e.folder, "page": e.page, "preset": preset,
                          "run": e.label, "d_model": e.config.d_model, "steps": e.config.steps,
                          "device": meta.get("device"), "wall_time_s": meta.get("wall_time_s"),
                          "commit": meta.get("commit"), "date": str(meta.get("date", ""))[:10]})
@@ -439,7 +442,7 @@ def print_status(entries: list[Entry], preset: str, costs: dict | None = None, l
     if costs is not None:
         feasible = [e for e in entries if e.status == MISSING and e not in over and not made_across_sessions(e.config)]
         hours = sum(estimate_cpu_s(e.config, costs) or 0.0 for e in feasible) / 3600
-        print(f"on this CPU (one core a run, measured step times in {cache.shown_path(CPU_RECORD)}): "
+        print(f"on this CPU (one core a run, measured step times in {shown_path(CPU_RECORD)}): "
               f"{len(feasible)} missing run(s) fit the limit of {limit_h:g} CPU-hours a run, about {hours:.1f} "
               f"CPU-hours in all; {len(over)} are left for a GPU (over the limit, or Fig. 5's copied runs)")
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from plateau_lib.engine import cache
+from plateau_lib.engine import cache, utils
 from plateau_lib.engine.runs import TrainConfig
 
 TINY = dict(task_kwargs={"n": 4, "p": 5}, d_model=8, steps=4, batch_size=8, eval_every=2, eval_batch=8)
@@ -61,11 +61,11 @@ def test_a_store_is_current_inside_its_block_and_the_one_before_after_it(tmp_pat
     inner = cache.Store(tmp_path / "committed", tmp_path / "local")
     with cache.using(inner):
         assert cache.current() == inner
-        cache.cached_train(cfg, progress=False)
+        cache.current().train(cfg, progress=False)
         assert inner.run(cfg) == tmp_path / "local" / f"train-{cache.cache_key(cfg)}"
         assert cache.StoredTable("demo", {"a": 1}).store == inner
         assert inner.has_weights(cfg)  # local: with its final weights
-        assert cache.commit_result(cfg).parent == tmp_path / "committed"
+        assert cache.current().commit(cfg).parent == tmp_path / "committed"
     assert cache.current() == before and before.run(cfg) != inner.run(cfg)
     assert not cache.Store(tmp_path / "committed", tmp_path / "elsewhere").has_weights(cfg)  # committed: none
     with pytest.raises(ValueError, match="parameter 'store' must be a cache.Store"):
@@ -86,40 +86,40 @@ def test_a_stored_tables_spec_names_its_runs_by_their_keys():
 @pytest.fixture
 def stores(tmp_path, monkeypatch, use_store):
     use_store(committed=tmp_path / "committed", local=tmp_path / "local")
-    monkeypatch.setattr(cache, "ROOT", tmp_path)
+    monkeypatch.setattr(utils, "REPO_ROOT", tmp_path)   # where shown paths are relative to
     return tmp_path
 
 
 def test_plain_lookup_shows_committed_and_recompute_shows_what_it_computed(stores):
     cfg = TrainConfig(**TINY)
-    first = cache.cached_train(cfg, progress=False)
-    path = cache.commit_result(cfg)
+    first = cache.current().train(cfg, progress=False)
+    path = cache.current().commit(cfg)
     assert path == stores / "committed" / f"train-{cache.cache_key(cfg)}"
     assert not (path / "final_state.pt").exists()
     # mark the committed copy, so we can tell which one a lookup returns
     (path / "meta.json").write_text(json.dumps({**json.loads((path / "meta.json").read_text()), "marker": 1}))
-    plain = cache.cached_train(cfg, progress=False)
+    plain = cache.current().train(cfg, progress=False)
     assert plain.meta.get("marker") == 1 and plain.meta["cache"] == f"committed/train-{cache.cache_key(cfg)}"
-    fresh = cache.cached_train(cfg, use_cache=False, progress=False)
+    fresh = cache.current().train(cfg, use_cache=False, progress=False)
     assert "marker" not in fresh.meta and fresh.meta["cache"] is None
     assert fresh.metrics.equals(first.metrics)
-    assert cache.load_committed(cfg).meta.get("marker") == 1
-    assert cache.load_committed(cfg.replace(seed=5)) is None
+    assert cache.current().committed_result(cfg).meta.get("marker") == 1
+    assert cache.current().committed_result(cfg.replace(seed=5)) is None
 
 
-def test_commit_result_needs_a_local_result(stores):
+def test_committing_a_run_needs_a_local_result(stores):
     with pytest.raises(ValueError, match="no local result"):
-        cache.commit_result(TrainConfig(**TINY))
+        cache.current().commit(TrainConfig(**TINY))
 
 
 def test_committing_again_without_the_local_copy_keeps_the_committed_one(stores):
     """A queue that resumes elsewhere commits what it already committed: nothing to copy, no error."""
     import shutil
     cfg = TrainConfig(**TINY)
-    cache.cached_train(cfg, progress=False)
-    path = cache.commit_result(cfg)
+    cache.current().train(cfg, progress=False)
+    path = cache.current().commit(cfg)
     shutil.rmtree(cache.current().local / path.name)
-    assert cache.commit_result(cfg) == path and (path / "meta.json").exists()
+    assert cache.current().commit(cfg) == path and (path / "meta.json").exists()
 
 
 def test_stored_tables_round_trip(tmp_path, use_store):

@@ -56,7 +56,7 @@ def test_selected_checkpoints_of_the_paper_run():
 
 
 def test_budget_stops_resume_to_the_uninterrupted_run(home):
-    whole = cache.cached_train(TINY, use_cache=False, progress=False).metrics
+    whole = cache.current().train(TINY, use_cache=False, progress=False).metrics
     straight = long_run.estimate(TINY, TINY_LLC, budget_s=120)            # λ̂ of the uninterrupted run, in one go
     new_machine()
     shutil.rmtree(cache.current().committed)   # the state and the finished training that the straight run committed
@@ -74,7 +74,7 @@ def test_budget_stops_resume_to_the_uninterrupted_run(home):
     state = long_run.progress(TINY)   # trained, but a λ̂ row is still missing: not finished
     assert (state["status"], state["training"], state["step"]) == ("in progress", "finished", 60)
     assert long_run.finished_run(TINY, TINY_LLC) is None
-    again = cache.cached_train(TINY, progress=False).metrics
+    again = cache.current().train(TINY, progress=False).metrics
     pd.testing.assert_frame_equal(whole.reset_index(drop=True), again.reset_index(drop=True))
 
     new_machine()   # the finished training's evaluations and checkpoints come from the committed state alone
@@ -102,7 +102,7 @@ def test_budget_stops_resume_to_the_uninterrupted_run(home):
 
 
 def test_sigkill_resumes_from_the_last_resume_state(home):
-    whole = cache.cached_train(TINY.replace(steps=400), use_cache=False, progress=False).metrics
+    whole = cache.current().train(TINY.replace(steps=400), use_cache=False, progress=False).metrics
     new_machine()
     cfg = TINY.replace(steps=400)
     proc = child(cfg, f"train(cfg, {TINY_LLC!r}, budget_s=600, progress_bar=False)")
@@ -117,7 +117,7 @@ def test_sigkill_resumes_from_the_last_resume_state(home):
     assert long_run.progress(cfg)["status"] == "in progress"
     new_machine()
     long_run.train(cfg, TINY_LLC, budget_s=600, progress_bar=False)
-    again = cache.cached_train(cfg, progress=False).metrics
+    again = cache.current().train(cfg, progress=False).metrics
     pd.testing.assert_frame_equal(whole.reset_index(drop=True), again.reset_index(drop=True))
 
 
@@ -134,15 +134,15 @@ def test_a_state_saved_under_another_device_name_resumes(home):
     """The device is provenance: a resume state written by a run configured for "cpu" (the paper queue's) resumes
     the same run configured for "auto" (long_run's), instead of starting it again from step 0."""
     cfg = TINY.replace(device="cpu")
-    whole = cache.cached_train(TINY, use_cache=False, progress=False).metrics
+    whole = cache.current().train(TINY, use_cache=False, progress=False).metrics
     new_machine()
     with pytest.raises(Stopped):
-        cache.cached_train_many([cfg], progress=False, deadline=0.0)
+        cache.current().train_many([cfg], progress=False, deadline=0.0)
     assert long_run.restore(TINY, TINY_LLC) == 1
     from plateau_lib.engine.train import _resume_state
     assert _resume_state(long_run.run_folder(TINY), TINY)["step"] == 1   # the "cpu" state resumes the "auto" config
     long_run.train(TINY, TINY_LLC, budget_s=600, progress_bar=False)
-    again = cache.cached_train(TINY, progress=False).metrics
+    again = cache.current().train(TINY, progress=False).metrics
     pd.testing.assert_frame_equal(whole.reset_index(drop=True), again.reset_index(drop=True))
 
 
@@ -171,7 +171,7 @@ def test_a_state_made_at_another_budget_keeps_its_check_apart(home):
 def test_two_shards_side_by_side_fill_the_table_of_one_process(home):
     """λ̂ by two processes at once (--shard 0/2 and 1/2, as on two cores) gives the rows of one process alone:
     neither overwrites the rows the other keeps meanwhile."""
-    cache.cached_train(TINY, use_cache=False, progress=False)
+    cache.current().train(TINY, use_cache=False, progress=False)
     straight = long_run.estimate(TINY, TINY_LLC, budget_s=120)
     shutil.rmtree(long_run.kept(TINY, TINY_LLC).rows_folder())
     shutil.rmtree(cache.current().in_progress())
@@ -203,7 +203,7 @@ def test_the_budget_check_reduced_estimate_is_the_llc_row_and_two_shards_share_i
     """The check's "reduced" column is the λ̂ row itself (the longer chains are the same chains, run on), a known
     answer the check must reproduce; two processes (--shard 0/2, 1/2) share the checked steps by claims and give
     the rows of one process alone."""
-    cache.cached_train(TINY, use_cache=False, progress=False)
+    cache.current().train(TINY, use_cache=False, progress=False)
     rows = long_run.estimate(TINY, TINY_LLC, budget_s=120).set_index("step")
     alone = long_run.budget_check(TINY, TINY_LLC)
     assert sorted(alone["step"]) == sorted(long_run.check_steps(TINY))

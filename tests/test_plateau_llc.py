@@ -51,7 +51,7 @@ def test_bad_preset_and_unknown_sgld_setting():
 def test_a_run_without_checkpoints_is_refused_before_training():
     cfg = presets.MWS_CPU.replace(steps=10)
     with pytest.raises(ValueError, match="parameter 'cfg' has no checkpoint_steps"):
-        cache.trained_checkpoints(cfg)
+        cache.current().trained_checkpoints(cfg)
 
 
 def _curve(seed, values, steps):

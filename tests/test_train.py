@@ -125,8 +125,8 @@ def test_sgd_and_muon_run():
 def test_cache_roundtrip_and_key(tmp_path, use_store):
     use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     cfg = TrainConfig(**TINY)
-    first = cache.cached_train(cfg, progress=False)
-    again = cache.cached_train(cfg, progress=False)
+    first = cache.current().train(cfg, progress=False)
+    again = cache.current().train(cfg, progress=False)
     assert again.meta["cache"] is not None and first.meta["cache"] is None
     pd.testing.assert_frame_equal(first.metrics, again.metrics, check_exact=False, rtol=1e-12)
     key = cache.cache_key(cfg)
@@ -163,7 +163,7 @@ def test_concurrent_runs_of_one_config_share_the_cache(tmp_path, use_store):
     use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     cfg = TrainConfig(**TINY)
     with ThreadPoolExecutor(2) as pool:
-        a, b = pool.map(lambda _: cache.cached_train(cfg, progress=False), range(2))
+        a, b = pool.map(lambda _: cache.current().train(cfg, progress=False), range(2))
     assert [a.meta["cache"] is None, b.meta["cache"] is None].count(True) == 1
     pd.testing.assert_frame_equal(a.metrics, b.metrics, check_exact=False, rtol=1e-12)
     assert not list((tmp_path / "local").glob("*.partial"))

@@ -105,11 +105,11 @@ def test_muon_falls_back_to_sequential_and_says_so():
         pd.testing.assert_frame_equal(a.metrics, b.metrics)
 
 
-def test_cached_train_many_loads_hits_and_stores_each_run(tmp_path, use_store):
+def test_train_many_through_a_store_loads_hits_and_stores_each_run(tmp_path, use_store):
     use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     configs = [BASE.replace(seed=s, steps=6) for s in (0, 1, 2)]
-    first = cache.cached_train(configs[1], progress=False)
-    results = cache.cached_train_many(configs + [configs[0]], progress=False, backend="stacked")
+    first = cache.current().train(configs[1], progress=False)
+    results = cache.current().train_many(configs + [configs[0]], progress=False, backend="stacked")
     assert [r.meta["cache"] is None for r in results] == [True, False, True, True]  # a duplicate is trained once
     assert results[0] is results[3]
     pd.testing.assert_frame_equal(results[1].metrics, first.metrics)
@@ -120,9 +120,9 @@ def test_cached_train_many_loads_hits_and_stores_each_run(tmp_path, use_store):
 def test_extra_evaluation_steps_and_kept_checkpoints(tmp_path, use_store):
     use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     cfg = BASE.replace(eval_steps=(1, 2, 3), checkpoint_steps=(0, 3, 20))
-    result = cache.cached_train(cfg, progress=False)
+    result = cache.current().train(cfg, progress=False)
     assert result.metrics.step.tolist() == [0, 1, 2, 3, 5, 10, 15, 20]
-    assert sorted(cache.checkpoints(cfg)) == [0, 3, 20]  # kept with the local result, not in the partial folder
+    assert sorted(cache.current().checkpoints(cfg)) == [0, 3, 20]  # kept with the local result, not in the partial folder
     assert BASE.key_dict() == BASE.replace(eval_steps=()).key_dict()  # the new field keeps old keys
     with pytest.raises(ValueError, match="eval_steps"):
         BASE.replace(eval_steps=(21,))

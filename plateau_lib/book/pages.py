@@ -18,7 +18,7 @@ import seaborn as sns
 from plateau_lib.book import summaries
 from plateau_lib.book.summaries import load_summaries, PRESET_COLUMNS, slug
 from plateau_lib.book.verdicts import BAND_KINDS, count_verdicts, SANITY, VERDICTS
-from plateau_lib.engine.cache import cache_key, cached_train, cached_train_many, current, load_committed
+from plateau_lib.engine.cache import cache_key, current
 from plateau_lib.engine.stages import plateau_summary
 from plateau_lib.engine.utils import atomic_path, cpu_threads, in_book_build
 
@@ -178,11 +178,11 @@ def train_runs(configs: dict, use_cache: bool = True, init_states: dict | None =
     groups = {}
     for label, cfg in configs.items():
         groups.setdefault(cfg.model_config(), []).append(label)
-    out = {}
+    out, store = {}, current()
     for labels in groups.values():
-        results = cached_train_many([configs[k] for k in labels], use_cache=use_cache,
-                                    init_states=[(init_states or {}).get(k) for k in labels],
-                                    extras=[(extras or {}).get(k) for k in labels], progress=not in_book_build())
+        results = store.train_many([configs[k] for k in labels], use_cache=use_cache,
+                                   init_states=[(init_states or {}).get(k) for k in labels],
+                                   extras=[(extras or {}).get(k) for k in labels], progress=not in_book_build())
         out.update(zip(labels, results))
     return {label: out[label] for label in configs}
 
@@ -190,7 +190,8 @@ def train_runs(configs: dict, use_cache: bool = True, init_states: dict | None =
 def committed_runs(configs: dict, extra=None) -> dict:
     """The committed results among ``{label: TrainConfig}`` (e.g. the ``paper`` runs shown beside a ``cpu``
     build); labels with no committed result are left out."""
-    found = {label: load_committed(cfg, extra) for label, cfg in configs.items()}
+    store = current()
+    found = {label: store.committed_result(cfg, extra) for label, cfg in configs.items()}
     return {label: r for label, r in found.items() if r is not None}
 
 
@@ -308,9 +309,10 @@ def copied_runs(reference_cfg, configs: dict, use_cache: bool = True):
     when a copied run has to be computed."""
     reference_key = cache_key(reference_cfg)
     extra = {label: {"reference": reference_key} if cfg.copy_groups else None for label, cfg in configs.items()}
-    need_weights = any(cfg.copy_groups and (not use_cache or current().run(cfg, extra[label]) is None)
+    store = current()
+    need_weights = any(cfg.copy_groups and (not use_cache or store.run(cfg, extra[label]) is None)
                        for label, cfg in configs.items())
-    reference = cached_train(reference_cfg, use_cache=use_cache, progress=False, need_state=need_weights)
+    reference = store.train(reference_cfg, use_cache=use_cache, progress=False, need_state=need_weights)
     init = {label: reference.final_state for label, cfg in configs.items() if cfg.copy_groups}
     return reference, train_runs(configs, use_cache, init, extra)
 

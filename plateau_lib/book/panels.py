@@ -18,15 +18,16 @@ import ipywidgets as widgets
 from matplotlib.figure import Figure
 
 from plateau_lib.book.widgets import figure_png
-from plateau_lib.engine.cache import cached_train, load_committed
+from plateau_lib.engine.cache import current
 from plateau_lib.engine.utils import in_book_build
 
 
 def trained_beside(cfg, committed_cfg=None, progress: bool = True) -> tuple:
     """``(result, committed)``: a Run's ``cfg`` trained through the result cache (a repeated Run is a hit) and the
     committed result of ``committed_cfg`` it is drawn beside (None when not given or not committed)."""
-    committed = None if committed_cfg is None else load_committed(committed_cfg)
-    return cached_train(cfg, progress=progress), committed
+    store = current()
+    committed = None if committed_cfg is None else store.committed_result(committed_cfg)
+    return store.train(cfg, progress=progress), committed
 
 
 class Panel(widgets.VBox):

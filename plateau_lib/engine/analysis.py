@@ -34,4 +34,4 @@ class Analysis(NamedTuple):
     def commit(self) -> list[Path]:
         """Copy into ``results/`` the results of its runs and the tables made so far (a calibration made before a
         stopped λ̂, say); returns the folders, those of the tables last."""
-        return [cache.commit_result(c) for c in self.runs] + [t.commit() for t in self.tables if t.path()]
+        return [cache.current().commit(c) for c in self.runs] + [t.commit() for t in self.tables if t.path()]

@@ -5,16 +5,17 @@ values, so adding a field whose default keeps the old behaviour leaves existing 
 device is provenance, not part of the key), any extra inputs (e.g. the reference run an initialisation
 came from) and ``RESULTS_VERSION``; bump the version whenever the computation behind a result changes.
 
-The rule: with ``use_cache=True`` a run is loaded, committed results under ``results/`` first, then the
-local ``.cache/results``; with ``use_cache=False`` it is recomputed and the recomputed result is what
-the caller gets (and what the page shows). New results are written atomically to ``.cache/results``;
-``commit_result`` copies one to ``results/`` without ``final_state.pt`` (``meta.json`` carries the
-provenance).
-
 Where results live is a ``Store``: its ``committed`` folder (``results/``, in git) and its ``local`` one
-(``.cache/results``: new results, weights, checkpoints and resume states). The functions here use the current
-store (``current()``: ``DEFAULT`` unless a caller chose another for a block, ``using(store)``, or for a process,
-``use(store)``); a worker process is handed its store as an argument.
+(``.cache/results``: new results, weights, checkpoints and resume states). Everything done with a training run goes
+through a store's methods: ``train`` / ``train_many`` (through the cache), ``trained_checkpoints``, ``result``,
+``committed_result``, ``stopped`` (a run stopped part-way), ``commit``. The rule: with ``use_cache=True`` a run is
+loaded, committed results first, then local ones; with ``use_cache=False`` it is recomputed and the recomputed result
+is what the caller gets (and what the page shows). New results are written atomically to the local folder;
+``commit`` copies one to the committed folder without ``final_state.pt`` (``meta.json`` carries the provenance).
+
+Which store: a caller holds one and passes it down (a worker process is handed its caller's), or asks for the
+current one, ``current()``: ``DEFAULT`` unless a command chose another for a block (``using(store)``; the paper
+queue's ``QUEUE``) or for a process (``use(store)``).
 
 A result made after training (λ̂ at checkpoints, a probe, a calibration) is a ``StoredTable``: a few CSV tables
 keyed by a JSON spec (the runs' keys and the settings), loaded or computed and saved in one call (``get``), its rows
@@ -39,7 +40,7 @@ import torch
 from plateau_lib.engine.runs import TrainConfig, TrainResult
 
 from plateau_lib.engine.train import Stopped, train_many
-from plateau_lib.engine.utils import atomic_path, git_commit, in_book_build
+from plateau_lib.engine.utils import atomic_path, git_commit, in_book_build, shown_path
 
 RESULTS_VERSION = 1
 ROOT = REPO_ROOT
@@ -89,6 +90,109 @@ class Store:
         """The committed folder of long jobs' compact resume states, carried between work sessions."""
         return self.committed / "in_progress"
 
+    # ---- training runs: trained through the store, found, committed ----------------------------------------------
+
+    def train(self, cfg: TrainConfig, use_cache: bool = True, init_state=None, extra=None, progress=True,
+              need_state: bool = False) -> TrainResult:
+        """``train(cfg)`` through this store. An interrupted run resumes from its partial folder.
+
+        need_state: the caller needs ``final_state`` (the trained weights); committed results carry only
+        tables and arrays, so such a hit is recomputed locally.
+        """
+        return self.train_many([cfg], use_cache, [init_state], [extra], progress, need_state)[0]
+
+    def train_many(self, configs, use_cache: bool = True, init_states=None, extras=None, progress=True,
+                   need_state: bool = False, backend: str = "auto", deadline: float | None = None,
+                   lock: bool = True, on_done=None, cuda_graphs: bool = False) -> list[TrainResult]:
+        """``train_many(configs)`` through this store: hits are loaded, the rest trained together (``backend``),
+        each stored the moment it finishes; interrupted runs resume from their partial folders (``deadline``
+        stops them there on purpose, raising ``train.Stopped``). ``lock``: see ``_locked``. ``on_done``:
+        ``f(index, result)`` for each config as it is loaded or finishes (e.g. a sweep's progress bar).
+        ``cuda_graphs``: as ``train_many``'s."""
+        configs = list(configs)
+        init_states = [None] * len(configs) if init_states is None else list(init_states)
+        extras = [None] * len(configs) if extras is None else list(extras)
+        keys = [cache_key(c, e) for c, e in zip(configs, extras)]
+        done = on_done or (lambda i, result: None)
+        with _locked(self.local, keys, lock):
+            results = [_hit(self, k, need_state) if use_cache else None for k in keys]
+            for i, result in enumerate(results):
+                if result is not None:
+                    done(i, result)
+            todo = {}  # one computation per key, even if a config is listed twice
+            for i, k in enumerate(keys):
+                if results[i] is None:
+                    todo.setdefault(k, i)
+            if todo:
+                index = list(todo.values())
+                partials = [self.local / run_name(keys[i], ".partial") for i in index]
+                for folder in partials:
+                    folder.mkdir(parents=True, exist_ok=True)
+                fresh = train_many([configs[i] for i in index], [init_states[i] for i in index], partials,
+                                   progress=progress, backend=backend, deadline=deadline, cuda_graphs=cuda_graphs,
+                                   on_result=lambda j, r: done(index[j], _store(self, r, keys[index[j]],
+                                                                               extras[index[j]])))
+                for i, k in enumerate(keys):
+                    if results[i] is None:
+                        results[i] = fresh[index.index(todo[k])]
+        return results
+
+    def checkpoints(self, cfg, extra=None) -> dict:
+        """``{step: path}`` of the checkpoints a local result of ``cfg`` kept (``cfg.checkpoint_steps``)."""
+        return {int(p.stem.split("_")[1]): p for p in sorted(self.local_run(cfg, extra).glob("ckpt_*.pt"))}
+
+    def trained_checkpoints(self, cfg, use_cache: bool = True, progress: bool = False) -> tuple[TrainResult, dict]:
+        """``(TrainResult with its final weights, {step: checkpoint path})`` of ``cfg`` through this store, at every
+        step of ``cfg.checkpoint_steps``. Checkpoints are local files (never committed): a run whose local copy lacks
+        any is trained again."""
+        if not cfg.checkpoint_steps:
+            raise ValueError("parameter 'cfg' has no checkpoint_steps: the work after training reads its checkpoints")
+        run = self.train(cfg, use_cache=use_cache, progress=progress, need_state=True)
+        if not set(cfg.checkpoint_steps) <= set(self.checkpoints(cfg)):
+            run = self.train(cfg, use_cache=False, progress=progress, need_state=True)
+        kept = self.checkpoints(cfg)
+        return run, {s: kept[s] for s in sorted(cfg.checkpoint_steps)}
+
+    def result(self, cfg, extra=None) -> TrainResult | None:
+        """The finished result of ``cfg`` (committed first, then local; ``meta["cache"]`` says where), or None;
+        never trains."""
+        return _hit(self, cache_key(cfg, extra), need_state=False)
+
+    def committed_result(self, cfg, extra=None) -> TrainResult | None:
+        """The committed result of ``cfg`` (e.g. a ``paper`` run shown beside a live ``cpu`` run), or None."""
+        path = self.committed / run_name(cache_key(cfg, extra))
+        return _loaded(path) if (path / "meta.json").exists() else None
+
+    def committed_meta(self, cfg, extra=None) -> dict | None:
+        """The provenance (``meta.json``) of the committed result of ``cfg``, without loading its tables; or None."""
+        path = self.committed / run_name(cache_key(cfg, extra)) / "meta.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def stopped(self, cfg, extra=None) -> TrainResult | None:
+        """The evaluations so far of a run of ``cfg`` stopped at a deadline (its local resume state), as a
+        TrainResult whose ``meta["stopped_at"]`` is the step reached; None when there is none. For showing how far a
+        run got, never as a finished one (it has no final weights)."""
+        path = self.working(cfg, extra) / "resume.pt"
+        if not path.exists():
+            return None
+        state = torch.load(path, weights_only=True, map_location="cpu")
+        metrics, positions, arrays = cfg.make_task().tables(state["evals"], cfg.seed)
+        return TrainResult(cfg.to_dict(), metrics, positions, arrays,
+                           {"stopped_at": int(state["step"]), "wall_time_s": round(float(state["elapsed"]), 2),
+                            "device": state.get("device", "unknown")})
+
+    def commit(self, cfg, extra=None) -> Path:
+        """Copy the local result of ``cfg`` into ``committed`` (tables, arrays, meta; no weights) for committing
+        (already committed and not local: nothing to copy)."""
+        key = cache_key(cfg, extra)
+        return _commit(self, run_name(key), f"no local result for this config (key {key}); run store.train(cfg) first",
+                       shutil.ignore_patterns("final_state.pt", "*.pt"))
+
+    def partial_tables(self) -> list[Path]:
+        """The local folders of stored tables whose rows are kept part-way (not training runs'), with rows in them."""
+        return sorted(p for p in self.local.glob("*.partial") if not p.name.startswith(f"{RUN_KIND}-")
+                      and any(p.iterdir()))
+
 
 DEFAULT = Store(ROOT / "results", ROOT / ".cache" / "results")
 QUEUE = Store(DEFAULT.committed, ROOT / ".cache" / "queue")  # the paper queue's: its working files in one folder
@@ -117,11 +221,6 @@ def using(store: Store):
         yield store
     finally:
         _current[0] = before
-
-
-def shown_path(path: Path) -> str:
-    """``path`` as a page shows it: relative to the repository where it is inside it."""
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 RUN_KIND = "train"  # a training run's folders: ``train-<key>``, ``.partial`` while it trains, ``.lock`` while held
@@ -180,100 +279,6 @@ def _locked(local: Path, keys, lock: bool = True):
         yield
 
 
-def cached_train(cfg: TrainConfig, use_cache: bool = True, init_state=None, extra=None, progress=True,
-                 need_state: bool = False) -> TrainResult:
-    """``train(cfg)`` through the cache. An interrupted run resumes from its partial folder.
-
-    need_state: the caller needs ``final_state`` (the trained weights); committed results carry only
-    tables and arrays, so such a hit is recomputed locally.
-    """
-    return cached_train_many([cfg], use_cache, [init_state], [extra], progress, need_state)[0]
-
-
-def cached_train_many(configs, use_cache: bool = True, init_states=None, extras=None, progress=True,
-                      need_state: bool = False, backend: str = "auto", deadline: float | None = None,
-                      lock: bool = True, on_done=None, store: Store | None = None,
-                      cuda_graphs: bool = False) -> list[TrainResult]:
-    """``train_many(configs)`` through the cache: hits are loaded, the rest trained together (``backend``),
-    each stored the moment it finishes; interrupted runs resume from their partial folders (``deadline``
-    stops them there on purpose, raising ``train.Stopped``). ``lock``: see ``_locked``. ``on_done``:
-    ``f(index, result)`` for each config as it is loaded or finishes (e.g. a sweep's progress bar). ``store``:
-    where (default: ``current()``; a worker process is given its caller's). ``cuda_graphs``: as ``train_many``'s."""
-    store = current() if store is None else store
-    configs = list(configs)
-    init_states = [None] * len(configs) if init_states is None else list(init_states)
-    extras = [None] * len(configs) if extras is None else list(extras)
-    keys = [cache_key(c, e) for c, e in zip(configs, extras)]
-    done = on_done or (lambda i, result: None)
-    with _locked(store.local, keys, lock):
-        results = [_hit(store, k, need_state) if use_cache else None for k in keys]
-        for i, result in enumerate(results):
-            if result is not None:
-                done(i, result)
-        todo = {}  # one computation per key, even if a config is listed twice
-        for i, k in enumerate(keys):
-            if results[i] is None:
-                todo.setdefault(k, i)
-        if todo:
-            index = list(todo.values())
-            partials = [store.local / run_name(keys[i], ".partial") for i in index]
-            for folder in partials:
-                folder.mkdir(parents=True, exist_ok=True)
-            fresh = train_many([configs[i] for i in index], [init_states[i] for i in index], partials,
-                               progress=progress, backend=backend, deadline=deadline, cuda_graphs=cuda_graphs,
-                               on_result=lambda j, r: done(index[j], _store(store, r, keys[index[j]],
-                                                                            extras[index[j]])))
-            for i, k in enumerate(keys):
-                if results[i] is None:
-                    results[i] = fresh[index.index(todo[k])]
-    return results
-
-
-def checkpoints(cfg, extra=None) -> dict:
-    """``{step: path}`` of the checkpoints a local result of ``cfg`` kept (``cfg.checkpoint_steps``)."""
-    folder = current().local_run(cfg, extra)
-    return {int(p.stem.split("_")[1]): p for p in sorted(folder.glob("ckpt_*.pt"))}
-
-
-def trained_checkpoints(cfg, use_cache: bool = True, progress: bool = False) -> tuple[TrainResult, dict]:
-    """``(TrainResult with its final weights, {step: checkpoint path})`` of ``cfg`` through the cache, at every step
-    of ``cfg.checkpoint_steps``. Checkpoints are local files (never committed): a run whose local copy lacks any is
-    trained again."""
-    if not cfg.checkpoint_steps:
-        raise ValueError("parameter 'cfg' has no checkpoint_steps: the work after training reads its checkpoints")
-    run = cached_train(cfg, use_cache=use_cache, progress=progress, need_state=True)
-    if not set(cfg.checkpoint_steps) <= set(checkpoints(cfg)):
-        run = cached_train(cfg, use_cache=False, progress=progress, need_state=True)
-    kept = checkpoints(cfg)
-    return run, {s: kept[s] for s in sorted(cfg.checkpoint_steps)}
-
-
-def stored_result(cfg, extra=None) -> TrainResult | None:
-    """The finished result of ``cfg`` (committed first, then local; ``meta["cache"]`` says where), or None; never
-    trains."""
-    return _hit(current(), cache_key(cfg, extra), need_state=False)
-
-
-def load_committed(cfg, extra=None) -> TrainResult | None:
-    """The committed result of ``cfg`` (e.g. a ``paper`` run shown beside a live ``cpu`` run), or None."""
-    path = current().committed / run_name(cache_key(cfg, extra))
-    return _loaded(path) if (path / "meta.json").exists() else None
-
-
-def stopped_result(cfg, extra=None) -> TrainResult | None:
-    """The evaluations so far of a run of ``cfg`` stopped at a deadline (its local resume state), as a TrainResult
-    whose ``meta["stopped_at"]`` is the step reached; None when there is none. For showing how far a run got,
-    never as a finished one (it has no final weights)."""
-    path = current().working(cfg, extra) / "resume.pt"
-    if not path.exists():
-        return None
-    state = torch.load(path, weights_only=True, map_location="cpu")
-    metrics, positions, arrays = cfg.make_task().tables(state["evals"], cfg.seed)
-    return TrainResult(cfg.to_dict(), metrics, positions, arrays,
-                       {"stopped_at": int(state["step"]), "wall_time_s": round(float(state["elapsed"]), 2),
-                        "device": state.get("device", "unknown")})
-
-
 def _commit(store: Store, folder: str, missing: str, ignore=None) -> Path:
     """Copy ``store``'s local ``folder`` into its committed one atomically (``ignore``: shutil's, for files left
     out); already committed and not local: nothing to copy. No local result and none committed: ``missing`` is
@@ -286,21 +291,6 @@ def _commit(store: Store, folder: str, missing: str, ignore=None) -> Path:
     with atomic_path(dst) as tmp:
         shutil.copytree(src, tmp, ignore=ignore)
     return dst
-
-
-def committed_meta(cfg, extra=None) -> dict | None:
-    """The provenance (``meta.json``) of the committed result of ``cfg``, without loading its tables; or None."""
-    path = current().committed / run_name(cache_key(cfg, extra)) / "meta.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def commit_result(cfg, extra=None) -> Path:
-    """Copy the local result of ``cfg`` into ``results/`` (tables, arrays, meta; no weights) for committing
-    (already committed and not local: nothing to copy)."""
-    key = cache_key(cfg, extra)
-    return _commit(current(), run_name(key),
-                   f"no local result for this config (key {key}); run cached_train(cfg) first",
-                   shutil.ignore_patterns("final_state.pt", "*.pt"))
 
 
 # ---- stored tables: results that are a few CSV tables (e.g. λ̂ per run), keyed by a JSON spec ---------------

@@ -2,7 +2,7 @@
 
 ``sweep(configs)`` trains every config that is not cached yet and returns ``{label: TrainResult}``.
 
-- ``executor=None`` runs here, through ``cache.cached_train_many``: runs of one architecture are stacked
+- ``executor=None`` runs here, through the current store's ``train_many``: runs of one architecture are stacked
   on a GPU (``train_many``), each stored the moment it finishes.
 - Otherwise ``executor`` is anything with ``submit(fn, *args)`` returning an object with ``.result()``,
   and nothing more is used: a ``dask.distributed`` client's ``client.get_executor()``, submitit's
@@ -37,7 +37,7 @@ def train_one(cfg: TrainConfig, use_cache: bool, store: cache.Store) -> TrainRes
     """A worker's job: ``cfg`` through the caller's ``store`` (its paths as the caller sees them; a shared file
     system on a cluster), without file locks, on one CPU thread unless $OMP_NUM_THREADS says otherwise."""
     cpu_threads()
-    return cache.cached_train_many([cfg], use_cache, progress=False, lock=False, store=store)[0]
+    return store.train_many([cfg], use_cache, progress=False, lock=False)[0]
 
 
 def sweep(configs: dict, use_cache: bool = True, executor=None, progress: bool = True, backend: str = "auto",
@@ -57,14 +57,14 @@ def sweep(configs: dict, use_cache: bool = True, executor=None, progress: bool =
     unique = {}  # one job per key, even if two labels share a config
     for label in labels:
         unique.setdefault(keys[label], configs[label])
-    bar = tqdm(total=len(unique), desc=desc, disable=not progress)
+    bar, store = tqdm(total=len(unique), desc=desc, disable=not progress), cache.current()
     if executor is None:
         order = list(unique)
-        done = cache.cached_train_many([unique[k] for k in order], use_cache, progress=False, backend=backend,
-                                       on_done=lambda i, r: bar.update(1))
+        done = store.train_many([unique[k] for k in order], use_cache, progress=False, backend=backend,
+                                on_done=lambda i, r: bar.update(1))
         by_key = dict(zip(order, done))
     else:
-        jobs = {k: executor.submit(train_one, c, use_cache, cache.current()) for k, c in unique.items()}
+        jobs = {k: executor.submit(train_one, c, use_cache, store) for k, c in unique.items()}
         by_key = {}
         for k, job in jobs.items():
             by_key[k] = job.result()

@@ -98,3 +98,8 @@ def git_commit(root: Path | None = None) -> str:
         return "uncommitted" if inside.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def shown_path(path: Path) -> str:
+    """``path`` as a page or a command shows it: relative to the repository where it is inside it."""
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)

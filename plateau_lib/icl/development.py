@@ -139,7 +139,7 @@ def stored(cfg: TrainConfig, llc: dict) -> cache.StoredTable:
 
 def load(cfg: TrainConfig, llc: dict) -> Development | None:
     """The stored run (committed first, then local) with its training result, or None; never computes."""
-    found, run = stored(cfg, llc).load(), cache.stored_result(cfg)  # loads only: never trains
+    found, run = stored(cfg, llc).load(), cache.current().result(cfg)  # loads only: never trains
     if found is None or run is None:
         return None
     tables, meta = found

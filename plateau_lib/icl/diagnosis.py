@@ -399,7 +399,7 @@ def _evals(cfg: TrainConfig, stream: str) -> pd.DataFrame:
 
 def _committed_metrics(cfg: TrainConfig) -> pd.DataFrame | None:
     """The committed stages run's evaluations (None when it is not committed)."""
-    found = cache.stored_result(cfg)
+    found = cache.current().result(cfg)
     return None if found is None else found.metrics
 
 

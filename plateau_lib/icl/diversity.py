@@ -180,7 +180,7 @@ def table_spec(configs: dict, **settings) -> dict:
 
 def final_model(cfg):
     """(model of ``cfg`` with its trained final weights, its task, the device): trained if not cached locally."""
-    result = cache.cached_train(cfg, progress=False, need_state=True)
+    result = cache.current().train(cfg, progress=False, need_state=True)
     task = cfg.make_task()
     model = task.build_model(cfg)
     model.load_state_dict(result.final_state)

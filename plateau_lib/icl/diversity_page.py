@@ -90,7 +90,7 @@ def stored(preset: str) -> Sweep | None:
     configs, llc = sweep_settings(preset)
     results = {}
     for label, cfg in configs.items():
-        result = cache.stored_result(cfg)
+        result = cache.current().result(cfg)
         if result is None:
             if preset in SHOWN_WHEN_PARTIAL:
                 continue
@@ -101,7 +101,7 @@ def stored(preset: str) -> Sweep | None:
     found = {label: configs[label] for label in results}
     llc_found = div.load_llc(found, llc) if found == configs else None
     for label, cfg in icl_presets.more_seeds(preset).items():
-        if (result := cache.stored_result(cfg)) is not None:
+        if (result := cache.current().result(cfg)) is not None:
             results[label], found[label] = result, cfg
     return assemble(preset, found, llc, results, llc_found)
 

@@ -147,9 +147,10 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
     have = set() if rows.empty else set(rows["step"].astype(int))
     resume = carried.further(run / "resume.pt", dst / "resume.pt")
     step = max(carried.resume_step(resume), 0)
-    finished = cache.current().run(cfg) is not None
+    store = cache.current()
+    finished = store.run(cfg) is not None
     if finished:
-        cache.commit_result(cfg)  # the evaluations, for the page and the next session (no weights)
+        store.commit(cfg)  # the evaluations, for the page and the next session (no weights)
     check = budget_table(cfg, llc)
     to_check = set(check_steps(cfg, rows, check))
     checked = to_check & (set() if check.empty else set(check["step"].astype(int)))
@@ -261,7 +262,7 @@ def _finished_ckpt(cfg: TrainConfig, name: str) -> Path:
 def evaluations(cfg: TrainConfig) -> pd.DataFrame:
     """The evaluations made so far (the finished training's result, else the committed state's or this
     session's newer ones) as the task's tidy metrics table; empty before the first."""
-    found = cache.stored_result(cfg)
+    found = cache.current().result(cfg)
     if found is not None:
         return found.metrics
     paths = [p for p in (run_folder(cfg) / "resume.pt", state_folder(cfg) / "resume.pt") if p.exists()]
@@ -328,7 +329,7 @@ def train(cfg: TrainConfig, llc: dict, budget_s: float, progress_bar: bool = Tru
     restore(cfg, llc)
     t0 = time.time()
     try:
-        cache.cached_train_many([cfg], progress=progress_bar, deadline=t0 + budget_s)
+        cache.current().train_many([cfg], progress=progress_bar, deadline=t0 + budget_s)
     except Stopped as stop:
         print(stop, flush=True)
     folder = save(cfg, llc)

@@ -186,7 +186,7 @@ def run_trials(label: str, Ms, deadline: float | None = None, progress: bool = T
         rows[i] = _keep_finished(label, runs[i][0], cfgs[i], result)
 
     try:
-        cache.cached_train_many(cfgs, progress=progress, deadline=deadline, on_done=keep)
+        cache.current().train_many(cfgs, progress=progress, deadline=deadline, on_done=keep)
     except Stopped as stop:
         print(stop, flush=True)
         record_stopped(label, Ms, seeds)
@@ -205,7 +205,7 @@ def _check_seeds(seeds) -> list[int]:
 
 def _keep_finished(label: str, M, cfg: TrainConfig, result) -> dict:
     """Commit a finished run of the trial, keep its row and drop its stopped curves."""
-    cache.commit_result(cfg)
+    cache.current().commit(cfg)
     row = _row(label, M, cfg, result)
     keep_row(row)
     _keep_stopped_curves(label, M, cfg.seed, None)
@@ -216,12 +216,12 @@ def record_stopped(label: str, Ms, seeds=(0,)) -> list[dict]:
     """Rows and curves, judged so far, of the runs of trial ``label`` at ``Ms`` and ``seeds`` that have a local
     resume state (stopped at a deadline) and no committed result; kept in the committed table, marked
     ``steps_done``."""
-    rows = []
+    rows, store = [], cache.current()
     for M in check_Ms(Ms):
         for seed in _check_seeds(seeds):
             cfg = trial_config(label, M, seed)
-            result = cache.stopped_result(cfg)
-            if result is None or cache.load_committed(cfg) is not None:
+            result = store.stopped(cfg)
+            if result is None or store.committed_result(cfg) is not None:
                 continue
             curves = diversity.curves({(M, seed): result}).assign(trial=label)
             if len(curves) < 2 * diversity.WINDOW:
@@ -332,7 +332,7 @@ def search_curves(search: pd.DataFrame) -> pd.DataFrame:
             if len(g):
                 frames.append(g.assign(M=M, seed=seed))
             continue
-        result = cache.load_committed(trial_config(row["trial"], M, seed))
+        result = cache.current().committed_result(trial_config(row["trial"], M, seed))
         if result is not None:
             frames.append(diversity.curves({(M, seed): result}).assign(trial=row["trial"]))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

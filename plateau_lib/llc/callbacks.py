@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 from tqdm.auto import tqdm
 
-from plateau_lib.engine.cache import trained_checkpoints
+from plateau_lib.engine.cache import current
 from plateau_lib.engine.train import train
 from plateau_lib.engine.utils import git_commit, in_book_build
 from plateau_lib.llc.estimator import estimate_llc, estimate_llc_stacked
@@ -100,10 +100,10 @@ def llc_at_run_checkpoints(cfg, loss_fn: Callable, data, kept, *, with_final: bo
     """λ̂ at every checkpoint of the training run ``cfg`` (``cfg.checkpoint_steps``; ``with_final``: its final
     weights too, at ``cfg.steps``), one seed for all (:func:`llc_over_checkpoints`, ``stack`` checkpoints per
     batched computation). The run is trained through the store where its checkpoints are missing
-    (``cache.trained_checkpoints``), and the rows are kept in the stored table ``kept`` as they are made: an
+    (``Store.trained_checkpoints``, the current store's), and the rows are kept in the stored table ``kept`` as they are made: an
     interrupted estimate resumes, and past ``deadline`` it stops once they are kept. ``llc_kwargs`` go to
     :func:`estimate_llc`. Returns ``(rows, TrainResult, {step: checkpoint path})``."""
-    run, ckpts = trained_checkpoints(cfg, use_cache, progress)
+    run, ckpts = current().trained_checkpoints(cfg, use_cache, progress)
     states = {**ckpts, cfg.steps: run.final_state} if with_final else ckpts
     rows = llc_over_checkpoints(cfg.make_task().build_model(cfg), loss_fn, data, dict(sorted(states.items())),
                                 stack=stack, progress=progress, kept=kept, deadline=deadline, desc=desc, **llc_kwargs)

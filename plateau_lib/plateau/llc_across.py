@@ -118,7 +118,7 @@ def calibrate(cfg: TrainConfig, grid: dict, sgld: dict, use_cache: bool = True, 
     settings from ``sgld``, chains on ``device``): ``(table, meta)``, one row per (checkpoint, cell), with
     ``chosen`` marking the setting of the one step-size rule (``llc.calibration.mark_choice``). Stored and loaded like ``plateau_llc``."""
     def compute():
-        run, ckpts = cache.trained_checkpoints(cfg, use_cache, progress)
+        run, ckpts = cache.current().trained_checkpoints(cfg, use_cache, progress)
         data, model = sgld_sequences(cfg, sgld["n_data"]), GPT(cfg.model_config())
         tables = []
         for step in calibration_steps(cfg, run.metrics):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from plateau_lib.engine.cache import cached_train
+from plateau_lib.engine.cache import current
 from plateau_lib.engine.runs import TrainConfig, TrainResult
 from plateau_lib.plateau import metrics as M
 from plateau_lib.plateau.model import GPT
@@ -49,7 +49,7 @@ class TrainedTransformer:
 
 def load_trained(cfg: TrainConfig, use_cache: bool = True) -> TrainedTransformer:
     """Train ``cfg`` through the result cache (its weights are needed, so a hit without weights retrains)."""
-    run = cached_train(cfg, use_cache=use_cache, progress=False, need_state=True)
+    run = current().train(cfg, use_cache=use_cache, progress=False, need_state=True)
     model = GPT(cfg.model_config())
     model.load_state_dict(run.final_state)
     return TrainedTransformer(cfg, run, model)

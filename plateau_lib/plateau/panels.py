@@ -7,7 +7,7 @@ import pandas as pd
 from plateau_lib.book import plots
 from plateau_lib.book.pages import copied_runs
 from plateau_lib.book.panels import trained_beside, try_it
-from plateau_lib.engine.cache import load_committed
+from plateau_lib.engine.cache import current
 from plateau_lib.engine.runs import COPY_GROUPS
 from plateau_lib.plateau import presets
 
@@ -117,7 +117,7 @@ def init_run(groups, seed: int, steps: int, progress: bool = True):
     result = results["this run"]
     name = "+".join(groups) if groups else "nothing"
     _, committed_runs = presets.optimal_init_runs("cpu")
-    committed = load_committed(committed_runs[("baseline", 1)])
+    committed = current().committed_result(committed_runs[("baseline", 1)])
     fig = beside_committed(result, f"this run ({name} copied, seed {seed})", committed,
                            "committed baseline (nothing copied, seed 1)", "Optimal initialisation: your run")
     return fig, result

@@ -304,7 +304,7 @@ def measure_runs(configs: dict, settings: dict, use_cache: bool = True, progress
         if label not in ready:
             task, device = cfg.make_task(), resolve_device(cfg.device)
             ready[label] = task, probe_batch(task, settings, device), task.build_model(cfg).to(device), \
-                cache.trained_checkpoints(cfg, progress=progress)[1], device
+                cache.current().trained_checkpoints(cfg, progress=progress)[1], device
         task, seqs, model, ckpts, device = ready[label]
         t0 = time.perf_counter()
         model.load_state_dict(torch.load(ckpts[step], weights_only=True, map_location=device))
