@@ -88,9 +88,9 @@ def stored(preset: str) -> Sweep | None:
     seeds (``presets.more_seeds``) join it where found, so its curves and t_crit are seed means there; its LLC
     table is the preset's own runs'."""
     configs, llc = sweep_settings(preset)
-    results = {}
+    results, store = {}, cache.current()
     for label, cfg in configs.items():
-        result = cache.current().result(cfg)
+        result = store.result(cfg)
         if result is None:
             if preset in SHOWN_WHEN_PARTIAL:
                 continue
@@ -101,7 +101,7 @@ def stored(preset: str) -> Sweep | None:
     found = {label: configs[label] for label in results}
     llc_found = div.load_llc(found, llc) if found == configs else None
     for label, cfg in icl_presets.more_seeds(preset).items():
-        if (result := cache.current().result(cfg)) is not None:
+        if (result := store.result(cfg)) is not None:
             results[label], found[label] = result, cfg
     return assemble(preset, found, llc, results, llc_found)
 
