@@ -5,6 +5,7 @@ import json
 from dataclasses import dataclass
 
 import pytest
+import torch
 
 from plateau_lib.engine import cache, utils
 from plateau_lib.engine.runs import TrainConfig
@@ -172,3 +173,15 @@ def test_a_stored_table_reads_and_keeps_in_the_store_current_when_it_is_used(tmp
     floating.save({"t": pd.DataFrame({"v": [1]})}, {})
     assert (second.local / floating.name / "meta.json").exists() and pinned.load() is None
     assert not floating.committed() and floating.commit() == second.committed / floating.name and floating.committed()
+
+
+def test_a_trained_model_holds_its_runs_final_weights_and_is_trained_once(stores):
+    """The model comes back with the run's final weights, not a fresh initialisation; asking again is a hit."""
+    cfg = TrainConfig(**TINY)
+    model, run = cache.current().trained_model(cfg)
+    fresh = cfg.make_task().build_model(cfg)
+    assert all(torch.equal(v, run.final_state[k]) for k, v in model.state_dict().items())
+    assert not all(torch.equal(v, fresh.state_dict()[k]) for k, v in model.state_dict().items())
+    again, second = cache.current().trained_model(cfg)
+    assert second.meta["cache"] is not None   # loaded from the local store, not trained again
+    assert all(torch.equal(v, again.state_dict()[k]) for k, v in model.state_dict().items())

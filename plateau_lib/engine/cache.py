@@ -7,7 +7,8 @@ came from) and ``RESULTS_VERSION``; bump the version whenever the computation be
 
 Where results live is a ``Store``: its ``committed`` folder (``results/``, in git) and its ``local`` one
 (``.cache/results``: new results, weights, checkpoints and resume states). Everything done with a training run goes
-through a store's methods: ``train`` / ``train_many`` (through the cache), ``trained_checkpoints``, ``result``,
+through a store's methods: ``train`` / ``train_many`` (through the cache), ``trained_checkpoints``, ``trained_model``,
+``result``,
 ``committed_result``, ``stopped`` (a run stopped part-way), ``commit``. The rule: with ``use_cache=True`` a run is
 loaded, committed results first, then local ones; with ``use_cache=False`` it is recomputed and the recomputed result
 is what the caller gets (and what the page shows). New results are written atomically to the local folder;
@@ -152,6 +153,14 @@ class Store:
             run = self.train(cfg, use_cache=False, progress=progress, need_state=True)
         kept = self.checkpoints(cfg)
         return run, {s: kept[s] for s in sorted(cfg.checkpoint_steps)}
+
+    def trained_model(self, cfg, use_cache: bool = True, progress: bool = False) -> tuple[torch.nn.Module, TrainResult]:
+        """``(model, TrainResult)``: ``cfg``'s task's model (on the CPU) holding the run's trained final weights, trained
+        through this store where no local copy has them."""
+        run = self.train(cfg, use_cache=use_cache, progress=progress, need_state=True)
+        model = cfg.make_task().build_model(cfg)
+        model.load_state_dict(run.final_state)
+        return model, run
 
     def result(self, cfg, extra=None) -> TrainResult | None:
         """The finished result of ``cfg`` (committed first, then local; ``meta["cache"]`` says where), or None;

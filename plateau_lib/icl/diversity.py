@@ -180,11 +180,8 @@ def table_spec(configs: dict, **settings) -> dict:
 
 def final_model(cfg):
     """(model of ``cfg`` with its trained final weights, its task, the device): trained if not cached locally."""
-    result = cache.current().train(cfg, progress=False, need_state=True)
-    task = cfg.make_task()
-    model = task.build_model(cfg)
-    model.load_state_dict(result.final_state)
-    return model, task, resolve_device(cfg.device)
+    model, _ = cache.current().trained_model(cfg)
+    return model, cfg.make_task(), resolve_device(cfg.device)
 
 
 def llc_table(configs: dict, llc: dict) -> cache.StoredTable:

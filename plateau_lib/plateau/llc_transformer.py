@@ -49,9 +49,7 @@ class TrainedTransformer:
 
 def load_trained(cfg: TrainConfig, use_cache: bool = True) -> TrainedTransformer:
     """Train ``cfg`` through the result cache (its weights are needed, so a hit without weights retrains)."""
-    run = current().train(cfg, use_cache=use_cache, progress=False, need_state=True)
-    model = GPT(cfg.model_config())
-    model.load_state_dict(run.final_state)
+    model, run = current().trained_model(cfg, use_cache)
     return TrainedTransformer(cfg, run, model)
 
 
