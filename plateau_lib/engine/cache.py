@@ -8,10 +8,9 @@ came from) and ``RESULTS_VERSION``; bump the version whenever the computation be
 Where results live is a ``Store``: its ``committed`` folder (``results/``, in git) and its ``local`` one
 (``.cache/results``: new results, weights, checkpoints and resume states). Everything done with a training run goes
 through a store's methods: ``train`` / ``train_many`` (through the cache), ``trained_checkpoints``, ``trained_model``,
-``result``,
-``committed_result``, ``stopped`` (a run stopped part-way), ``commit``. The rule: with ``use_cache=True`` a run is
-loaded, committed results first, then local ones; with ``use_cache=False`` it is recomputed and the recomputed result
-is what the caller gets (and what the page shows). New results are written atomically to the local folder;
+``result``, ``committed_result``, ``stopped`` (a run stopped part-way), ``commit``. The rule: with ``use_cache=True`` a
+run is loaded, committed results first, then local ones; with ``use_cache=False`` it is recomputed and the recomputed
+result is what the caller gets (and what the page shows). New results are written atomically to the local folder;
 ``commit`` copies one to the committed folder without ``final_state.pt`` (``meta.json`` carries the provenance).
 
 Which store: a caller holds one and passes it down (a worker process is handed its caller's), or asks for the
