@@ -54,10 +54,14 @@ def main():
             estimate = costs.estimate_cpu_s(cfg, {costs.architecture(cfg): measured})
             runs = [B.timed(lambda: train(cfg, progress=False)) for _ in range(args.repeats)]
             fastest = min(runs)
-            rows += [floor, B.step_row(workload, "whole run, timed", cfg.steps, [fastest], floor),
-                     {"workload": workload, "variant": "cost model", "estimate_s": round(estimate, 3),
-                      "step_s": measured["step_s"], "eval_s": measured["eval_s"],
-                      "runs_wall_s": [round(t[0], 3) for t in runs]}]
+            timed = {**B.step_row(workload, "whole run, timed (the fastest repeat)", cfg.steps, [fastest], floor),
+                     "runs_wall_s": [round(t[0], 4) for t in runs], "runs_cpu_s": [round(t[1], 4) for t in runs]}
+            model = {"workload": workload, "variant": "whole run, the cost model's estimate", "steps": cfg.steps,
+                     "wall_s": round(estimate, 4), "steps_per_s": round(cfg.steps / estimate, 3),
+                     "ms_per_step": round(1000 * estimate / cfg.steps, 4),
+                     "x_floor": round(1000 * estimate / cfg.steps / floor["ms_per_step"], 4),
+                     "step_s": measured["step_s"], "eval_s": measured["eval_s"]}
+            rows += [floor, timed, model]
             ratios[f"{workload}: estimate / measured run"] = estimate / fastest[0]
             print(f"{workload}: estimate {estimate:.2f} s, run {fastest[0]:.2f} s, ratio {estimate / fastest[0]:.2f}")
     path = B.write_benchmark("costs", rows, ratios, threads, folder=args.out, merge=True, **vars(args),
