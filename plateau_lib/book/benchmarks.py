@@ -265,9 +265,11 @@ def table(rows: pd.DataFrame, name: str) -> pd.DataFrame:
     shown = rows[rows["benchmark"] == name]
     if "runs_cpu_s" in shown:  # how much the repeats of a row disagree: ratios below this are noise
         runs = shown["runs_cpu_s"].map(lambda r: pd.Series(r if isinstance(r, list) else [], dtype=float))
-        shown = shown.assign(repeats=runs.map(lambda r: len(r) or None), cpu_spread=runs.map(
+        shown = shown.assign(repeats=runs.map(len).where(lambda n: n > 0), cpu_spread=runs.map(  # an estimate: none
             lambda r: (r.max() - r.min()) / r.median() if len(r) > 1 else float("nan")))
     shown = shown.drop(columns=["benchmark", "runs_wall_s", "runs_cpu_s"], errors="ignore").dropna(axis=1, how="all")
+    counts = [c for c in ("steps", "runs", "repeats") if c in shown]  # whole numbers, shown as such beside missing ones
+    shown = shown.astype({c: "Int64" for c in counts})
     order = ["workload", "variant", *[c for c in SHOWN if c in shown],
              *[c for c in shown if c not in SHOWN and c not in ("workload", "variant")]]
     return shown[order].rename(columns=SHOWN).set_index(["workload", "variant"])
