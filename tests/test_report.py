@@ -201,8 +201,10 @@ def test_a_page_table_shows_a_missing_value_as_a_dash():
     import numpy as np
     import pandas as pd
     from plateau_lib.book import pages
-    html = pages.frame_html(pd.DataFrame({"jump": [120.0, np.nan], "note": ["x", None], "mixed": [1, None]}))
-    assert "NaN" not in html and "None" not in html and html.count(f"<td>{pages.MISSING}</td>") == 3
+    html = pages.frame_html(pd.DataFrame({"jump": [120.0, np.nan], "note": ["x", None], "mixed": [1, None],
+                                          "count": pd.array([3, None], dtype="Int64")}))  # a nullable column's <NA>
+    assert "NaN" not in html and "None" not in html and "<NA>" not in html
+    assert html.count(f"<td>{pages.MISSING}</td>") == 4 and "<td>3</td>" in html
     assert 'class="dataframe"' in html
 
 
