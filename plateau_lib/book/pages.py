@@ -76,8 +76,8 @@ def frame_html(frame: pd.DataFrame, **to_html) -> str:
     shown.columns = _relabel(shown.columns, _header)
     shown.index = _relabel(shown.index, _cell)
     for i, dtype in enumerate(shown.dtypes):
-        if (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
-                or pd.api.types.is_extension_array_dtype(dtype)):  # a nullable column's <NA> is missing too
+        nullable = pd.api.types.is_extension_array_dtype(dtype) and dtype.kind in "iufb"  # its <NA> is missing too
+        if pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype) or nullable:
             shown.isetitem(i, shown.iloc[:, i].astype(object).map(_cell))
     options = dict(na_rep=MISSING, border=1, max_rows=pd.get_option("display.max_rows"),
                    max_cols=pd.get_option("display.max_columns"),

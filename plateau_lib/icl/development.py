@@ -10,7 +10,6 @@ run resumes at the next checkpoint. ``commit(cfg, llc)`` copies both into ``resu
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,16 +155,14 @@ def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = Tr
         if found is not None:
             return found
     device = resolve_device(cfg.device)
-    t0 = time.perf_counter()
     table = stored(cfg, llc)
     settings = {k: v for k, v in llc.items() if k != "n_data"}
     data = llc_data(cfg, llc["n_data"], llc["seed"], device)
     done, train, ckpts = llc_at_run_checkpoints(cfg, cfg.make_task().loss, data, table, use_cache=use_cache,
                                                 progress=progress, stack=stack, deadline=deadline,
                                                 device=str(device), **settings)
-    train_s = time.perf_counter() - t0
     structure = pd.DataFrame([structure_row(s, torch.load(p, weights_only=True)) for s, p in sorted(ckpts.items())])
-    save(cfg, llc, done, structure, device=str(device), train_wall_s=train.meta.get("wall_time_s", round(train_s, 1)),
+    save(cfg, llc, done, structure, device=str(device), train_wall_s=train.meta["wall_time_s"],
          llc_wall_s=round(float(done["elapsed_s"].sum()), 1))
     tables, meta = table.load()
     return Development(train, tables["llc"], tables["structure"], {**meta, "cache": None})
