@@ -48,8 +48,14 @@ def analyses(preset: str = "paper") -> list:
 
 
 def claims() -> list[Claim]:
-    """Every chapter's claims, in book order."""
-    return [c for chapter in CHAPTERS for c in _module(chapter, "claims").CLAIMS]
+    """Every chapter's claims, in book order; ValueError naming a claim shown under one figure whose
+    ``counted_under`` names no counted claim ("figure: metric")."""
+    found = [c for chapter in CHAPTERS for c in _module(chapter, "claims").CLAIMS]
+    counted = {f"{c.figure}: {c.metric}" for c in found if not c.uncounted and not c.sanity}
+    stray = [f"{c.figure}: {c.metric}" for c in found if c.counted_under and c.counted_under not in counted]
+    if stray:
+        raise ValueError(f"counted_under must name a counted claim ('figure: metric'); {stray} name none")
+    return found
 
 
 def untrained_values() -> dict:

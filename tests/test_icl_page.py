@@ -283,7 +283,7 @@ def test_the_paper_runs_findings_and_deviations_are_read_from_its_tables():
                              slope=np.array([1.0, 0.5, -10.0, 12.0, 2.0]))   # a sign change the rule stepped over
     text = stages_paper_run.paper_findings(run, stages)
     assert "169.3 at step 40,000 (the paper: 169.3 at 40k)." in text          # one checkpoint near the peak
-    assert "to 112.8 at step 320,000" in text and "ends at 116.3" in text       # falls; no rise after it
+    assert "lowest value is 112.8 at step 320,000, 67% of the peak" in text and "ends at 116.3" in text  # no rise after
     assert "4 stages" in text and "3 of the paper's four (1k, 40k, 320k)" in text
     assert "changes sign next to step(s) 126,000" in text                       # 40,000 is a boundary already
     higher = fake_run(llc={**development.PAPER_LLC, 500_000: 160.0})

@@ -27,8 +27,10 @@ def test_summary_rows_carry_verdicts_and_rules():
     assert [r["metric"] for r in rows] == ["peak cosine before the jump", "step of the jump"]
     assert rows[0]["verdict"] == "reproduced" and rows[0]["shown"] == "0.97" and rows[0]["paper"] == "≈ 0.95"
     assert rows[1]["ours"] is None and rows[1]["shown"] == "no jump in the run"
-    assert rows[1]["verdict"] == "not comparable at this scale"
-    assert report.summary_rows(claims_of(FIG), "paper", {"step of the jump": None})[0]["verdict"] == "not reproduced"
+    # the jump's step is the configured run's length, not a paper value: shown, never counted
+    assert rows[1]["verdict"] == "not comparable at this scale; shown, not counted"
+    assert report.summary_rows(claims_of(FIG), "paper", {"step of the jump": None})[0]["verdict"] == \
+        "not reproduced; shown, not counted"
 
 
 def test_unknown_metric_is_refused():
@@ -54,7 +56,7 @@ def test_reproducibility_table_is_wide_and_in_book_order(summaries):
     assert list(table.columns) == ["figure", "metric", "paper", "paper value from", "quote", "bands from", "band kind",
                                    "cpu miniature", "long CPU run", "paper's data, smaller model",
                                    "trained here in the paper's model shapes", "paper preset",
-                                   "untrained model (must fail)", "sanity check", "source"]
+                                   "untrained model (must fail)", report.FRAGILE, "sanity check", "source"]
     assert list(table["figure"].unique()) == [FIG, "Fig. 5 (optimal initialisation)"]  # book order
     final = table[table.metric == "final accuracy"].iloc[0]
     assert final["cpu miniature"] == "0.5 (not reproduced)" and final["paper preset"] == "1 (reproduced)"
@@ -154,16 +156,16 @@ def test_the_reproducibility_page_quotes_its_sources_and_lists_sanity_checks_apa
 
 
 def test_the_band_tally_counts_each_verdict_by_where_its_band_comes_from(summaries):
-    """Fig. 2's paper column, hand-set: 'step of the jump' rests on the paper's own bound (400 steps), 'final
-    accuracy' on a tolerance around "≈ 1", the APM's rank correlation on the book's reading of "monotonically";
-    the sanity check 'data ρ' is in no row."""
+    """Fig. 2's paper column, hand-set: 'final accuracy' rests on a tolerance around "≈ 1", the APM's rank
+    correlation on the book's reading of "monotonically"; the sanity check 'data ρ' is in no row, nor is 'step of
+    the jump', shown but not counted (its 400 steps are the configured run's length, not a paper value)."""
     from plateau_lib.book import pages
     values = {"step of the jump": 183.0, "final accuracy": 1.0, "APM's rank correlation with the step, up to the jump": 0.8,
               "peak cosine before the jump": 0.5, "data ρ": 0.057}
     report.record_summary(claims_of(FIG), "paper", values, "mws_plateau", {})
     counts = pages.band_tally(report.reproducibility_table(CLAIMS, PAPER_PENDING))
     assert counts.to_dict("index") == {
-        "the paper's own spread, bound or count": {"reproduced": 1, "partly": 0, "not reproduced": 0},
+        "the paper's own spread, bound or count": {"reproduced": 0, "partly": 0, "not reproduced": 0},
         "the book's tolerance around the paper's value": {"reproduced": 1, "partly": 0, "not reproduced": 1},
         "the book's reading of a qualitative statement": {"reproduced": 0, "partly": 1, "not reproduced": 0}}
 
@@ -190,8 +192,9 @@ def test_the_verdict_box_lists_the_paper_columns_verdicts_sanity_checks_last(sum
     report.record_summary(claims_of(FIG), "paper", {"data ρ": 0.057, "final accuracy": 1.0, "step of the jump": 500.0},
                           "mws_plateau", {})
     box = pages.verdict_box_html([FIG, "Figs. 41–42 (collapse at every location)"], PAPER_PENDING)
-    assert "At the paper's configuration: 1 reproduced, 1 partly; 1 sanity check, not counted." in box
+    assert "At the paper's configuration: 1 reproduced; 1 sanity check and 1 shown only, not counted." in box
     assert box.index("final accuracy") < box.index("data ρ")  # the sanity check last
+    assert box.index("final accuracy") < box.index("step of the jump")  # and what is shown only
     assert "No verdict at the paper's configuration: not run yet" in box
     with pytest.raises(ValueError, match="none"):
         pages.glue_verdict_box([], PAPER_PENDING)

@@ -111,3 +111,14 @@ def test_run_summary_reads_the_lead_and_the_repetition_extremes():
     table = other_tasks.summary_table({"addition": Result}, {"addition": cfg})
     assert table.loc["addition", "plateau span"] == "20"
     assert table.loc["addition", "partial solution"] == "y4"
+
+
+def test_the_longest_flat_stretch_is_measured_on_the_curve():
+    """REPEAT1's plateau as the paper-config run shows it: accuracy rises, stays at 0.80 for 18 steps, then jumps;
+    a steady rise has none, and a flat curve is flat for its whole length."""
+    steps = [0, 10, 20, 30, 40, 42, 50, 60, 62, 70]
+    acc = [0.05, 0.3, 0.6, 0.7, 0.787, 0.797, 0.80, 0.805, 0.83, 1.0]
+    assert stages.longest_flat_stretch(steps, acc, 0.01) == 18  # 42 to 60; 40's 0.787 is 0.018 below 60's
+    assert stages.longest_flat_stretch([0, 1, 2, 3], [0.1, 0.2, 0.3, 0.4], 0.01) == 0
+    assert stages.longest_flat_stretch([0, 5, 9], [0.06, 0.065, 0.062], 0.01) == 9
+    assert stages.longest_flat_stretch([4], [0.5], 0.01) == 0

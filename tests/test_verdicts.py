@@ -98,8 +98,8 @@ def test_a_sanity_check_is_judged_apart_and_never_tallied():
     tally = pages.tally(table.assign(chapter=["a", "b"]), by="chapter")
     html = pages.tally_html(tally).data  # each chapter a full-width row, then its kind of run with its counts
     assert html.count('class="tally-chapter"') == 2
-    assert '<th colspan="7">a</th></tr><tr><td>cpu miniature</td><td class="">0</td>' in html
-    assert '<th colspan="7">b</th></tr><tr><td>cpu miniature</td><td class="">1</td>' in html
+    assert '<th colspan="8">a</th></tr><tr><td>cpu miniature</td><td class="">0</td>' in html
+    assert '<th colspan="8">b</th></tr><tr><td>cpu miniature</td><td class="">1</td>' in html
 
 
 def test_the_plateau_chapter_has_no_claim_an_untrained_model_passes_outside_its_sanity_checks():
@@ -130,3 +130,63 @@ def test_the_nearest_edge_is_one_the_books_bands_set_never_the_measures_own_boun
     assert ratio.nearest_edge(BySeed({0: 0.3, 1: 0.52})) == (0.5, pytest.approx(0.02 / 0.5))
     assert all(math.isnan(x) for x in ratio.nearest_edge(None))
     assert all(math.isnan(x) for x in Claim("Fig. X", "m", "> 0", (0, INF), (0, INF)).nearest_edge(3.0))
+
+
+def test_a_result_counted_under_another_figure_or_without_a_located_value_is_shown_and_never_tallied():
+    """A duplicate (the same runs' measure, counted under another figure), a value that is the configuration
+    itself, and a paper value no source confirms each read "…; shown, not counted" and enter no verdict count."""
+    from plateau_lib.book import pages
+    from plateau_lib.book.verdicts import NOT_COUNTED, Source, count_verdicts
+    duplicate = Claim("Fig. Y", "peak cosine, baseline", "≈ 0.95", (0.9, 1.0), (0.8, 1.0),
+                      counted_under="Fig. X: peak cosine")
+    unsourced = Claim("Fig. Z", "wait", "≲ 100", (0, 100), (0, 200), source=Source("unconfirmed", "a README row"))
+    config = Claim("Fig. X", "jump step", "within 400", (0, 400), (0, 600), not_counted="the run's own length")
+    assert COSINE.judge(0.95, "paper") == "reproduced" and not COSINE.uncounted
+    for claim in (duplicate, unsourced, config):
+        assert claim.judge(0.95 if claim is duplicate else 50, "paper") == f"reproduced; {NOT_COUNTED}"
+    assert duplicate.uncounted == "the same result is counted under Fig. X: peak cosine"
+    assert "no available source" in unsourced.uncounted
+    counts = count_verdicts(["reproduced", f"reproduced; {NOT_COUNTED}", f"partly; {NOT_COUNTED}"])
+    assert counts["reproduced"] == 1 and counts["partly"] == 0 and counts[NOT_COUNTED] == 2
+    (row,) = summaries.summary_rows([duplicate], "paper", {"peak cosine, baseline": 0.95})
+    assert row["not counted"] == duplicate.uncounted
+    box_tally = pages._tally([{"verdict": "reproduced"}, {"verdict": f"reproduced; {NOT_COUNTED}"}])
+    assert box_tally == "1 reproduced; 1 shown only, not counted"
+
+
+def test_counted_under_must_name_a_counted_claim(monkeypatch):
+    from plateau_lib.plateau import claims as plateau_claims
+    stray = Claim("Fig. Y", "copy", "≈ 0.95", (0.9, 1.0), (0.8, 1.0), counted_under="Fig. 2 (MWS plateau): no such")
+    monkeypatch.setattr(plateau_claims, "CLAIMS", [*plateau_claims.CLAIMS, stray])
+    with pytest.raises(ValueError, match="counted_under must name a counted claim"):
+        chapters.claims()
+
+
+def test_the_seeds_inside_the_band_are_counted_in_the_shown_value():
+    (row,) = summaries.summary_rows([COSINE], "paper", {"peak cosine": BySeed({0: 0.95, 1: 0.85, 2: 0.92})})
+    assert row["verdict"] == "partly" and row["shown"].endswith("(seeds 0, 1 and 2), 2 of 3 seeds reproduced")
+
+
+def test_no_duplicate_or_unsourced_claim_is_counted_in_the_book():
+    """The book's own faults of this kind (issue 52): Fig. 2's peak cosine counted again under Fig. 5 and Figs.
+    41–42, Fig. 43's unconfirmed "≲ 100", and Fig. 2's "jump within 400 steps" (the run's own length)."""
+    uncounted = {(c.figure.split(" (")[0], c.metric) for c in CLAIMS if c.uncounted}
+    assert {("Fig. 5", "peak cosine, baseline"), ("Figs. 41–42", "peak cosine before the jump, after the final layer norm"),
+            ("Fig. 43", "steps from switch to jump, c = 10 at step 25–100 (max)"),
+            ("Fig. 2", "step of the jump")} <= uncounted
+    assert all(c.uncounted for c in CLAIMS if c.source and c.source.kind == "unconfirmed" and not c.sanity)
+
+
+def test_a_verdict_a_perturbed_rerun_turns_is_marked_fragile():
+    """The re-run's values are judged as the page's; a claim whose verdict turns is fragile, with both values, on
+    the page's table and in the Reproducibility page's fragile list; one that holds is not."""
+    from plateau_lib.book import pages
+    jump = Claim("Fig. X", "jump step", "within 400", (0, 400), (0, 600))
+    rows = summaries.summary_rows([COSINE, jump], "paper", {"peak cosine": 0.95, "jump step": 390.0},
+                                  rerun={"peak cosine": 0.96, "jump step": 450.0})
+    assert [r["fragile"] for r in rows] == [False, True]
+    assert (rows[1]["verdict"], rows[1]["rerun verdict"], rows[1]["rerun"]) == ("reproduced", "partly", "450")
+    summary = {"figure": "Fig. X", "preset": "paper", "page": "p", "rows": rows}
+    table = summaries.reproducibility_table([COSINE, jump], {}, [summary])
+    (turned,) = pages.fragile(table)["turned"]
+    assert turned == "paper preset: reproduced → partly (390 → 450)"

@@ -6,6 +6,7 @@ otherwise define for itself lives here or in ``plots`` / ``widgets``.
 from __future__ import annotations
 
 import html
+import math
 import os
 import re
 import warnings
@@ -17,10 +18,10 @@ import seaborn as sns
 
 from plateau_lib.book import summaries
 from plateau_lib.book.summaries import load_summaries, PRESET_COLUMNS, slug
-from plateau_lib.book.verdicts import BAND_KINDS, count_verdicts, SANITY, VERDICTS
+from plateau_lib.book.verdicts import BAND_KINDS, BySeed, count_verdicts, NOT_COUNTED, SANITY, VERDICTS
 from plateau_lib.engine.cache import cache_key, current
 from plateau_lib.engine.stages import plateau_summary
-from plateau_lib.engine.utils import atomic_path, cpu_threads, in_book_build
+from plateau_lib.engine.utils import REPO_ROOT, atomic_path, cpu_threads, in_book_build
 
 # Figures are drawn for the book's text column (about 780 px at a 1,400 px window): 7.5 inches at 100 dpi,
 # with no text smaller than 9 pt, so the smallest label is >= 9 px on screen.
@@ -237,7 +238,7 @@ def readable(table: pd.DataFrame, steps=None) -> pd.DataFrame:
 # ---- verdicts and provenance -----------------------------------------------------------------------
 
 def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: dict | None = None,
-             status: dict | None = None, record_as: dict | None = None) -> pd.DataFrame:
+             status: dict | None = None, record_as: dict | None = None, rerun: dict | None = None) -> pd.DataFrame:
     """Record the summaries of one figure (``claims``: its chapter's ``claims_of(figure)``) for each preset shown
     and return the page's verdict table.
 
@@ -247,7 +248,9 @@ def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: di
     fills}`` (None: none), for a figure whose run in that column is another preset's (each judged by its own tier).
     Presets
     the Reproducibility page has no column for get their own columns here, headed by ``labels[preset]``,
-    judged by the miniature's rule and not recorded.
+    judged by the miniature's rule and not recorded. ``rerun``: ``{preset: {claim metric: number}}`` on a re-run
+    with every initial weight nudged (``TrainConfig.init_nudge``): a column each, a verdict it turns marked
+    *fragile* (recorded for the Reproducibility page).
     """
     table = pd.DataFrame({"metric": [c.metric for c in claims], "paper": [c.paper for c in claims]})
     rules = {c.metric: c.rule() for c in claims}
@@ -255,14 +258,19 @@ def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: di
         column_of = (record_as or {}).get(preset, preset)
         recorded = column_of in summaries.PRESET_COLUMNS
         judged = summaries.JUDGED_AS.get(preset, "cpu")
-        rows = {r["metric"]: r for r in summaries.summary_rows(claims, judged, by_metric)}
+        again = (rerun or {}).get(preset)
+        rows = {r["metric"]: r for r in summaries.summary_rows(claims, judged, by_metric, rerun=again)}
         if recorded:
             summaries.record_summary(claims, column_of, by_metric, page, provenance.get(preset, {}),
-                                     (status or {}).get(preset), judged_as=judged)
+                                     (status or {}).get(preset), judged_as=judged, rerun=again)
         own = recorded and column_of == preset  # a run recorded under another preset's column keeps its own label here
         column = summaries.PRESET_COLUMNS[column_of] if own else (labels or {}).get(preset, preset)
         table[column] = table["metric"].map(lambda m: rows[m]["shown"] if m in rows else "–")
         table[f"verdict ({preset})"] = table["metric"].map(lambda m: rows[m]["verdict"] if m in rows else "–")
+        if again is not None:
+            table[f"re-run, nudged initial weights ({preset})"] = table["metric"].map(
+                lambda m: f"{rows[m]['rerun']} ({rows[m]['rerun verdict']}){': fragile' * rows[m]['fragile']}"
+                if "rerun" in rows.get(m, {}) else "–")
     table["rule"] = table["metric"].map(rules)
     return table[[c for c in table if c == "rule" or table[c].ne("–").any()]].set_index("metric")
 
@@ -344,20 +352,46 @@ def reproducibility(table: pd.DataFrame, sanity: bool = False):
     shown = rows.map(_cell)
     shown = shown.assign(**{"paper value from": [source(w, q) for w, q in zip(rows["paper value from"], rows["quote"])],
                            "source": [f'<a href="{page}.html#provenance">provenance</a>' for page in rows["source"]]})
-    dropped = ["quote", "band kind", "sanity check"] + (["bands from"] if sanity else [])  # a sanity check has no band
+    # a sanity check has no band; the verdicts a re-run turned have their own table (``fragile``)
+    dropped = ["quote", "band kind", "sanity check", summaries.FRAGILE] + (["bands from"] if sanity else [])
     shown = shown.drop(columns=dropped).rename(columns={"source": "page"})
     body = shown.to_html(index=False, escape=False, border=0, classes="dataframe reproducibility-table")
     return HTML(f'<div class="table-scroll">{body}</div>')
 
 
+def fragile(table: pd.DataFrame) -> pd.DataFrame:
+    """The claims of the Reproducibility ``table`` whose verdict a re-run with a floating-point perturbation turned:
+    figure, metric and what turned (``summaries.FRAGILE``)."""
+    turned = table[table[summaries.FRAGILE].fillna("") != ""]
+    return turned[["figure", "metric", summaries.FRAGILE]].rename(columns={summaries.FRAGILE: "turned"})
+
+
+ERRATA = REPO_ROOT / "book" / "errata.csv"
+ERRATA_COLUMNS = ["date", "figure", "claim", "before", "after", "why"]
+
+
+def errata(path: Path = ERRATA) -> pd.DataFrame:
+    """The book's errata (``book/errata.csv``): each changed verdict of the ``paper`` column, newest first, with
+    its date, figure, claim, verdict before and after, and why; ValueError naming a malformed row."""
+    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if list(table.columns) != ERRATA_COLUMNS:
+        raise ValueError(f"{path.name} must have the columns {ERRATA_COLUMNS}, got {list(table.columns)}")
+    bad = table[(table == "").any(axis=1) | (table["before"] == table["after"])
+                | ~table["date"].str.fullmatch(r"\d{4}-\d{2}-\d{2}")]
+    if not bad.empty:
+        raise ValueError(f"{path.name} rows {list(bad.index + 2)} need a date (YYYY-MM-DD), every field, and a "
+                         "verdict that changed")
+    return table.sort_values("date", ascending=False, kind="stable").set_index(["date", "figure", "claim"])
+
+
 def verdict_counts(table: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
-    """How many claims each preset column reproduced, partly reproduced, and so on, with the sanity checks counted
-    apart (they are never verdicts); per ``by`` (a column of ``table``, e.g. the chapter) when given."""
+    """How many claims each preset column reproduced, partly reproduced, and so on, with the sanity checks and the
+    results shown but not counted apart (they are never verdicts); per ``by`` (a column of ``table``, e.g. the chapter) when given."""
     groups = table.groupby(by, sort=False) if by else [(None, table)]
     frames = []
     for name, rows in groups:  # a cell reads "value (verdict)"
         counts = pd.DataFrame({column: count_verdicts(rows[column].str.extract(r"\(([^()]*)\)$")[0].dropna())
-                               for column in PRESET_COLUMNS.values()}, index=list(VERDICTS + SANITY))
+                               for column in PRESET_COLUMNS.values()}, index=[*VERDICTS, *SANITY, NOT_COUNTED])
         frames.append(counts.rename_axis("verdict").assign(**({by: name} if by else {})))
     out = pd.concat(frames)
     return out.reset_index().set_index([by, "verdict"]) if by else out
@@ -365,11 +399,11 @@ def verdict_counts(table: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
 
 def tally(table: pd.DataFrame, by: str) -> pd.DataFrame:
     """The Reproducibility page's opening tally: one row per (``by``, kind of run) that has any verdict, one
-    column per verdict (the sanity checks last, apart)."""
+    column per verdict (the sanity checks and the results shown but not counted last, apart)."""
     counts = verdict_counts(table, by).rename_axis(columns="kind of run").stack().unstack("verdict")
     order = {name: i for i, name in enumerate(dict.fromkeys(table[by]))}  # book order, not alphabetical
     counts = counts.sort_index(level=0, key=lambda names: names.map(order), sort_remaining=False)
-    counts = counts.loc[counts.sum(axis=1) > 0, list(VERDICTS + SANITY)]
+    counts = counts.loc[counts.sum(axis=1) > 0, [*VERDICTS, *SANITY, NOT_COUNTED]]
     return counts.rename(columns=lambda v: v.replace("sanity check ", "sanity check: "))
 
 
@@ -404,13 +438,13 @@ def tally_html(counts: pd.DataFrame):
     import html as html_lib
     from IPython.display import HTML
     columns = list(counts.columns)
-    head = "".join(f'<th class="{"tally-sanity" if c.startswith("sanity") else ""}">{html_lib.escape(c)}</th>'
+    head = "".join(f'<th class="{"tally-sanity" if _apart(c) else ""}">{html_lib.escape(c)}</th>'
                    for c in columns)
     rows = []
     for chapter, part in counts.groupby(level=0, sort=False):
         rows.append(f'<tr class="tally-chapter"><th colspan="{len(columns) + 1}">{html_lib.escape(str(chapter))}</th></tr>')
         rows += [f'<tr><td>{html_lib.escape(str(kind))}</td>'
-                 + "".join(f'<td class="{"tally-sanity" if c.startswith("sanity") else ""}">{int(n)}</td>'
+                 + "".join(f'<td class="{"tally-sanity" if _apart(c) else ""}">{int(n)}</td>'
                            for c, n in zip(columns, values)) + "</tr>"
                  for (_, kind), values in zip(part.index, part.to_numpy())]
     return HTML(f'<div class="table-scroll"><table class="tally-table"><thead><tr><th>kind of run</th>{head}</tr>'
@@ -442,9 +476,9 @@ def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | 
                          f'{html_lib.escape(more)}</p>')
             continue
         tally = _tally(rows)
-        ordered = sorted(rows, key=lambda r: r["verdict"] in SANITY)  # the sanity checks last
+        ordered = sorted(rows, key=lambda r: _apart(r["verdict"]))  # the sanity checks and uncounted results last
         body = "".join(
-            f'<tr class="{"sanity-row" if r["verdict"] in SANITY else ""}"><td>{html_lib.escape(r["metric"])}</td>'
+            f'<tr class="{"sanity-row" if _apart(r["verdict"]) else ""}"><td>{html_lib.escape(r["metric"])}</td>'
             f'<td>{html_lib.escape(r["paper"])}</td><td>{html_lib.escape(r["shown"])}</td>'
             f'<td class="verdict-{slug(r["verdict"])}">{html_lib.escape(r["verdict"])}</td></tr>' for r in ordered)
         parts.append(f'{head}<p class="verdict-box-tally">At the paper\'s configuration: {tally}.</p>'
@@ -453,12 +487,51 @@ def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | 
     return f'<div class="verdict-box" id="verdict-box">{"".join(parts)}</div>'
 
 
+def _apart(verdict: str) -> bool:
+    """Whether a verdict (or tally column) stands apart from the counted ones: a sanity check, or shown only."""
+    return verdict in SANITY or verdict.startswith("sanity") or verdict.endswith(NOT_COUNTED)
+
+
 def _tally(rows: list[dict]) -> str:
-    """"3 reproduced, 1 partly; 2 sanity checks, not counted" of a summary's rows."""
+    """"3 reproduced, 1 partly; 2 sanity checks and 1 result counted under another figure, not counted" of a
+    summary's rows."""
     counts = count_verdicts(r["verdict"] for r in rows)
-    tally = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v])
-    checks = sum(counts[v] for v in SANITY)
-    return tally + (f"; {checks} sanity check{'s' * (checks != 1)}, not counted" if checks else "")
+    tally = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v]) or "no verdict"
+    checks, shown = sum(counts[v] for v in SANITY), counts[NOT_COUNTED]
+    apart = [f"{checks} sanity check{'s' * (checks != 1)}"] * bool(checks) + [f"{shown} shown only"] * bool(shown)
+    return tally + (f"; {' and '.join(apart)}, not counted" if apart else "")
+
+
+def seed_range(claim, value) -> str:
+    """``value`` (a number, or a :class:`~plateau_lib.book.verdicts.BySeed`) as the claim formats a number, a range
+    over the seeds ("0.88–1"), or ``MISSING`` when no seed reached it: a number for the page's prose."""
+    values = list(value.values.values()) if isinstance(value, BySeed) else [value]
+    values = sorted(float(v) for v in values if v is not None and not math.isnan(float(v)))
+    if not values:
+        return MISSING
+    low, high = claim.show(values[0]), claim.show(values[-1])
+    return low if low == high else f"{low}–{high}"
+
+
+def glue_seed_ranges(claims: list, values: dict, names: dict, presets=("cpu", "paper")) -> None:
+    """Glue, for each of ``presets`` and each ``{glue name: claim metric}`` of ``names``, that claim's value in
+    ``values`` (``{preset: {metric: number or BySeed}}``) as ``seed_range`` writes it, under ``{name}_{preset}``
+    (``MISSING`` for a preset not shown): the numbers the page's Markdown pastes with {glue:md}`name_preset`."""
+    by_metric = {c.metric: c for c in claims}
+    unknown = sorted(set(names.values()) - set(by_metric))
+    if unknown:
+        raise ValueError(f"names must map to claims of this figure; unknown {unknown}, allowed {sorted(by_metric)}")
+    glue_texts({f"{name}_{preset}": seed_range(by_metric[metric], values[preset][metric])
+                if metric in values.get(preset, {}) else MISSING for name, metric in names.items() for preset in presets})
+
+
+def glue_texts(texts: dict) -> None:
+    """Glue each ``{name: text}`` (a number or a run's name, already written as the page shows it) as Markdown,
+    for the page's prose to paste inline ({glue:md}`name`)."""
+    from IPython.display import Markdown
+    from myst_nb import glue
+    for name, text in texts.items():
+        glue(name, Markdown(str(text)), display=False)
 
 
 def glue_verdict_box(figures: list[str], pending: dict, none: str = "") -> None:

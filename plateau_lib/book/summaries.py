@@ -32,6 +32,8 @@ JUDGED_AS = {"cpu": "cpu", "cpu_long": "cpu", "cpu_d8": "paper_data", "cpu_d8_50
              "paper_data": "paper_data", "trained_shape": "cpu", "paper": "paper"}
 # The column of each claim's measure on models that have learned nothing (the paper configs, never updated).
 UNTRAINED = "untrained model (must fail)"
+# A verdict that a re-run with a floating-point perturbation turns: "column: verdict → re-run's (value → value)".
+FRAGILE = "fragile: turned by a perturbed re-run"
 # Only some pages have these; elsewhere their columns read "–", not "no run yet".
 OPTIONAL_PRESETS = ("cpu_long", "paper_data", "trained_shape")
 
@@ -45,12 +47,15 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]+", "-", text).strip("-").lower()
 
 
-def summary_rows(claims: list, preset: str, values: dict, judged_as: str | None = None) -> list[dict]:
+def summary_rows(claims: list, preset: str, values: dict, judged_as: str | None = None,
+                 rerun: dict | None = None) -> list[dict]:
     """One row per claim of one figure (``claims``, its chapter's ``claims_of(figure)``): paper, ours (float or
     None), shown text, verdict and rule.
 
     ``values`` maps each claim's metric to our number (None/NaN: never reached), or to a ``BySeed`` (judged seed
     by seed; "ours" is their median, and the row keeps each seed's under "by seed"); unknown metrics raise.
+    ``rerun``: the same measures on a re-run with a floating-point perturbation (``TrainConfig.init_nudge``); the
+    row keeps its shown value and verdict ("rerun", "rerun verdict") and whether the verdict turned ("fragile").
     """
     figure = claims[0].figure
     unknown = sorted(set(values) - {c.metric for c in claims})
@@ -63,22 +68,33 @@ def summary_rows(claims: list, preset: str, values: dict, judged_as: str | None 
         given = values[c.metric]
         ours = None if given is None or math.isnan(float(given)) else float(given)
         judged = given if isinstance(given, BySeed) else ours
+        tier = judged_as or JUDGED_AS.get(preset, preset)
         row = {"metric": c.metric, "paper": c.paper, "ours": ours, "shown": c.show(judged),
-               "verdict": c.judge(judged, judged_as or JUDGED_AS.get(preset, preset)), "rule": c.rule()}
+               "verdict": c.judge(judged, tier), "rule": c.rule()}
+        if c.uncounted:
+            row["not counted"] = c.uncounted
         if isinstance(given, BySeed):
             row["by seed"] = {str(k): float(v) for k, v in sorted(given.values.items())}
+            if len(given.values) > 1:
+                row["shown"] += f", {c.seeds_in_band(given, tier)}"
+        if rerun is not None and c.metric in rerun:
+            again = rerun[c.metric]
+            row.update({"rerun": c.show(again), "rerun verdict": c.judge(again, tier)})
+            row["fragile"] = row["rerun verdict"] != row["verdict"]
         rows.append(row)
     return rows
 
 
 def record_summary(claims: list, preset: str, values: dict, page: str, provenance: dict,
-                   status: str | None = None, judged_as: str | None = None) -> Path:
+                   status: str | None = None, judged_as: str | None = None, rerun: dict | None = None) -> Path:
     """Write the summary of one figure (``claims``) for ``preset`` (``provenance``: device, seeds, wall time, source).
     ``status``: the claims not in ``values`` are still being made (e.g. a run whose training is finished and whose
     λ̂ is not): the Reproducibility page shows it for them, as ``record_status`` does for a whole figure.
-    ``judged_as``: the judging tier when the column's run is another preset's (``pages.verdicts``' record_as)."""
+    ``judged_as``: the judging tier when the column's run is another preset's (``pages.verdicts``' record_as).
+    ``rerun``: the same measures on a perturbed re-run (``summary_rows``)."""
     figure = claims[0].figure
-    summary = {"figure": figure, "preset": preset, "page": page, "rows": summary_rows(claims, preset, values, judged_as),
+    summary = {"figure": figure, "preset": preset, "page": page,
+               "rows": summary_rows(claims, preset, values, judged_as, rerun),
                "provenance": provenance, "commit": git_commit(),
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     if status:
@@ -111,7 +127,8 @@ def reproducibility_table(claims: list, pending: dict, summaries: list[dict] | N
     paper | where the paper value comes from | its quote | where the bands come from (``bands from``, and its
     ``band kind``) | one "value (verdict)" column per preset | the untrained
     model's "value (verdict)" (``untrained``: ``chapters.untrained_values()``; a claim without a baseline says why) |
-    whether it is a sanity check | the page.
+    the verdicts a perturbed re-run turned (``FRAGILE``; empty: none, or no re-run) | whether it is a sanity check |
+    the page.
 
     A claim no page recorded for a preset reads the status its page recorded (``record_status``: a run in
     progress), else for the paper column why it is pending (``pending``: ``chapters.paper_pending()``), else "no run yet"; a
@@ -141,11 +158,15 @@ def reproducibility_table(claims: list, pending: dict, summaries: list[dict] | N
         row[UNTRAINED] = (f"none: {claim.no_baseline}" if claim.no_baseline else
                           f"{claim.show(baseline[claim.metric])} ({claim.judge(baseline[claim.metric], 'paper')})"
                           if claim.metric in baseline else "not computed yet")
+        turned = [f"{PRESET_COLUMNS[p]}: {r['verdict']} → {r['rerun verdict']} ({r['shown']} → {r['rerun']})"
+                  for p in PRESET_COLUMNS if (r := found.get((claim.figure, p, claim.metric), ({},))[0]).get("fragile")]
+        row[FRAGILE] = "; ".join(turned)
         row["sanity check"] = bool(claim.sanity)
         row["source"] = pages[claim.figure]
         rows.append(row)
     return pd.DataFrame(rows, columns=["figure", "metric", "paper", "paper value from", "quote", "bands from",
-                                       "band kind", *PRESET_COLUMNS.values(), UNTRAINED, "sanity check", "source"])
+                                       "band kind", *PRESET_COLUMNS.values(), UNTRAINED, FRAGILE, "sanity check",
+                                       "source"])
 
 
 def edge_table(claims: list, kind: str = "reading", preset: str = "paper",

@@ -14,6 +14,10 @@ on a model that has learned nothing: ``engine.train.untrained`` through the page
 A claim about a configuration, which the paper backs with several model seeds, can be judged on several of ours
 (:class:`BySeed`): each seed is judged alone, and the verdict is theirs where they agree, else *partly* (or *not
 reproduced* where none reaches the ``partly`` band). It is never a mean that hides a seed.
+A result is counted once, under the figure the paper gives it to: the same measure on the same runs elsewhere names
+that claim (``counted_under``) and is *shown, not counted*, as is a claim whose paper value no available source
+confirms (a ``Source`` of kind "unconfirmed") or one whose "paper value" is the configuration itself
+(``not_counted``: why). Its verdict reads "reproduced; shown, not counted", and no tally counts it.
 Each chapter lists its claims in its ``claims`` module (``CLAIMS``, ``PAPER_PENDING``); ``plateau_lib.chapters``
 gathers them in book order for the Reproducibility page.
 """
@@ -28,6 +32,8 @@ VERDICTS = ("reproduced", "partly", "not reproduced", "not comparable at this sc
 # A claim that a model which has learned nothing passes too (the untrained model, chance, or the data's own statistic)
 # is a sanity check: shown with its own verdict and left out of every tally of VERDICTS.
 SANITY = ("sanity check passed", "sanity check failed")
+# A verdict shown beside its claim but left out of every tally (``Claim.uncounted``): "reproduced; shown, not counted".
+NOT_COUNTED = "shown, not counted"
 INF = math.inf
 # Where a paper value comes from: the paper's text (quoted), read off one of its figures (approximate), the authors'
 # code or logged data (the reference notes), this book's own inference, or no available source.
@@ -131,6 +137,20 @@ class Claim:
     source: Source | None = None    # where the paper value comes from (every claim has one; tests check)
     band: Band | None = None        # where the bands come from (every claim but a sanity check has one)
     no_baseline: str = ""           # non-empty: why no untrained baseline is defined (else chapters.untrained_values has it)
+    counted_under: str = ""         # "figure: metric" of the claim that counts the same measure on the same runs
+    not_counted: str = ""           # non-empty: why this claim is shown but no verdict (e.g. its value is the config's)
+
+    @property
+    def uncounted(self) -> str:
+        """Why the claim is shown but not counted ("" if it is counted): the same result counted under another
+        figure, a value that is the configuration itself, or a paper value no available source confirms."""
+        if self.counted_under:
+            return f"the same result is counted under {self.counted_under}"
+        if self.not_counted:
+            return self.not_counted
+        if self.source is not None and self.source.kind == "unconfirmed" and not self.sanity:
+            return "no available source confirms the paper's value"
+        return ""
 
     def rule(self) -> str:
         """The rule in words, shown on the page next to the verdict."""
@@ -149,9 +169,20 @@ class Claim:
 
     def judge(self, ours: float | BySeed | None, preset: str) -> str:
         """The verdict on ``ours`` (None or NaN: the milestone was never reached; :class:`BySeed`: each seed judged,
-        then ``combine_seed_verdicts``) for ``preset``."""
+        then ``combine_seed_verdicts``) for ``preset``; "…; shown, not counted" for a claim that is ``uncounted``."""
+        verdict = self._verdict(ours, preset)
+        return f"{verdict}; {NOT_COUNTED}" if self.uncounted and verdict in VERDICTS else verdict
+
+    def seeds_in_band(self, ours: BySeed, preset: str) -> str:
+        """"2 of 3 seeds reproduced": how many of ``ours``' seeds fall inside the *reproduced* band (a sanity
+        check: pass)."""
+        verdicts = [self._verdict(v, preset) for v in ours.values.values()]
+        hit = SANITY[0] if self.sanity else VERDICTS[0]
+        return f"{verdicts.count(hit)} of {len(verdicts)} seeds {'passed' if self.sanity else hit}"
+
+    def _verdict(self, ours: float | BySeed | None, preset: str) -> str:
         if isinstance(ours, BySeed):
-            return combine_seed_verdicts([self.judge(v, preset) for v in ours.values.values()])
+            return combine_seed_verdicts([self._verdict(v, preset) for v in ours.values.values()])
         if preset not in ("cpu", "paper_data", "paper"):
             raise ValueError(f"preset must be 'cpu', 'paper_data' or 'paper', got {preset!r}")
         if (self.scale_bound and preset == "cpu") or (self.model_bound and preset == "paper_data"):
@@ -220,10 +251,11 @@ def sourced(claims: list[Claim], sources: dict, bands: dict | None = None) -> li
 
 
 def count_verdicts(verdicts) -> dict[str, int]:
-    """``{verdict: how many}`` over ``VERDICTS`` then ``SANITY`` (zeros kept) of an iterable of verdicts; any other
-    string (a missing run, say) is not counted."""
+    """``{verdict: how many}`` over ``VERDICTS``, ``SANITY`` then ``NOT_COUNTED`` (zeros kept) of an iterable of
+    verdicts; any other string (a missing run, say) is not counted."""
     verdicts = list(verdicts)
-    return {v: verdicts.count(v) for v in (*VERDICTS, *SANITY)}
+    return {**{v: verdicts.count(v) for v in (*VERDICTS, *SANITY)},
+            NOT_COUNTED: sum(str(v).endswith(f"; {NOT_COUNTED}") for v in verdicts)}
 
 
 def select(claims: list[Claim], figure: str) -> list[Claim]:

@@ -17,6 +17,19 @@ def first_crossing(steps, values, level: float, above: bool = True):
     return None if idx.size == 0 else int(np.asarray(steps)[idx[0]])
 
 
+def longest_flat_stretch(steps, values, tol: float) -> float:
+    """The most steps over which ``values`` stay within ``tol`` of their value at the stretch's first evaluation
+    (0 for a single evaluation): a plateau's length, measured on the curve itself."""
+    steps, values = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
+    longest = 0.0
+    for start in range(len(steps)):
+        end = start
+        while end + 1 < len(steps) and abs(values[end + 1] - values[start]) <= tol:
+            end += 1
+        longest = max(longest, steps[end] - steps[start])
+    return longest
+
+
 def before_jump(metrics: pd.DataFrame, jump_step) -> pd.DataFrame:
     """The evaluations before ``jump_step`` (all of them when there is no jump; the first one when the jump
     comes at the first evaluation, so there is no plateau to speak of)."""

@@ -126,8 +126,8 @@ def paper_findings(dev, stages) -> str:
     near = llc.loc[llc["llc_mean"] >= 0.98 * at.max(), "step"].astype(int)
     after = at[at.index >= peak_step]
     low_step, end_step = int(after.idxmin()), int(at.index[-1])
-    fall = (f"It then falls, as in the paper's LR3–LR4, to {at[low_step]:.1f} at step {low_step:,} (the paper: 112.8 at "
-            f"320k)" + (f", and rises again to {at[end_step]:.1f} at the end, where the paper's stays roughly flat "
+    fall = (f"After the peak its lowest value is {at[low_step]:.1f} at step {low_step:,}, {at[low_step] / at.max():.0%} of "
+            f"the peak (the paper's LR3–LR4: 112.8 at 320k, {112.8 / 169.3:.0%} of its peak)" + (f", and rises again to {at[end_step]:.1f} at the end, where the paper's stays roughly flat "
                         f"(116.3 at 500k; seeds 0–4: 116–141)." if at[end_step] > 1.05 * at[low_step] else
                         f", and ends at {at[end_step]:.1f} (the paper: 116.3)."))
     table = boundary_table(stages.boundaries, run_steps(dev))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from plateau_lib.book.verdicts import BySeed
 from plateau_lib.engine import stages
 
 
@@ -32,27 +33,46 @@ def mean_of(table: pd.DataFrame, column: str, **where) -> float:
     return float("nan") if values.empty or values.isna().any() else float(values.mean())
 
 
-def later_ratio(table: pd.DataFrame, column: str, numerator: dict, denominator: dict) -> float:
-    """Mean ``column`` of the ``numerator`` rows over that of the ``denominator`` rows (each ``where`` as in
-    ``mean_of``), for a claim that the numerator's milestone comes later: a numerator run that never got there is
-    later than any step (∞); NaN when a denominator run never got there (nothing to be later than)."""
-    reference = mean_of(table, column, **denominator)
-    if np.isnan(reference):
-        return float("nan")
-    later = mean_of(table, column, **numerator)
-    return float("inf") if np.isnan(later) else later / reference
+def _seed_values(table: pd.DataFrame, column: str, where: dict) -> dict:
+    """``{seed: column}`` over the rows matching ``where`` (as in ``mean_of``); a missing milestone is NaN."""
+    rows = table
+    for name, value in where.items():
+        rows = rows[rows[name].astype(str) == str(value)]
+    return {int(seed): float(v) if pd.notna(v) else np.nan for seed, v in zip(rows["seed"], rows[column])}
+
+
+def by_seed(table: pd.DataFrame, column: str, **where) -> BySeed:
+    """``column`` at each seed of the rows matching ``where``, judged seed by seed (``verdicts.BySeed``; NaN: that
+    seed never got there)."""
+    return BySeed(_seed_values(table, column, where))
+
+
+def seed_ratio(table: pd.DataFrame, column: str, numerator: dict, denominator: dict, later: bool = False) -> BySeed:
+    """Each seed's ``column`` in the ``numerator`` rows over the same seed's in the ``denominator`` rows (the same
+    initial weights under two conditions). ``later``: for a claim that the numerator's milestone comes later, a
+    numerator run that never got there is later than any step (∞); NaN where the denominator's never got there."""
+    top, bottom = _seed_values(table, column, numerator), _seed_values(table, column, denominator)
+    ratios = {}
+    for seed in sorted(set(top) & set(bottom)):
+        if np.isnan(bottom[seed]):
+            ratios[seed] = np.nan
+        elif np.isnan(top[seed]):
+            ratios[seed] = np.inf if later else np.nan
+        else:
+            ratios[seed] = top[seed] / bottom[seed]
+    return BySeed(ratios)
 
 
 def plateau_values(summary: pd.DataFrame, metrics: pd.DataFrame) -> dict:
-    """Fig. 2's reported numbers (means over seeds)."""
-    return {"peak cosine before the jump": mean_of(summary, "peak_cosine"),
-            "peak ρ before the jump": mean_of(summary, "peak_rho"),
+    """Fig. 2's reported numbers, seed by seed (the data's ρ: one number, the generator's)."""
+    return {"peak cosine before the jump": by_seed(summary, "peak_cosine"),
+            "peak ρ before the jump": by_seed(summary, "peak_rho"),
             "data ρ": float(metrics["rho_data"].mean()),
-            "APM at step 0": mean_of(summary, "apm_start"),
-            "APM at the end of the plateau (the last evaluation before the jump)": mean_of(summary, "apm_before_jump"),
-            "APM's rank correlation with the step, up to the jump": mean_of(summary, "apm_rank_corr"),
-            "step of the jump": mean_of(summary, "jump_step"),
-            "final accuracy": mean_of(summary, "final_acc")}
+            "APM at step 0": by_seed(summary, "apm_start"),
+            "APM at the end of the plateau (the last evaluation before the jump)": by_seed(summary, "apm_before_jump"),
+            "APM's rank correlation with the step, up to the jump": by_seed(summary, "apm_rank_corr"),
+            "step of the jump": by_seed(summary, "jump_step"),
+            "final accuracy": by_seed(summary, "final_acc")}
 
 
 def value_at(metrics: pd.DataFrame, step: float, column: str) -> float:
@@ -77,15 +97,16 @@ def switch_milestones(results: dict, switched_at: dict) -> pd.DataFrame:
 
 
 def attention_bias_values(bias: pd.DataFrame) -> dict:
-    """Figs. 3-4's reported numbers from the per-(c, seed) milestones."""
+    """Figs. 3-4's reported numbers from the per-(c, seed) milestones, seed by seed (a ratio: each seed's c
+    against the same seed's c = 1)."""
     values = {}
     for c in ("10", "0.2"):  # c = 1 is Fig. 2's claim (the same runs)
         if (bias["c"].astype(str) == c).any():
-            values[f"peak cosine, c = {c}"] = mean_of(bias, "peak_cosine", c=c)
+            values[f"peak cosine, c = {c}"] = by_seed(bias, "peak_cosine", c=c)
     if {"10", "1"} <= set(bias["c"].astype(str)):
-        values["jump step, c = 10 ÷ c = 1"] = mean_of(bias, "jump_step", c="10") / mean_of(bias, "jump_step", c="1")
+        values["jump step, c = 10 ÷ c = 1"] = seed_ratio(bias, "jump_step", {"c": "10"}, {"c": "1"})
     if {"0.2", "1"} <= set(bias["c"].astype(str)):
-        values["jump step, c = 0.2 ÷ c = 1"] = later_ratio(bias, "jump_step", {"c": "0.2"}, {"c": "1"})
+        values["jump step, c = 0.2 ÷ c = 1"] = seed_ratio(bias, "jump_step", {"c": "0.2"}, {"c": "1"}, later=True)
     return values
 
 
@@ -97,15 +118,15 @@ def switch_values(switch: pd.DataFrame) -> dict:
 
 
 def optimal_init_values(table: pd.DataFrame) -> dict:
-    """Fig. 5's reported numbers (means over seeds; spans relative to the baseline's)."""
+    """Fig. 5's reported numbers, seed by seed (a span: each seed's over the same seed's baseline span)."""
     names = set(table["condition"].astype(str))
     values = {f"peak cosine, {n} copied" if n != "baseline" else "peak cosine, baseline":
-              mean_of(table, "peak_cosine", condition=n) for n in ("KQ", "KQ+OV", "MLP", "baseline") if n in names}
+              by_seed(table, "peak_cosine", condition=n) for n in ("KQ", "KQ+OV", "MLP", "baseline") if n in names}
     if "baseline" in names:
-        base = mean_of(table, "plateau_span", condition="baseline")
         for n in ("KQ", "MLP", "embeddings"):
             if n in names:
-                values[f"plateau span, {n} copied ÷ baseline"] = mean_of(table, "plateau_span", condition=n) / base
+                values[f"plateau span, {n} copied ÷ baseline"] = seed_ratio(
+                    table, "plateau_span", {"condition": n}, {"condition": "baseline"})
     return values
 
 

@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from plateau_lib.book import pages
+from plateau_lib.book.verdicts import BySeed
 from plateau_lib.engine import cache, stages
 from plateau_lib.engine.utils import resolve_device
 from plateau_lib.plateau import metrics, milestones, presets
@@ -212,12 +213,13 @@ def plateau_spans(phases: pd.DataFrame) -> dict:
 
 
 def location_values(phases: pd.DataFrame) -> dict:
-    """Figs. 41-42's reported numbers (means over runs; ``plateau.claims``)."""
-    mean = {name: milestones.mean_of(phases, f"peak_{name}") for name in LOCATIONS}
-    return {"peak cosine before the jump, embedding (before attention)": mean["embed"],
-            "peak cosine before the jump, residual after attention": mean["post_attn"],
-            "peak cosine before the jump, after the final layer norm": mean["final_ln"],
-            "peak cosine after attention ÷ after the MLP (before the final layer norm)": mean["post_attn"] / mean["post_mlp"]}
+    """Figs. 41-42's reported numbers, seed by seed (``plateau.claims``)."""
+    peak = {name: milestones.by_seed(phases, f"peak_{name}") for name in LOCATIONS}
+    return {"peak cosine before the jump, embedding (before attention)": peak["embed"],
+            "peak cosine before the jump, residual after attention": peak["post_attn"],
+            "peak cosine before the jump, after the final layer norm": peak["final_ln"],
+            "peak cosine after attention ÷ after the MLP (before the final layer norm)": BySeed(
+                {s: peak["post_attn"].values[s] / peak["post_mlp"].values[s] for s in peak["post_attn"].values})}
 
 
 def norms_at(tables: dict) -> pd.DataFrame:
