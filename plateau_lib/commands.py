@@ -9,6 +9,7 @@
     python -m plateau_lib plateau-llc --preset cpu_long --commit                 # λ̂ across the MWS plateau
     python -m plateau_lib probe --preset cpu --commit                            # the probe at every checkpoint
     python -m plateau_lib collapse --preset cpu --commit                         # the LLM miniatures' collapse
+    python -m plateau_lib rerun --preset cpu --commit                            # Fig. 2 re-run, weights nudged
 
 Library modules hold the work as plain functions; this module only reads the options, refuses bad ones before any
 compute (exit status 2 and one line naming the option and what is allowed), calls the functions and prints what
@@ -37,7 +38,7 @@ from plateau_lib.icl.presets import (DIVERSITY, DIVERSITY_CALIBRATION, ICL_LLC_R
 from plateau_lib.llc.calibration import chosen_setting
 from plateau_lib.llm import analyses as llm_analyses, collapse, presets as llm_presets
 from plateau_lib.llm.corpus import TOKENIZER_FILES
-from plateau_lib.plateau import analyses as plateau_analyses, llc_across, presets as plateau_presets, probe
+from plateau_lib.plateau import analyses as plateau_analyses, llc_across, presets as plateau_presets, probe, rerun
 
 PROG = "python -m plateau_lib"
 
@@ -387,6 +388,25 @@ def _collapse(args, parser) -> int:
     return 0
 
 
+# ---- a perturbed re-run: which verdicts are fragile --------------------------------------------------------------
+
+def _rerun_options(parser):
+    parser.add_argument("--preset", choices=("cpu", "paper"), default="cpu")
+    parser.add_argument("--commit", action="store_true", help="copy the re-run's training results to results/")
+
+
+def _rerun(args, parser) -> int:
+    cpu_threads()
+    configs = rerun.configs(args.preset)
+    store = cache.current()
+    results = dict(zip(configs, store.train_many(list(configs.values()))))
+    for metric, value in rerun.plateau_values(results).items():
+        print(f"{metric}: {value}")
+    if args.commit:
+        print(*(store.commit(cfg) for cfg in configs.values()), sep="\n")
+    return 0
+
+
 # ---- the table of commands -------------------------------------------------------------------------------------
 
 COMMANDS = {  # name: (what it does, its options, what runs it)
@@ -402,6 +422,8 @@ COMMANDS = {  # name: (what it does, its options, what runs it)
     "plateau-llc": ("λ̂ across the MWS plateau, its SGLD calibration first", _plateau_llc_options, _plateau_llc),
     "probe": ("the probe and the collapse locations at every checkpoint", _probe_options, _probe),
     "collapse": ("train and analyse the LLM miniatures' collapse", _collapse_options, _collapse),
+    "rerun": ("Fig. 2 re-run with every initial weight one float step up: which verdicts are fragile",
+              _rerun_options, _rerun),
 }
 
 

@@ -84,7 +84,7 @@ def test_every_command_is_listed_and_a_bad_option_is_refused_in_one_line_before_
     from plateau_lib import commands
     parser = commands.build_parser()
     assert set(commands.COMMANDS) == {"notebook", "paper", "stages", "stages-run", "diversity", "transient-search",
-                                      "plateau-llc", "probe", "collapse"}
+                                      "plateau-llc", "probe", "collapse", "rerun"}
     for name in commands.COMMANDS:
         assert parser.parse_args([name] if name not in ("notebook", "stages-run") else
                                  [name, "a", "b"] if name == "notebook" else [name, "status"]).command == name

@@ -21,6 +21,7 @@ TINY = dict(d_model=16, steps=12, eval_every=4, batch_size=16, eval_batch=16)
     ({"lr": 0.0}, "lr"), ({"copy_groups": ("attn",)}, "copy_groups"), ({"attn_bias_c": -1.0}, "attn_bias_c"),
     ({"eval_every": 0}, "eval_every"), ({"device": "tpu"}, "device"), ({"lr_floor": 1.5}, "lr_floor"),
     ({"decay_steps": -1}, "decay_steps"), ({"lr_floor": 0.1}, "warmup_cosine"), ({"record_train_loss": 1}, "True or"),
+    ({"init_nudge": 1}, "init_nudge must be True or False"),
 ])
 def test_bad_config_raises_before_training(changes, word):
     with pytest.raises(ValueError, match=word):
@@ -313,3 +314,18 @@ def test_the_untrained_run_is_the_trained_runs_step_0_at_every_evaluation():
     assert frozen.metrics["cosine"].iloc[2] != frozen.metrics["cosine"].iloc[1]       # the bias from step 20
     assert frozen.meta["untrained"] and frozen.meta["wall_time_s"] == 0.0
     assert evaluation_steps(cfg.replace(steps=25, eval_steps=[3, 25])) == [0, 3, 10, 20, 25]
+
+
+def test_a_nudged_start_is_one_float_step_up_and_moves_the_run_as_another_machine_would():
+    """``init_nudge`` keeps every old key, moves each initial weight to the next float up (no further), and changes
+    the trained run's numbers: the perturbation the fragile verdicts are judged under."""
+    from plateau_lib.engine.setup import build_model
+    cfg = TrainConfig(**TINY)
+    assert "init_nudge" not in cfg.key_dict() and cache.cache_key(cfg) == cache.cache_key(cfg.replace(init_nudge=False))
+    plain, nudged = build_model(cfg, "cpu").state_dict(), build_model(cfg.replace(init_nudge=True), "cpu").state_dict()
+    for name, w in plain.items():
+        assert torch.equal(nudged[name], torch.nextafter(w, torch.full_like(w, float("inf")))), name
+    a, b = train(cfg, progress=False), train(cfg.replace(init_nudge=True), progress=False)
+    moved = max((a.final_state[k] - b.final_state[k]).abs().max().item() for k in a.final_state)
+    assert 0 < moved < 1e-5  # a rounding difference after 12 steps, not another run
+    assert not a.metrics["cosine"].equals(b.metrics["cosine"])

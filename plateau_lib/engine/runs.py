@@ -54,6 +54,7 @@ class TrainConfig:
     eval_steps: tuple = ()           # extra evaluation steps besides every ``eval_every`` (e.g. log-spaced)
     matmul_operands: str = "float32"  # "bfloat16": training's matrix products as a TPU's default (engine.precision)
     record_train_loss: bool = False  # keep every step's training loss (``arrays["train_loss"]``; runs one at a time)
+    init_nudge: bool = False         # every initial weight one float step up (a re-run as another machine might round)
 
     # The cache key hashes only the fields whose value differs from this frozen table (see ``key_dict``).
     # It records the defaults the key scheme started from; it is never edited to follow a changed default,
@@ -64,7 +65,7 @@ class TrainConfig:
         "schedule": "constant", "warmup_steps": 0, "lr_floor": 0.0, "decay_steps": 0, "grad_clip": 0.0, "steps": 400, "batch_size": 256,
         "eval_every": 10, "eval_batch": 256, "seed": 0, "attn_bias_c": 1.0, "attn_bias_from": 0,
         "copy_groups": [], "checkpoint_steps": [], "eval_steps": [], "matmul_operands": "float32",
-        "record_train_loss": False}
+        "record_train_loss": False, "init_nudge": False}
     PROVENANCE_FIELDS: ClassVar[tuple] = ("device",)
 
     def __post_init__(self):
@@ -91,8 +92,9 @@ class TrainConfig:
             raise ValueError(f"decay_steps must be an integer >= 0 (0: the run's steps), got {self.decay_steps!r}")
         if (self.lr_floor or self.decay_steps) and self.schedule != "warmup_cosine":
             raise ValueError(f"lr_floor and decay_steps shape schedule='warmup_cosine', got schedule={self.schedule!r}")
-        if not isinstance(self.record_train_loss, bool):
-            raise ValueError(f"record_train_loss must be True or False, got {self.record_train_loss!r}")
+        for name in ("record_train_loss", "init_nudge"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not self.attn_bias_c > 0:
             raise ValueError(f"attn_bias_c must be > 0, got {self.attn_bias_c!r}")
         bad = [g for g in self.copy_groups if g not in COPY_GROUPS]

@@ -98,9 +98,14 @@ def param_groups(model: torch.nn.Module) -> dict[str, list[str]]:
 
 
 def build_model(cfg: TrainConfig, device, init_state: dict | None = None) -> torch.nn.Module:
-    """Seeded model of ``cfg``'s task; ``copy_groups`` are copied from ``init_state`` and frozen."""
+    """Seeded model of ``cfg``'s task (``init_nudge``: each initial weight moved to the next float up); ``copy_groups``
+    are copied from ``init_state`` and frozen."""
     seed_everything(cfg.seed)
     model = cfg.make_task().build_model(cfg).to(device)
+    if cfg.init_nudge:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(torch.nextafter(p, torch.full_like(p, float("inf"))))
     if cfg.copy_groups:
         if init_state is None:
             raise ValueError("copy_groups needs init_state (the trained model's state dict)")
