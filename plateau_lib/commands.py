@@ -9,7 +9,7 @@
     python -m plateau_lib plateau-llc --preset cpu_long --commit                 # λ̂ across the MWS plateau
     python -m plateau_lib probe --preset cpu --commit                            # the probe at every checkpoint
     python -m plateau_lib collapse --preset cpu --commit                         # the LLM miniatures' collapse
-    python -m plateau_lib rerun --preset cpu --commit                            # Fig. 2 re-run, weights nudged
+    python -m plateau_lib rerun --preset cpu --commit                            # re-runs, weights nudged
 
 Library modules hold the work as plain functions; this module only reads the options, refuses bad ones before any
 compute (exit status 2 and one line naming the option and what is allowed), calls the functions and prints what
@@ -397,13 +397,14 @@ def _rerun_options(parser):
 
 def _rerun(args, parser) -> int:
     cpu_threads()
-    configs = rerun.configs(args.preset)
     store = cache.current()
-    results = dict(zip(configs, store.train_many(list(configs.values()))))
-    for metric, value in rerun.plateau_values(results).items():
-        print(f"{metric}: {value}")
-    if args.commit:
-        print(*(store.commit(cfg) for cfg in configs.values()), sep="\n")
+    for figure in rerun.PRESETS[args.preset]:
+        configs = rerun.configs(figure, args.preset)
+        results = dict(zip(configs, store.train_many(list(configs.values()))))
+        print(figure, *(f"  {metric}: {value}" for metric, value in rerun.FIGURES[figure][1](results, configs).items()),
+              sep="\n", flush=True)
+        if args.commit:
+            print(*(store.commit(cfg) for cfg in configs.values()), sep="\n", flush=True)
     return 0
 
 
@@ -422,7 +423,7 @@ COMMANDS = {  # name: (what it does, its options, what runs it)
     "plateau-llc": ("λ̂ across the MWS plateau, its SGLD calibration first", _plateau_llc_options, _plateau_llc),
     "probe": ("the probe and the collapse locations at every checkpoint", _probe_options, _probe),
     "collapse": ("train and analyse the LLM miniatures' collapse", _collapse_options, _collapse),
-    "rerun": ("Fig. 2 re-run with every initial weight one float step up: which verdicts are fragile",
+    "rerun": ("the plateau pages re-run with every initial weight one float step up: which verdicts are fragile",
               _rerun_options, _rerun),
 }
 

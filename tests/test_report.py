@@ -39,7 +39,7 @@ def test_unknown_metric_is_refused():
 
 
 def test_record_and_load_in_the_build_folder(summaries):
-    path = report.record_summary(claims_of(FIG), "cpu", {"final accuracy": 1.0}, "mws_plateau", {"device": "cpu"})
+    path = report.record_summary(claims_of(FIG), "cpu", {"peak cosine before the jump": 0.95}, "mws_plateau", {"device": "cpu"})
     assert path.parent == summaries
     summary = json.loads(path.read_text())
     assert summary["rows"][0]["verdict"] == "reproduced" and summary["page"] == "mws_plateau"
@@ -50,16 +50,16 @@ def test_record_and_load_in_the_build_folder(summaries):
 def test_reproducibility_table_is_wide_and_in_book_order(summaries):
     report.record_summary(claims_of("Fig. 5 (optimal initialisation)"), "cpu", {"peak cosine, baseline": 0.99},
                           "mws_optimal_init", {})
-    report.record_summary(claims_of(FIG), "paper", {"final accuracy": 1.0}, "mws_plateau", {})
-    report.record_summary(claims_of(FIG), "cpu", {"final accuracy": 0.5}, "mws_plateau", {})
+    report.record_summary(claims_of(FIG), "paper", {"peak cosine before the jump": 0.95}, "mws_plateau", {})
+    report.record_summary(claims_of(FIG), "cpu", {"peak cosine before the jump": 0.5}, "mws_plateau", {})
     table = report.reproducibility_table(CLAIMS, PAPER_PENDING)
     assert list(table.columns) == ["figure", "metric", "paper", "paper value from", "quote", "bands from", "band kind",
                                    "cpu miniature", "long CPU run", "paper's data, smaller model",
                                    "trained here in the paper's model shapes", "paper preset",
                                    "untrained model (must fail)", report.FRAGILE, "sanity check", "source"]
     assert list(table["figure"].unique()) == [FIG, "Fig. 5 (optimal initialisation)"]  # book order
-    final = table[table.metric == "final accuracy"].iloc[0]
-    assert final["cpu miniature"] == "0.5 (not reproduced)" and final["paper preset"] == "1 (reproduced)"
+    final = table[table.metric == "peak cosine before the jump"].iloc[0]
+    assert final["cpu miniature"] == "0.5 (not reproduced)" and final["paper preset"] == "0.95 (reproduced)"
     base = table[table.metric == "peak cosine, baseline"].iloc[0]
     assert base["paper preset"] == "no run yet" and base["source"] == "mws_optimal_init"
     assert base["long CPU run"] == "–"  # that figure has no long CPU run at all
@@ -139,28 +139,28 @@ def test_a_sweep_can_fill_another_presets_column_judged_by_its_own_tier(summarie
 
 def test_the_reproducibility_page_quotes_its_sources_and_lists_sanity_checks_apart(summaries):
     from plateau_lib.book import pages
-    report.record_summary(claims_of(FIG), "paper", {"final accuracy": 1.0, "data ρ": 0.057}, "mws_plateau", {})
+    report.record_summary(claims_of(FIG), "paper", {"peak cosine before the jump": 0.95, "data ρ": 0.057}, "mws_plateau", {})
     table = report.reproducibility_table(CLAIMS, PAPER_PENDING,
-                                         untrained={FIG: {"final accuracy": 0.05, "data ρ": 0.057}})
+                                         untrained={FIG: {"peak cosine before the jump": 0.05, "data ρ": 0.057}})
     rows = table.set_index("metric")
-    assert rows.loc["final accuracy", "untrained model (must fail)"] == "0.05 (not reproduced)"
+    assert rows.loc["peak cosine before the jump", "untrained model (must fail)"] == "0.05 (not reproduced)"
     assert rows.loc["data ρ", "untrained model (must fail)"] == "0.057 (sanity check passed)"
     assert rows.loc["step of the jump", "untrained model (must fail)"] == "not computed yet"
-    assert rows.loc["final accuracy", "paper value from"].startswith("this book's inference (")
-    assert rows.loc["final accuracy", "bands from"] == "the book's tolerance: a band around the paper's approximate value"
+    assert rows.loc["peak cosine before the jump", "paper value from"].startswith("the paper's text (")
+    assert rows.loc["peak cosine before the jump", "bands from"] == "the book's tolerance: a band around the paper's approximate value"
     assert rows.loc["data ρ", "bands from"] == "none: a sanity check"
     claims_html, sanity_html = pages.reproducibility(table).data, pages.reproducibility(table, sanity=True).data
-    assert "final accuracy" in claims_html and "data ρ" not in claims_html
-    assert "data ρ" in sanity_html and "final accuracy" not in sanity_html
+    assert "peak cosine before the jump" in claims_html and "data ρ" not in claims_html
+    assert "data ρ" in sanity_html and "peak cosine before the jump" not in sanity_html
     assert "<summary>quote</summary>" in claims_html and 'href="mws_plateau.html#provenance"' in claims_html
 
 
 def test_the_band_tally_counts_each_verdict_by_where_its_band_comes_from(summaries):
-    """Fig. 2's paper column, hand-set: 'final accuracy' rests on a tolerance around "≈ 1", the APM's rank
-    correlation on the book's reading of "monotonically"; the sanity check 'data ρ' is in no row, nor is 'step of
-    the jump', shown but not counted (its 400 steps are the configured run's length, not a paper value)."""
+    """Fig. 2's paper column, hand-set: the peak cosine and ρ rest on tolerances around "≈ 0.95" and "≈ 0.8", the
+    APM's rank correlation on the book's reading of "monotonically"; the sanity check 'data ρ' is in no row, nor is
+    'step of the jump', shown but not counted (its 400 steps are the configured run's length, not a paper value)."""
     from plateau_lib.book import pages
-    values = {"step of the jump": 183.0, "final accuracy": 1.0, "APM's rank correlation with the step, up to the jump": 0.8,
+    values = {"step of the jump": 183.0, "peak ρ before the jump": 0.8, "APM's rank correlation with the step, up to the jump": 0.8,
               "peak cosine before the jump": 0.5, "data ρ": 0.057}
     report.record_summary(claims_of(FIG), "paper", values, "mws_plateau", {})
     counts = pages.band_tally(report.reproducibility_table(CLAIMS, PAPER_PENDING))
@@ -175,7 +175,7 @@ def test_verdicts_near_an_edge_of_a_reading_are_listed_nearest_first(summaries):
     2.2% from the 0.9 edge and listed; at 0.8 it is 12.5% from 0.7 and 11.1% from 0.9, not within 10%."""
     from plateau_lib.book import pages
     metric = "APM's rank correlation with the step, up to the jump"
-    report.record_summary(claims_of(FIG), "paper", {metric: 0.92, "final accuracy": 1.0}, "mws_plateau", {})
+    report.record_summary(claims_of(FIG), "paper", {metric: 0.92, "peak cosine before the jump": 0.95}, "mws_plateau", {})
     edges = report.edge_table(CLAIMS)
     assert list(edges["metric"]) == [metric] and edges["edge"].item() == 0.9
     assert edges["distance"].item() == pytest.approx(0.02 / 0.9)
@@ -189,12 +189,12 @@ def test_verdicts_near_an_edge_of_a_reading_are_listed_nearest_first(summaries):
 
 def test_the_verdict_box_lists_the_paper_columns_verdicts_sanity_checks_last(summaries):
     from plateau_lib.book import pages
-    report.record_summary(claims_of(FIG), "paper", {"data ρ": 0.057, "final accuracy": 1.0, "step of the jump": 500.0},
+    report.record_summary(claims_of(FIG), "paper", {"data ρ": 0.057, "peak cosine before the jump": 0.95, "step of the jump": 500.0},
                           "mws_plateau", {})
     box = pages.verdict_box_html([FIG, "Figs. 41–42 (collapse at every location)"], PAPER_PENDING)
     assert "At the paper's configuration: 1 reproduced; 1 sanity check and 1 shown only, not counted." in box
-    assert box.index("final accuracy") < box.index("data ρ")  # the sanity check last
-    assert box.index("final accuracy") < box.index("step of the jump")  # and what is shown only
+    assert box.index("peak cosine before the jump") < box.index("data ρ")  # the sanity check last
+    assert box.index("peak cosine before the jump") < box.index("step of the jump")  # and what is shown only
     assert "No verdict at the paper's configuration: not run yet" in box
     with pytest.raises(ValueError, match="none"):
         pages.glue_verdict_box([], PAPER_PENDING)

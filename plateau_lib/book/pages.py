@@ -480,11 +480,17 @@ def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | 
         body = "".join(
             f'<tr class="{"sanity-row" if _apart(r["verdict"]) else ""}"><td>{html_lib.escape(r["metric"])}</td>'
             f'<td>{html_lib.escape(r["paper"])}</td><td>{html_lib.escape(r["shown"])}</td>'
-            f'<td class="verdict-{slug(r["verdict"])}">{html_lib.escape(r["verdict"])}</td></tr>' for r in ordered)
+            f'<td class="verdict-{slug(r["verdict"])}">{html_lib.escape(r["verdict"] + _fragile(r))}</td></tr>'
+            for r in ordered)
         parts.append(f'{head}<p class="verdict-box-tally">At the paper\'s configuration: {tally}.</p>'
                      f'<div class="table-scroll"><table class="verdict-box-table"><thead><tr><th>claim</th>'
                      f'<th>paper</th><th>ours</th><th>verdict</th></tr></thead><tbody>{body}</tbody></table></div>')
     return f'<div class="verdict-box" id="verdict-box">{"".join(parts)}</div>'
+
+
+def _fragile(row: dict) -> str:
+    """" (fragile: a re-run gives partly, 0.88)" for a summary row whose verdict a perturbed re-run turned, else ""."""
+    return f" (fragile: a re-run gives {row['rerun verdict']}, {row['rerun']})" if row.get("fragile") else ""
 
 
 def _apart(verdict: str) -> bool:

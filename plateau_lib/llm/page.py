@@ -13,6 +13,7 @@ import pandas as pd
 from plateau_lib.book import pages, plots
 from plateau_lib.book.pages import PAGE_WIDTH_IN, Verbatim
 from plateau_lib.book.params import int_list, one_number, overrides_dict, parsed
+from plateau_lib.book.verdicts import BySeed
 from plateau_lib.engine import presets as engine_presets
 from plateau_lib.llm import checkpoints as llm_checkpoints, collapse as llm, miniature as llm_miniature, presets
 from plateau_lib.llm.claims import claims_of
@@ -259,11 +260,16 @@ def olmo_values(panel: Panel) -> dict:
 
 
 def verdict_values(panels: list[Panel]) -> dict:
-    """``{figure: {claim: number}}``: Fig. 8's over the Pythia panels (mean over seeds or sizes), the OLMo
-    figure's from the OLMo panel."""
+    """``{figure: {claim: number}}``: Fig. 8's over the Pythia panels, each miniature's seed judged alone
+    (``verdicts.BySeed``; real checkpoints of several sizes, which have no seed: their mean), the OLMo figure's from
+    the OLMo panel."""
     out = {}
     pythia = [p for p in panels if p.arch == "pythia"]
-    if pythia:
+    seeds = [p.meta.get("config", {}).get("seed") for p in pythia]
+    if pythia and None not in seeds and len(set(seeds)) == len(seeds):
+        values = {seed: per_run_values(p) for seed, p in zip(seeds, pythia)}
+        out[FIGURE] = {claim: BySeed({seed: v[claim] for seed, v in values.items()}) for claim in values[seeds[0]]}
+    elif pythia:
         out[FIGURE] = pd.DataFrame([per_run_values(p) for p in pythia]).mean().to_dict()
     for panel in panels:
         if panel.arch == "olmo2":

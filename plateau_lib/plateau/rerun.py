@@ -1,15 +1,14 @@
-"""Fig. 2 re-run as another machine might run it: the same configs with every initial weight one float step up
-(``TrainConfig.init_nudge``), the rounding difference another machine's order of sums brings. The escape from a
-plateau is chaotic, so a verdict that such a re-run turns is *fragile* (``book.summaries``); the page shows both.
+"""The loss-plateau pages re-run as another machine might run them: the same configs with every initial weight one
+float step up (``TrainConfig.init_nudge``), the rounding difference another machine's order of sums brings. The
+escape from a plateau is chaotic, so a verdict that such a re-run turns is *fragile* (``book.summaries``); the
+page shows both.
 
 The nudged runs are made and committed by ``python -m plateau_lib rerun --preset P --commit``; a page reads them
 committed only, and trains nothing."""
 from __future__ import annotations
 
 from plateau_lib.book import pages
-from plateau_lib.plateau import milestones, presets
-
-FIGURE = "Fig. 2 (MWS plateau)"
+from plateau_lib.plateau import milestones, other_tasks, presets
 
 
 def nudged(configs: dict) -> dict:
@@ -17,24 +16,43 @@ def nudged(configs: dict) -> dict:
     return {label: cfg.replace(init_nudge=True) for label, cfg in configs.items()}
 
 
-def configs(preset: str) -> dict:
-    """Fig. 2's runs of ``preset`` (its three seeds), nudged."""
-    return nudged(presets.seed_runs(preset))
-
-
-def plateau_values(results: dict) -> dict:
+def plateau_values(results: dict, configs: dict) -> dict:
     """Fig. 2's claims on ``{seed: TrainResult}``, measured as the page measures them."""
     metrics = pages.tidy(results, "seed")
     return milestones.plateau_values(milestones.milestones(metrics), metrics)
 
 
-def committed_values(shown: dict) -> dict:
-    """``{preset: Fig. 2's claims on the committed nudged copies of its runs}`` for the ``{preset: {seed: config}}``
-    a page shows; a preset with any nudged copy not committed is left out."""
+def bias_values(results: dict, configs: dict) -> dict:
+    """Figs. 3–4's claims on ``{(c, seed): TrainResult}`` (the bias from step 0), as the page measures them."""
+    metrics = pages.tidy({(f"{c:g}", s): r for (c, s), r in results.items()}, ("c", "seed"))
+    return milestones.attention_bias_values(milestones.milestones(metrics, by=("c", "seed")))
+
+
+# figure: (its runs at a preset, {label: TrainConfig}; the page's measure of them, (results, configs) -> values).
+# Fig. 2 at both presets; the others at the miniature's (their paper runs are hours on this CPU).
+FIGURES = {
+    "Fig. 2 (MWS plateau)": (presets.seed_runs, plateau_values),
+    "Figs. 3–4 (attention bias)": (lambda preset: presets.attention_bias_runs(preset)[0], bias_values),
+    "Figs. 6–22 (other tasks)": (presets.other_task_runs, other_tasks.survey_values),
+}
+PRESETS = {"cpu": tuple(FIGURES), "paper": ("Fig. 2 (MWS plateau)",)}
+
+
+def configs(figure: str, preset: str) -> dict:
+    """``figure``'s runs of ``preset``, nudged."""
+    if figure not in FIGURES:
+        raise ValueError(f"figure must be one of {list(FIGURES)}, got {figure!r}")
+    return nudged(FIGURES[figure][0](preset))
+
+
+def committed_values(figure: str, shown: dict) -> dict:
+    """``{preset: figure's claims on the committed nudged copies of its runs}`` for the ``{preset: {label:
+    config}}`` a page shows; a preset with any nudged copy not committed is left out."""
+    measure = FIGURES[figure][1]
     values = {}
     for preset, page_configs in shown.items():
         wanted = nudged(page_configs)
         found = pages.committed_runs(wanted)
         if len(found) == len(wanted):
-            values[preset] = plateau_values(found)
+            values[preset] = measure(found, wanted)
     return values
