@@ -267,3 +267,18 @@ def test_a_setting_reads_as_the_settings_tables_show_it():
     from plateau_lib.book.pages import setting_text
     assert setting_text([3e-4, 1e-3, None]) == "0.0003, 0.001, default (batch ÷ ln batch)"
     assert setting_text(1024) == "1024" and setting_text(0.1 + 0.2) == "0.3" and setting_text("adam") == "adam"
+
+
+def test_the_errata_are_dated_changes_with_a_reason(tmp_path):
+    """The book's errata read newest first; a row without a reason, with an unchanged verdict or an undated one is
+    refused, naming its line."""
+    from plateau_lib.book import pages
+    table = pages.errata()
+    assert not table.empty and list(table.index.names) == ["date", "figure", "claim"]
+    assert list(table.index.get_level_values("date")) == sorted(table.index.get_level_values("date"), reverse=True)
+    bad = tmp_path / "errata.csv"
+    for row in ("2026-11-28,Fig. 2,peak cosine,reproduced,reproduced,same", "2026-11-28,Fig. 2,peak cosine,a,b,",
+                "28 Nov,Fig. 2,peak cosine,a,b,why"):
+        bad.write_text(",".join(pages.ERRATA_COLUMNS) + "\n" + row + "\n")
+        with pytest.raises(ValueError, match=r"rows \[2\]"):
+            pages.errata(bad)
