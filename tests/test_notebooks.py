@@ -1,6 +1,7 @@
 """The notebooks only call the library: no def or class, no sys.path, a parameters cell papermill can read,
 setup removed from the page, and plotting code collapsed."""
 import ast
+import re
 from pathlib import Path
 
 import nbformat
@@ -70,3 +71,31 @@ def test_every_figure_page_opens_with_the_verdict_box_its_last_cell_glues(path):
     glued = [c for c in cells if "pages.glue_verdict_box(" in c.source]
     assert len(glued) == 1 and glued[0].source == cells[-1].source, f"{path.name}: glue the box once, in the last cell"
     assert "remove-cell" in glued[0].metadata.get("tags", [])
+
+
+# Pages whose prose still types measured numbers (issue 53 moves them to glued values); the others may not.
+TYPED_NUMBERS_LEFT = ("icl_stages", "llc_calibration", "llm_collapse", "low_task_diversity", "mws_probe_and_locations",
+                      "mws_training_setups", "other_tasks", "plateau_llc", "task_diversity", "transient_ridge")
+DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")
+
+
+def paper_numbers() -> set[str]:
+    """Every decimal the papers give, as the claims state them: their paper values, quotes and bands."""
+    from plateau_lib import chapters
+    texts = [t for c in chapters.claims() for t in (c.paper, c.source.quote if c.source else "", str(c.band or ""))]
+    return {n for t in texts for n in DECIMAL.findall(t)}
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem not in TYPED_NUMBERS_LEFT], ids=lambda p: p.stem)
+def test_a_measured_number_in_the_prose_is_glued_from_the_data(path):
+    """A decimal in a page's prose (outside maths and code) is a paper's number; ours enter as glued values, so the
+    words cannot say 0.99–1.0 where the table says 0.88."""
+    allowed = paper_numbers()
+    typed = [n for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "markdown"
+             for n in DECIMAL.findall(re.sub(r"\$[^$]*\$|`[^`]*`", "", cell.source)) if n not in allowed]
+    assert not typed, f"{path.name} types measured numbers {typed}: glue them ({{glue:md}}`name`)"
+
+
+def test_the_typed_number_check_fails_on_a_typed_measurement():
+    assert DECIMAL.findall("a rank correlation of 0.99–1.0 at both scales, $x = 0.5$") == ["0.99", "1.0", "0.5"]
+    assert "0.876" not in paper_numbers() and "0.95" in paper_numbers()

@@ -282,3 +282,12 @@ def test_the_errata_are_dated_changes_with_a_reason(tmp_path):
         bad.write_text(",".join(pages.ERRATA_COLUMNS) + "\n" + row + "\n")
         with pytest.raises(ValueError, match=r"rows \[2\]"):
             pages.errata(bad)
+
+
+def test_prose_numbers_are_the_data_as_a_range_over_seeds():
+    from plateau_lib.book import pages
+    from plateau_lib.book.verdicts import BySeed, Claim
+    claim = Claim("F", "m", "p", (0, 1), (0, 1), fmt="{:.2f}")
+    assert pages.seed_range(claim, BySeed({0: 0.718, 1: 0.668, 2: 0.663})) == "0.66–0.72"
+    assert pages.seed_range(claim, 1.0) == "1.00" and pages.seed_range(claim, BySeed({0: float("nan")})) == pages.MISSING
+    assert pages.value_range([3.0, float("inf")], "{:.1f}") == "3.0–∞" and pages.value_range([170, 190], "{:.0f}") == "170–190"

@@ -508,15 +508,20 @@ def _tally(rows: list[dict]) -> str:
     return tally + (f"; {' and '.join(apart)}, not counted" if apart else "")
 
 
+def value_range(values, fmt: str = "{:.2f}") -> str:
+    """The lowest to the highest of ``values`` by ``fmt`` ("0.23–0.28", one number when they agree, ∞ for a
+    milestone never reached in a ratio, ``MISSING`` when none is a number): a number for the page's prose."""
+    found = sorted(float(v) for v in values if v is not None and not math.isnan(float(v)))
+    if not found:
+        return MISSING
+    low, high = ("∞" if math.isinf(v) else fmt.format(v) for v in (found[0], found[-1]))
+    return low if low == high else f"{low}–{high}"
+
+
 def seed_range(claim, value) -> str:
     """``value`` (a number, or a :class:`~plateau_lib.book.verdicts.BySeed`) as the claim formats a number, a range
     over the seeds ("0.88–1"), or ``MISSING`` when no seed reached it: a number for the page's prose."""
-    values = list(value.values.values()) if isinstance(value, BySeed) else [value]
-    values = sorted(float(v) for v in values if v is not None and not math.isnan(float(v)))
-    if not values:
-        return MISSING
-    low, high = claim.show(values[0]), claim.show(values[-1])
-    return low if low == high else f"{low}–{high}"
+    return value_range(value.values.values() if isinstance(value, BySeed) else [value], claim.fmt)
 
 
 def glue_seed_ranges(claims: list, values: dict, names: dict, presets=("cpu", "paper")) -> None:
