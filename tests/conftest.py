@@ -43,7 +43,7 @@ SMOKE_PARAMS = {
     "mws_optimal_init": {**TINY_MWS, "seeds": [1]},
     "llc_calibration": {"num_chains": 2, "num_draws": 10, "sgld_batch": 32, "train_steps": 20, "d_model": 16,
                         "golden_draws": 60, "golden_train_steps": 200, "epsilons": [0.001], "nbetas": [None],
-                        "gammas": [100.0]},
+                        "gammas": [100.0], "golden_longer": 0},
     "icl_stages": {"steps": 40, "d_model": 16, "num_chains": 2, "num_draws": 10, "sgld_batch": 32, "frames": 3,
                    "overrides": {"eval_batch": 64}},
     "transient_ridge": {"steps": 40, "num_draws": 10, "overrides": {"eval_batch": 64}},

@@ -108,3 +108,28 @@ def test_golden_estimates_cover_every_claim():
     # the same seed gives the same estimates
     again = golden_estimates(tiny, seed=3)
     assert [e.result.llc_mean for e in again] == [e.result.llc_mean for e in estimates]
+
+
+def test_sgld_discretization_bias_of_a_quadratic_by_hand():
+    """ρ = ε nβ a = 4e-4 · 144.76 · 4 = 0.2316: λ̂ ÷ λ = 1 / (1 − ρ/2) = 1.131; a step that makes the chain
+    unstable is refused."""
+    from plateau_lib.llc.golden import quadratic_ratio
+    assert quadratic_ratio(4e-4, 144.76, 4.0) == pytest.approx(1 / (1 - 0.2316 / 2), rel=1e-4)
+    assert quadratic_ratio(1e-6, 100.0, 1.0) == pytest.approx(1.0, abs=1e-4)
+    with pytest.raises(ValueError, match="epsilon \\* nbeta \\* curvature"):
+        quadratic_ratio(1.0, 100.0, 1.0)
+
+
+def test_devinterps_settings_overshoot_the_quadratic_case_by_the_predicted_discretization_bias():
+    """The golden polynomial (0, 1) at devinterp's own test settings (ε = 4e-4, 10 × 5,000 draws, nβ = n/ln n):
+    λ̂ ÷ λ is 1/(1 − ε nβ mean(x²)/2) ≈ 1.13, not 1 — a miss the theory predicts, within 2%."""
+    from plateau_lib.llc.estimator import default_nbeta
+    from plateau_lib.llc.golden import GOLDEN_SGLD, PolynomialModel, mse_loss, polynomial_data, quadratic_ratio
+    x, y = polynomial_data(1000, seed=1)
+    f = GOLDEN_SGLD["paper"]["polynomial"]
+    res = estimate_llc(PolynomialModel((0, 1)), mse_loss, (x, y), epsilon=f["epsilon"], gamma=0.0,
+                       num_chains=f["num_chains"], num_draws=f["num_draws"], seed=42, warn=False, backend="vmap",
+                       device="cpu")
+    predicted = quadratic_ratio(f["epsilon"], default_nbeta(1000), float((x ** 2).mean()))
+    assert predicted == pytest.approx(1.13, abs=0.01)
+    assert res.llc_mean / 0.5 == pytest.approx(predicted, rel=0.02)

@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from plateau_lib.llc.estimator import estimate_llc
+from plateau_lib.llc.estimator import default_nbeta, estimate_llc
 
 
 def mse_loss(model, batch) -> torch.Tensor:
@@ -184,29 +184,70 @@ GOLDEN_FIGURE = "LLC golden models"
 POLYNOMIAL_POWERS = [(0, 1), (0, 2), (0, 3), (1, 2)]  # (1, 2): two active weights, a hard case
 HARD_POWERS = {(1, 2)}
 RRR_SHAPES = [(5, 3, 5), (3, 8, 4)]  # (M, H, N)
+# The SGLD settings of each family of golden models. ``paper``: devinterp's own tests (devinterp.md §7: G1
+# sampler_accuracy_test, G3 rrr_test; seed 42, no burn-in; devinterp has no regular-model test, so that model
+# takes the polynomials' settings). ``cpu``: the book's, with a step size small enough that the quadratic case's
+# discretization bias (``quadratic_ratio``) is 3%, burn-in, and the page's chains and draws where None.
+GOLDEN_SGLD = {
+    "paper": {"seed": 42,
+              "polynomial": dict(epsilon=4e-4, gamma=0.0, num_chains=10, num_draws=5000, burnin_part=None),
+              "rrr": dict(epsilon=6e-4, gamma=1.0, nbeta=144.76, num_chains=3, num_draws=2000, burnin_part=None),
+              "regular": dict(epsilon=4e-4, gamma=0.0, num_chains=10, num_draws=5000, burnin_part=None)},
+    "cpu": {"seed": None,
+            "polynomial": dict(epsilon=1e-4, gamma=0.0, num_chains=None, num_draws=None, burnin_part=6),
+            "rrr": dict(epsilon=1e-3, gamma=1.0, nbeta=50.0, num_chains=8, num_draws=None, burnin_part=10),
+            "regular": dict(epsilon=1e-4, gamma=0.0, num_chains=16, num_draws=None, burnin_part=10)},
+}
 
 
-def golden_estimates(settings: dict, seed: int = 0, device: str = "cpu") -> list[GoldenEstimate]:
-    """Estimate the LLC of every golden model, at the hyperparameters of ``tests/test_llc_golden.py``.
+def quadratic_ratio(epsilon: float, nbeta: float, curvature: float) -> float:
+    """λ̂ ÷ λ that SGLD's step alone gives on a quadratic loss ``L(w) − L(w*) = curvature · w²`` with no
+    localization: the update ``w ← (1 − ρ) w + N(0, ε)``, ρ = ε · nβ · curvature, has a stationary variance
+    ``1 / (nβ · curvature · (2 − ρ))`` against the exact ``1 / (2 nβ · curvature)``, so ``1 / (1 − ρ / 2)``."""
+    rho = epsilon * nbeta * curvature
+    if not 0 < rho < 2:
+        raise ValueError(f"epsilon * nbeta * curvature must be in (0, 2) for a stable chain, got {rho}")
+    return 1 / (1 - rho / 2)
 
-    settings: the LLC page's settings (``llc.presets.llc_page``): ``golden_chains`` chains for the polynomials,
-    ``golden_draws`` draws for every case, ``golden_train_steps`` full-batch Adam steps (lr 0.01) for
-    reduced-rank regression.
 
-    - polynomials (n = 1000, full batch): ε = 1e-4, γ = 0, default nβ = n/ln n, burn-in draws/6;
-    - reduced-rank regression at the trained point: ε = 1e-3, γ = 1, nβ = 50, 8 chains, burn-in draws/10;
-    - the regular model at its exact least-squares fit (d = 10): ε = 1e-4, γ = 0, 16 chains, burn-in draws/10.
+def predicted_quadratic_ratio(preset: str) -> float:
+    """``quadratic_ratio`` of the golden polynomial (0, 1) at ``preset``'s step size: its loss is mean(x²) · w²
+    above the minimum, at devinterp's default nβ = n/ln n (n = 1000, full batch)."""
+    x, _ = polynomial_data(1000, seed=1)
+    return quadratic_ratio(GOLDEN_SGLD[preset]["polynomial"]["epsilon"], default_nbeta(1000), float((x ** 2).mean()))
+
+
+def golden_estimates(settings: dict, seed: int = 0, device: str = "cpu", preset: str = "cpu",
+                     draws_factor: int = 1) -> list[GoldenEstimate]:
+    """Estimate the LLC of every golden model at ``preset``'s SGLD settings (``GOLDEN_SGLD``).
+
+    settings: the LLC page's settings (``llc.presets.llc_page``): ``golden_chains`` and ``golden_draws`` where the
+    preset leaves them to the page, ``golden_train_steps`` full-batch Adam steps (lr 0.01) for reduced-rank
+    regression. ``seed``: where the preset fixes none. ``draws_factor``: every chain that many times longer.
+    Polynomials: n = 1000, full batch, default nβ = n/ln n; reduced-rank regression at its trained point; the
+    regular model (d = 10) at its exact least-squares fit.
     """
-    draws = settings["golden_draws"]
-    # many chains of tiny models: the cost of a step is Python overhead, so batching the chains (vmap) is
-    # about 10x faster than the sequential CPU default here; the two give the same draws
-    common = dict(num_draws=draws, seed=seed, device=device, warn=False, backend="vmap")
+    if preset not in GOLDEN_SGLD:
+        raise ValueError(f"preset must be one of {list(GOLDEN_SGLD)}, got {preset!r}")
+    sgld = GOLDEN_SGLD[preset]
+    seed = seed if sgld["seed"] is None else sgld["seed"]
+
+    def run(model, data, family):
+        f = dict(sgld[family])
+        chains = f.pop("num_chains") or settings["golden_chains"]
+        draws = (f.pop("num_draws") or settings["golden_draws"]) * draws_factor
+        part = f.pop("burnin_part")  # burn-in: draws // part (None: none, draws averaged from the first)
+        burnin = 0 if part is None else draws // part
+        # many chains of tiny models: the cost of a step is Python overhead, so batching the chains (vmap) is
+        # about 10x faster than the sequential CPU default here; the two give the same draws
+        return estimate_llc(model, mse_loss, data, num_chains=chains, num_draws=draws, num_burnin_steps=burnin,
+                            seed=seed, device=device, warn=False, backend="vmap", **f)
+
     out = []
     poly = polynomial_data(1000, seed=1)
     for powers in POLYNOMIAL_POWERS:
         t0 = time.perf_counter()
-        res = estimate_llc(PolynomialModel(powers), mse_loss, poly, epsilon=1e-4, gamma=0.0,
-                           num_chains=settings["golden_chains"], num_burnin_steps=draws // 6, **common)
+        res = run(PolynomialModel(powers), poly, "polynomial")
         case = f"({powers[0]}, {powers[1]})"
         metric = f"λ̂ ÷ λ, polynomial {case}" + (", a hard case" if powers in HARD_POWERS else "")
         out.append(GoldenEstimate("polynomial", case, polynomial_lambda(powers), metric, res,
@@ -216,15 +257,12 @@ def golden_estimates(settings: dict, seed: int = 0, device: str = "cpu") -> list
         data = rrr_data(M, N, 1000, seed=0)
         model = RRRModel(M, H, N, seed=0)
         train_full_batch(model, data, steps=settings["golden_train_steps"], lr=0.01)
-        res = estimate_llc(model, mse_loss, data, epsilon=1e-3, gamma=1.0, nbeta=50.0, num_chains=8,
-                           num_burnin_steps=draws // 10, **common)
+        res = run(model, data, "rrr")
         out.append(GoldenEstimate("reduced-rank regression", f"{M},{H},{N}", rrr_lambda(M, H, N),
                                   f"λ̂ ÷ λ, reduced-rank regression {M},{H},{N}", res, time.perf_counter() - t0))
     t0 = time.perf_counter()
     data = regular_data(9, 1, n=1000, seed=0)
-    model = least_squares_fit(RegularModel(9, 1), data)
-    res = estimate_llc(model, mse_loss, data, epsilon=1e-4, gamma=0.0, num_chains=16,
-                       num_burnin_steps=draws // 10, **common)
+    res = run(least_squares_fit(RegularModel(9, 1), data), data, "regular")
     out.append(GoldenEstimate("regular model", "d = 10", 5.0, "λ̂ ÷ λ, regular model d = 10", res,
                               time.perf_counter() - t0))
     return out
@@ -241,6 +279,15 @@ def golden_table(estimates: list[GoldenEstimate]):
                      "chains × draws": f"{hp['num_chains']} × {hp['num_draws']}",
                      "diverged chains": int(r.diverged.sum())})
     return pd.DataFrame(rows)
+
+
+def chain_length_table(estimates: list[GoldenEstimate], longer: list[GoldenEstimate]):
+    """λ̂ ÷ λ of each golden case, and with chains longer at the same settings otherwise: one row per case."""
+    import pandas as pd
+    draws = [e.result.hyperparams["num_draws"] for e in estimates]
+    factor = longer[0].result.hyperparams["num_draws"] // draws[0]
+    return pd.DataFrame({"case": [e.label for e in estimates], "draws": draws, "λ̂ ÷ λ": [e.ratio for e in estimates],
+                         f"λ̂ ÷ λ, chains {factor}× longer": [e.ratio for e in longer]}).set_index("case")
 
 
 def golden_ratios(estimates: list[GoldenEstimate]) -> dict:
