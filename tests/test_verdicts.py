@@ -194,3 +194,12 @@ def test_a_verdict_a_perturbed_rerun_turns_is_marked_fragile():
     assert turned == "paper preset: reproduced → partly (390 → 450)"
     box = pages.verdict_box_html(["Fig. X"], {}, [summary])
     assert "reproduced (fragile: a re-run gives partly, 450)" in box and box.count("fragile") == 1
+
+
+def test_the_rerun_coverage_counts_the_verdicts_a_rerun_checked():
+    from plateau_lib.book import pages
+    rows = summaries.summary_rows([COSINE], "cpu", {"peak cosine": 0.95}, rerun={"peak cosine": 0.96})
+    found = [{"figure": "Fig. X (a figure)", "preset": "cpu", "rows": rows},
+             {"figure": "Fig. X (a figure)", "preset": "paper", "rows": rows},
+             {"figure": "Fig. Y (another)", "preset": "cpu", "rows": summaries.summary_rows([COSINE], "cpu", {"peak cosine": 0.9})}]
+    assert pages.rerun_coverage(found) == (2, "Fig. X (cpu miniature, paper preset)")

@@ -384,6 +384,17 @@ def errata(path: Path = ERRATA) -> pd.DataFrame:
     return table.sort_values("date", ascending=False, kind="stable").set_index(["date", "figure", "claim"])
 
 
+def rerun_coverage(summaries_found: list[dict] | None = None) -> tuple[int, str]:
+    """How many recorded verdicts a perturbed re-run checked, and which figures' columns ("Fig. 2 (cpu miniature,
+    paper preset), …"), from this build's summaries."""
+    found = load_summaries() if summaries_found is None else summaries_found
+    checked = [(s["figure"], s["preset"]) for s in found for r in s["rows"] if "rerun verdict" in r]
+    columns = {}
+    for figure, preset in dict.fromkeys(checked):
+        columns.setdefault(figure.split(" (")[0], []).append(PRESET_COLUMNS.get(preset, preset))
+    return len(checked), "; ".join(f"{figure} ({', '.join(kinds)})" for figure, kinds in columns.items()) or MISSING
+
+
 def verdict_counts(table: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     """How many claims each preset column reproduced, partly reproduced, and so on, with the sanity checks and the
     results shown but not counted apart (they are never verdicts); per ``by`` (a column of ``table``, e.g. the chapter) when given."""

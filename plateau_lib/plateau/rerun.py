@@ -8,7 +8,7 @@ committed only, and trains nothing."""
 from __future__ import annotations
 
 from plateau_lib.book import pages
-from plateau_lib.plateau import milestones, other_tasks, presets
+from plateau_lib.plateau import milestones, other_tasks, presets, setups
 
 
 def nudged(configs: dict) -> dict:
@@ -28,12 +28,20 @@ def bias_values(results: dict, configs: dict) -> dict:
     return milestones.attention_bias_values(milestones.milestones(metrics, by=("c", "seed")))
 
 
+def setup_values(results: dict, configs: dict) -> dict:
+    """Figs. 26–40's claims on ``{(setup, seed): TrainResult}``, as the page measures them (the families only
+    label the page's panels, so none is needed here)."""
+    family = {name: "" for name, _ in configs}
+    return setups.setup_values(setups.setup_milestones(setups.setup_metrics(results, family), family))
+
+
 # figure: (its runs at a preset, {label: TrainConfig}; the page's measure of them, (results, configs) -> values).
 # Fig. 2 at both presets; the others at the miniature's (their paper runs are hours on this CPU).
 FIGURES = {
     "Fig. 2 (MWS plateau)": (presets.seed_runs, plateau_values),
     "Figs. 3–4 (attention bias)": (lambda preset: presets.attention_bias_runs(preset)[0], bias_values),
     "Figs. 6–22 (other tasks)": (presets.other_task_runs, other_tasks.survey_values),
+    "Figs. 26–40 (training setups)": (presets.training_setup_runs, setup_values),
 }
 PRESETS = {"cpu": tuple(FIGURES), "paper": ("Fig. 2 (MWS plateau)",)}
 
