@@ -170,12 +170,14 @@ def test_the_seeds_inside_the_band_are_counted_in_the_shown_value():
 def test_no_duplicate_or_unsourced_claim_is_counted_in_the_book():
     """The book's own faults of this kind (issue 52): Fig. 2's peak cosine counted again under Fig. 5 and Figs.
     41–42, Fig. 43's unconfirmed "≲ 100", Fig. 2's "jump within 400 steps" and softmax's "later" (the runs' own
-    lengths), and Fig. 2's final accuracy (a run of the authors' code, not the paper's)."""
+    lengths), Fig. 2's final accuracy (a run of the authors' code, not the paper's), and Raventós's M = ∞ (a
+    setting the paper never trains)."""
     uncounted = {(c.figure.split(" (")[0], c.metric) for c in CLAIMS if c.uncounted}
     assert {("Fig. 5", "peak cosine, baseline"), ("Figs. 41–42", "peak cosine before the jump, after the final layer norm"),
             ("Fig. 43", "steps from switch to jump, c = 10 at step 25–100 (max)"),
             ("Fig. 2", "step of the jump"), ("Fig. 2", "final accuracy"),
-            ("Figs. 26–40", "softmax jump step ÷ linear baseline's")} <= uncounted
+            ("Figs. 26–40", "softmax jump step ÷ linear baseline's"),
+            ("Raventós Fig. 2", "Δᵀʳᵘᵉ(PT, ridge) ÷ D at M = ∞")} <= uncounted
     assert all(c.uncounted for c in CLAIMS if c.source and c.source.kind == "unconfirmed" and not c.sanity)
 
 

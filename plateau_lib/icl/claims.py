@@ -74,7 +74,8 @@ CLAIMS = [
     # et al.'s M = ∞ model ends 500k steps at Δ to ridge 0.091, ÷ D = 4 -> 0.023 (their logged data, seed 1).
     Claim(_TD, "Δᵀʳᵘᵉ(PT, ridge) ÷ D at M = ∞",
           "≈ 0 (PT ≈ ridge, from prior work; Hoogland et al.'s M = ∞ run ends at 0.023)", (0, 0.025), (0, 0.05),
-          scale_bound=True, fmt="{:.4f}"),
+          scale_bound=True, fmt="{:.4f}",
+          not_counted="Raventós et al. train no model at M = ∞: the value is prior work's, not this figure's"),
     Claim(_TD, "Δᵀʳᵘᵉ(PT, ridge) ÷ Δᵀʳᵘᵉ(dMMSE_M, ridge) at the largest finite M",
           "≪ 1 (the PT approaches ridge much faster than dMMSE)", (0, 0.5), (0, 0.9), scale_bound=True,
           fmt="{:.2f}"),
