@@ -49,6 +49,27 @@ def test_resume_gives_the_uninterrupted_table(tmp_path):
     assert not (tmp_path / "resume.pt").exists()
 
 
+def test_a_state_saved_before_a_field_was_added_resumes_and_another_runs_state_does_not(tmp_path):
+    """A resume state written before ``lr_floor``, ``init_nudge`` … existed (its config lacks them) is the same run
+    at their old-behaviour defaults and resumes, to the uninterrupted table; a state of another config is ignored.
+    (Seeds 3 and 4 of the stages diagnosis, saved on a GPU before those fields, restarted from step 0.)"""
+    cfg = TrainConfig(**TINY)
+    full = train(cfg, progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, run_dir=tmp_path, save_every=1, progress=False, stop_after=6)
+    state = torch.load(tmp_path / "resume.pt", weights_only=True)
+    for added in ("lr_floor", "decay_steps", "record_train_loss", "init_nudge"):
+        del state["config"][added]
+    state["config"]["device"] = "cuda"
+    torch.save(state, tmp_path / "resume.pt")
+    from plateau_lib.engine.train import _resume_state
+    assert _resume_state(tmp_path, cfg)["step"] == state["step"]
+    assert _resume_state(tmp_path, cfg.replace(lr=cfg.lr * 2)) is None
+    assert _resume_state(tmp_path, cfg.replace(init_nudge=True)) is None
+    resumed = train(cfg, run_dir=tmp_path, save_every=1, progress=False)
+    pd.testing.assert_frame_equal(full.metrics, resumed.metrics)
+
+
 def test_training_loss_of_every_step_is_kept_and_resumes(tmp_path):
     """record_train_loss: step 0's training loss is the untrained model's loss on the first batch (chance, log 18,
     as the held-out loss at step 0), one value per step, and an interrupted run resumes to the same values."""

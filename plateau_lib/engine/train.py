@@ -33,13 +33,16 @@ from plateau_lib.engine.utils import resolve_device, torch_save
 
 
 def _resume_state(run_dir, cfg):
+    """The resume state in ``run_dir`` if it is ``cfg``'s run: the same fields as the cache key reads them, so a
+    state saved before a field was added (at its old-behaviour default) resumes, and the device (provenance) is
+    not compared: a GPU run's state resumes on a CPU too."""
     path = Path(run_dir) / "resume.pt" if run_dir else None
     if path is None or not path.exists():
         return None
-    state = torch.load(path, weights_only=True, map_location="cpu")  # a GPU run's state resumes on a CPU too
-    saved, wanted = dict(state["config"]), cfg.to_dict()
-    saved.pop("device", None), wanted.pop("device", None)  # provenance, not part of the run: "cpu" resumes "auto"
-    return state if saved == wanted else None
+    state = torch.load(path, weights_only=True, map_location="cpu")
+    neutral, provenance = cfg.KEY_NEUTRAL, cfg.PROVENANCE_FIELDS
+    saved = {k: v for k, v in state["config"].items() if k not in provenance and (k not in neutral or v != neutral[k])}
+    return state if saved == cfg.key_dict() else None
 
 
 def _to_host(out: dict) -> dict:
