@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from plateau_lib import paper_queue
-from plateau_lib.book import run as notebook_run
+from plateau_lib.book import pages as book_pages, run as notebook_run
 from plateau_lib.engine import cache
 from plateau_lib.engine.costs import cpu_costs
 from plateau_lib.engine.presets import PRESETS
@@ -400,7 +400,7 @@ def _rerun(args, parser) -> int:
     store = cache.current()
     for figure in rerun.PRESETS[args.preset]:
         configs = rerun.configs(figure, args.preset)
-        results = dict(zip(configs, store.train_many(list(configs.values()))))
+        results = book_pages.train_runs(configs)  # grouped by architecture, through the store
         print(figure, *(f"  {metric}: {value}" for metric, value in rerun.FIGURES[figure][1](results, configs).items()),
               sep="\n", flush=True)
         if args.commit:
