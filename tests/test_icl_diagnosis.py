@@ -246,3 +246,14 @@ def test_the_precision_result_reads_seed_1s_float32_and_bfloat16_lambda_beside_t
     llc.loc[len(llc)] = {**row, "seed": 1, "operands": "bfloat16", "llc_mean": 151.25}
     text = diagnosis_page.precision_llc_result(llc)
     assert "λ̂ 150.0 in float32 and 151.2 in bfloat16" in text and "give 152.4–154.5" in text
+
+
+def test_saving_a_state_keeps_the_note_on_how_earlier_stretches_ran(tmp_path):
+    """A GPU session's note ("trained on a lent H100 …") survives the CPU's later saves of the same run."""
+    import json
+    dst, run_dir = tmp_path / "state", tmp_path / "run"
+    dst.mkdir(), run_dir.mkdir()
+    (dst / "progress.json").write_text(json.dumps({"status": "in progress", "note": "trained on a lent H100"}))
+    record = diagnosis.save(diagnosis.variant(3, steps=40), run_dir, None, dst)
+    assert record["note"] == "trained on a lent H100"
+    assert json.loads((dst / "progress.json").read_text())["note"] == "trained on a lent H100"

@@ -91,8 +91,10 @@ def save(cfg: TrainConfig, run_dir: Path, result=None, dst: Path | None = None) 
         ckpt = run_dir / f"ckpt_{step:06d}.pt"
         if ckpt.exists() and not (dst / ckpt.name).exists():
             shutil.copy2(ckpt, dst / ckpt.name)
+    earlier = dst / "progress.json"
+    note = json.loads(earlier.read_text()).get("note") if earlier.exists() else None  # how earlier stretches ran
     record = {"config": cfg.key_dict(), "commit": git_commit(), "date": dt.date.today().isoformat(),
-              "torch": torch.__version__}
+              "torch": torch.__version__, **({"note": note} if note else {})}
     if result is not None:
         result.metrics.to_csv(dst / "metrics.csv", index=False)
         (dst / "resume.pt").unlink(missing_ok=True)
