@@ -254,6 +254,6 @@ def test_saving_a_state_keeps_the_note_on_how_earlier_stretches_ran(tmp_path):
     dst, run_dir = tmp_path / "state", tmp_path / "run"
     dst.mkdir(), run_dir.mkdir()
     (dst / "progress.json").write_text(json.dumps({"status": "in progress", "note": "trained on a lent H100"}))
-    record = diagnosis.save(diagnosis.variant(3, steps=40), run_dir, None, dst)
+    record = diagnosis.save(diagnosis.variant(3), run_dir, None, dst)
     assert record["note"] == "trained on a lent H100"
     assert json.loads((dst / "progress.json").read_text())["note"] == "trained on a lent H100"
