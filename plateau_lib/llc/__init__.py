@@ -11,6 +11,7 @@ plots (matplotlib) reads results and is imported on its own (``from plateau_lib.
 - :func:`llc_over_checkpoints`, :class:`LLCCallback` (callbacks.py): LLC over training.
 - :func:`calibration_sweep` (calibration.py); trace and sweep figures in plots.py.
 - golden.py: models with closed-form learning coefficients, and :func:`golden.golden_estimates` for the page.
+- dln.py: deep linear networks and their closed-form learning coefficient (Aoyagi 2024), at any size.
 - failure_modes.py, mistakes.py: the four failure modes, and the mistakes of an LLC estimated by hand.
 - calibration_page.py: the LLC page's settings table and provenance rows; presets.py and claims.py: its settings and claims.
 - The small MWS transformer these pages estimate on, and λ̂ across the MWS plateau, are the plateau chapter's

@@ -1,0 +1,156 @@
+"""Deep linear networks ``f(x) = W_L ⋯ W_1 x`` and their learning coefficient in closed form.
+
+Aoyagi (2024), "Consideration on the learning efficiency of multiple-layered neural networks with linear
+units", Neural Networks (preprint doi:10.2139/ssrn.4404877), Theorem 1, as used by Furman & Lau (2024),
+"Estimating the Local Learning Coefficient at Scale" (arXiv 2402.03698) for DLNs up to 100M parameters (their
+code: github.com/edmundlth/validating_lambdahat, dln.py). Widths ``[H_0 (input), H_1, ..., H_L (output)]``, a
+true product of rank r, reduced widths ``M_i = H_i − r``. The bottleneck set S (ℓ + 1 of the M_i) is the one with
+
+    max_{S} M_i < min_{not S} M_k,    Σ_S M_i ≥ ℓ · max_S M_i,    Σ_S M_i < ℓ · min_{not S} M_k
+
+(the conditions on the complement hold vacuously when S is every layer; S exists and is unique). With
+``M = ⌈Σ_S M_i / ℓ⌉`` and ``a = Σ_S M_i − (M − 1) ℓ`` (1 ≤ a ≤ ℓ),
+
+    λ = (−r² + r (H_0 + H_L)) / 2 + a (ℓ − a) / (4ℓ) − ℓ (ℓ − 1) / 4 · (Σ_S M_i / ℓ)² + ½ Σ_{i<j in S} M_i M_j.
+
+The correction ``a (ℓ − a) / (4ℓ)`` is non-zero exactly when ℓ does not divide Σ_S M_i; for one hidden layer
+(L = 2) it is Aoyagi & Watanabe's (2005) +1/8 of reduced-rank regression (``golden.rrr_lambda``), and for a single
+layer (L = 1) λ = H_0 H_1 / 2 = d/2.
+
+λ is the global learning coefficient, the smallest local one on the set of true parameters. The local learning
+coefficient differs from point to point there (widths [4, 1, 2], true product 0: 1 where W_2 = 0, 2 where
+W_1 = 0 and W_2 ≠ 0), so :func:`true_parameter` places the network where every W_i has rank exactly r, the point
+Aoyagi's proof expands around, where the local coefficient is λ.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from itertools import accumulate
+
+import torch
+import torch.nn as nn
+
+
+def _check_widths(widths) -> list[int]:
+    if (not isinstance(widths, (list, tuple)) or len(widths) < 2
+            or any(not isinstance(h, int) or isinstance(h, bool) or h < 1 for h in widths)):
+        raise ValueError("widths must be a list of at least 2 positive integers [input, hidden..., output], "
+                         f"got {widths!r}")
+    return list(widths)
+
+
+def _check_rank(rank, widths: list[int]) -> int:
+    if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank <= min(widths):
+        raise ValueError(f"rank must be an integer from 0 to min(widths) = {min(widths)}, got {rank!r}")
+    return rank
+
+
+def parameter_count(widths) -> int:
+    """Number of weights d of the network: Σ H_{i-1} H_i (no biases)."""
+    widths = _check_widths(widths)
+    return sum(a * b for a, b in zip(widths, widths[1:]))
+
+
+def is_bottleneck_set(reduced: list[int], subset: set[int]) -> bool:
+    """Aoyagi's three conditions on the layer indices ``subset`` (ℓ + 1 ≥ 2 of them) of the reduced widths."""
+    ell = len(subset) - 1
+    inside = [reduced[i] for i in subset]
+    outside = [reduced[i] for i in range(len(reduced)) if i not in subset]
+    if ell < 1 or sum(inside) < ell * max(inside):
+        return False
+    return not outside or (max(inside) < min(outside) and sum(inside) < ell * min(outside))
+
+
+def bottleneck_layers(widths, rank: int) -> list[int]:
+    """Indices i (0 = input, L = output) of Aoyagi's bottleneck set S for ``widths`` at true rank ``rank``.
+
+    The conditions make S a set of smallest reduced widths M_i = H_i − r, so only the prefixes of the layers
+    sorted by M_i are tried (a prefix that splits equal M_i fails ``max_S < min_{not S}``).
+    """
+    widths = _check_widths(widths)
+    reduced = [h - _check_rank(rank, widths) for h in widths]
+    order = sorted(range(len(reduced)), key=reduced.__getitem__)
+    return next(sorted(order[:k]) for k in range(2, len(order) + 1) if is_bottleneck_set(reduced, set(order[:k])))
+
+
+def dln_lambda(widths, rank: int) -> float:
+    """Learning coefficient λ of the deep linear network ``widths`` at a true product of rank ``rank``
+    (Aoyagi 2024, Theorem 1; the formula is in this module's docstring), computed in exact fractions."""
+    widths = _check_widths(widths)
+    r = _check_rank(rank, widths)
+    subset = [widths[i] - r for i in bottleneck_layers(widths, r)]
+    ell, total = len(subset) - 1, sum(subset)
+    a = total - (math.ceil(Fraction(total, ell)) - 1) * ell
+    pairs = sum(m * s for m, s in zip(subset[1:], accumulate(subset)))  # Σ_{i<j} M_i M_j
+    lam = (Fraction(-r * r + r * (widths[0] + widths[-1]), 2) + Fraction(a * (ell - a), 4 * ell)
+           - Fraction((ell - 1) * total * total, 4 * ell) + Fraction(pairs, 2))
+    return float(lam)
+
+
+class DLNModel(nn.Module):
+    """Deep linear network ``x ↦ W_L ⋯ W_1 x`` without biases; ``weights[i-1]`` is W_i (H_i x H_{i-1}),
+    initialised N(0, 1/H_{i-1})."""
+
+    def __init__(self, widths, seed: int = 0):
+        super().__init__()
+        self.widths = _check_widths(widths)
+        g = torch.Generator().manual_seed(seed)
+        self.weights = nn.ParameterList(nn.Parameter(torch.randn(h_out, h_in, generator=g) / h_in ** 0.5)
+                                        for h_in, h_out in zip(self.widths, self.widths[1:]))
+
+    def forward(self, x):
+        for w in self.weights:
+            x = x @ w.T
+        return x
+
+    def product(self) -> torch.Tensor:
+        """The end-to-end matrix W_L ⋯ W_1 (H_L x H_0)."""
+        out = self.weights[0]
+        for w in self.weights[1:]:
+            out = w @ out
+        return out
+
+
+def true_parameter(widths, rank: int, seed: int = 0) -> DLNModel:
+    """A DLN on the true parameter set of :func:`dln_truth` (same ``seed``), with every W_i of rank exactly ``rank``.
+
+    Each layer i gets a random orthonormal frame F_i (H_i x r) and ``W_i = F_i F_{i-1}ᵀ``, so the product is
+    ``F_L F_0ᵀ`` (rank r, singular values 1) and every layer's nonzero singular values are 1 (balanced layers).
+    ``rank = 0`` is the origin.
+    """
+    widths = _check_widths(widths)
+    r = _check_rank(rank, widths)
+    g = torch.Generator().manual_seed(seed)
+    frames = [torch.linalg.qr(torch.randn(h, r, generator=g)).Q for h in widths]
+    model = DLNModel(widths, seed)
+    with torch.no_grad():
+        for w, f_in, f_out in zip(model.weights, frames, frames[1:]):
+            w.copy_(f_out @ f_in.T)
+    return model
+
+
+def dln_truth(widths, rank: int, seed: int = 0) -> torch.Tensor:
+    """The true end-to-end matrix (H_L x H_0) of rank ``rank``: the product of :func:`true_parameter`."""
+    with torch.no_grad():
+        return true_parameter(widths, rank, seed).product()
+
+
+def dln_data(widths, truth: torch.Tensor, n: int = 1000, seed: int = 0, noise: float = 0.0):
+    """``(x, y)`` with x ~ N(0, I_{H_0}) and ``y = truth x + noise · N(0, I_{H_L})``, as (n, H_0), (n, H_L) tensors.
+
+    With the default ``noise = 0`` (as Furman & Lau) the empirical loss is zero exactly on the true parameter set,
+    so :func:`true_parameter` is the minimum of L_n as well as of the population loss.
+    """
+    widths = _check_widths(widths)
+    if not isinstance(truth, torch.Tensor) or tuple(truth.shape) != (widths[-1], widths[0]):
+        shape = tuple(truth.shape) if isinstance(truth, torch.Tensor) else type(truth).__name__
+        raise ValueError(f"truth must be a ({widths[-1]}, {widths[0]}) tensor (output x input), got {shape}")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    if not isinstance(noise, (int, float)) or isinstance(noise, bool) or not 0 <= noise < math.inf:
+        raise ValueError(f"noise must be a finite number >= 0, got {noise!r}")
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, widths[0], generator=g)
+    y = x @ truth.T + noise * torch.randn(n, widths[-1], generator=g)
+    return x, y

@@ -1,0 +1,124 @@
+"""Deep linear networks: Aoyagi's closed-form λ (plateau_lib.llc.dln) and one SGLD known-answer check.
+
+SGLD settings of the known-answer check (chosen on truth/SGLD seeds 0-2, where λ̂ ÷ λ was 0.87-0.90; the test
+keeps seed 0): widths [10, 8, 6, 8, 10] (d = 256), true rank 2, λ = 28 (d/2 = 128), at ``true_parameter``;
+noiseless data n = 500, MSE, full batch; ε = 3e-5, nβ = 1e4, γ = 10, 4 chains x 6000 draws after 3000 burn-in
+(about 11 s on one thread). λ̂ sits about 10 % low: the localization γ = 10 confines the singular directions,
+whose posterior at nβ = 1e4 is still wide (γ = 100 gives 0.63). γ = 1 reaches λ̂ ÷ λ ≈ 1 but keeps drifting up
+over 20k steps as the chains wander along the valley to less singular points; ε = 1e-4 overshoots (1.45) by
+discretization.
+"""
+from __future__ import annotations
+
+from itertools import combinations
+
+import pytest
+import torch
+
+from plateau_lib.llc import estimate_llc
+from plateau_lib.llc.dln import (DLNModel, bottleneck_layers, dln_data, dln_lambda, dln_truth, is_bottleneck_set,
+    parameter_count, true_parameter)
+from plateau_lib.llc.golden import mse_loss, rrr_lambda
+
+torch.set_num_threads(1)
+
+
+def test_one_hidden_layer_is_reduced_rank_regression():
+    """Aoyagi (2024) for L = 2 is Aoyagi & Watanabe (2005): widths [M, H, N], every rank up to min(M, H, N)."""
+    for M in range(1, 7):
+        for H in range(1, 7):
+            for N in range(1, 7):
+                for r in range(min(M, H, N) + 1):
+                    assert dln_lambda([M, H, N], r) == pytest.approx(rrr_lambda(M, H, N, r), abs=1e-12), (M, H, N, r)
+
+
+def test_single_layer_is_regular():
+    """One linear layer is identifiable: λ = H_0 H_1 / 2 = d/2 at any rank."""
+    for h0 in range(1, 7):
+        for h1 in range(1, 7):
+            for r in range(min(h0, h1) + 1):
+                assert dln_lambda([h0, h1], r) == h0 * h1 / 2 == parameter_count([h0, h1]) / 2
+
+
+def test_deep_case_with_the_correction_term():
+    """widths [2, 3, 3, 3], rank 0: d = 6 + 9 + 9 = 24, d/2 = 12.
+
+    M = (2, 3, 3, 3). Sorted prefixes: {2, 3} and {2, 3, 3} split the equal 3s (max_S < min_{not S} fails);
+    all four: ℓ = 3, Σ M = 11 ≥ 3 · 3. M̄ = ⌈11/3⌉ = 4, a = 11 − 3 · 3 = 2: the correction a(ℓ − a)/(4ℓ) = 2/12.
+    Σ_{i<j} M_i M_j = (11² − (4 + 9 + 9 + 9)) / 2 = 45.
+    λ = 0 + 1/6 − (3 · 2 / 4) · (11/3)² + 45/2 = 1/6 − 121/6 + 45/2 = 5/2, a fifth of d/2.
+    """
+    assert bottleneck_layers([2, 3, 3, 3], 0) == [0, 1, 2, 3]
+    assert dln_lambda([2, 3, 3, 3], 0) == 2.5
+    assert parameter_count([2, 3, 3, 3]) == 24
+
+
+def test_deep_case_with_a_proper_bottleneck_set():
+    """widths [5, 2, 6, 3, 5], rank 1: d = 10 + 12 + 18 + 15 = 55, d/2 = 27.5.
+
+    M = (4, 1, 5, 2, 4). The prefix {1, 2} (layers 1 and 3): ℓ = 1, Σ M = 3 ≥ 1 · 2, max 2 < min 4, 3 < 1 · 4.
+    M̄ = 3, a = 3 − 2 · 1 = 1 = ℓ (no correction), ℓ(ℓ − 1) = 0, Σ_{i<j} M_i M_j = 2.
+    λ = (−1 + 1 · (5 + 5)) / 2 + 0 − 0 + 2/2 = 4.5 + 1 = 5.5, a fifth of d/2.
+    """
+    assert bottleneck_layers([5, 2, 6, 3, 5], 1) == [1, 3]
+    assert dln_lambda([5, 2, 6, 3, 5], 1) == 5.5
+    assert parameter_count([5, 2, 6, 3, 5]) == 55
+
+
+def test_bottleneck_set_is_unique_and_lambda_at_most_d_over_2():
+    """Over random widths, exactly one subset of layers meets Aoyagi's conditions (the one found), and λ ≤ d/2."""
+    g = torch.Generator().manual_seed(0)
+    for _ in range(500):
+        depth = int(torch.randint(1, 6, (1,), generator=g))
+        widths = torch.randint(1, 9, (depth + 1,), generator=g).tolist()
+        r = int(torch.randint(0, min(widths) + 1, (1,), generator=g))
+        reduced = [h - r for h in widths]
+        found = [sorted(s) for k in range(1, len(widths) + 1) for s in combinations(range(len(widths)), k)
+                 if is_bottleneck_set(reduced, set(s))]
+        assert found == [bottleneck_layers(widths, r)], (widths, r)
+        assert dln_lambda(widths, r) <= parameter_count(widths) / 2
+
+
+def test_true_parameter_realises_the_truth():
+    widths, r = [5, 4, 3, 4, 6], 2
+    model = true_parameter(widths, r, seed=3)
+    truth = dln_truth(widths, r, seed=3)
+    assert truth.shape == (6, 5) and int(torch.linalg.matrix_rank(truth)) == r
+    assert [int(torch.linalg.matrix_rank(w)) for w in model.weights] == [r] * 4
+    x, y = dln_data(widths, truth, n=50, seed=1)
+    with torch.no_grad():
+        assert x.shape == (50, 5) and float(mse_loss(model, (x, y))) < 1e-10
+        noisy = dln_data(widths, truth, n=2000, seed=1, noise=0.5)
+        assert float(mse_loss(model, noisy)) == pytest.approx(0.25, rel=0.1)
+    assert sum(p.numel() for p in DLNModel(widths).parameters()) == parameter_count(widths)
+    assert all(not w.detach().any() for w in true_parameter(widths, 0).weights)
+
+
+@pytest.mark.parametrize("call,name", [
+    (lambda: dln_lambda([3], 0), "widths"),
+    (lambda: dln_lambda([3, 0, 2], 0), "widths"),
+    (lambda: dln_lambda([3, 2.0, 2], 0), "widths"),
+    (lambda: dln_lambda([3, 2, 2], 3), "rank"),
+    (lambda: dln_lambda([3, 2, 2], -1), "rank"),
+    (lambda: true_parameter([3, 2, 2], 1.5), "rank"),
+    (lambda: DLNModel((4,)), "widths"),
+    (lambda: parameter_count("3,2"), "widths"),
+    (lambda: dln_data([3, 2], torch.zeros(3, 2)), "truth"),
+    (lambda: dln_data([3, 2], torch.zeros(2, 3), n=0), "n"),
+    (lambda: dln_data([3, 2], torch.zeros(2, 3), noise=-1.0), "noise"),
+])
+def test_bad_inputs_are_refused(call, name):
+    with pytest.raises(ValueError, match=f"^{name} must be"):
+        call()
+
+
+def test_sgld_known_answer():
+    """λ̂ within 25 % of λ = 28 at the true parameter (settings in the module docstring)."""
+    widths, r = [10, 8, 6, 8, 10], 2
+    data = dln_data(widths, dln_truth(widths, r, seed=0), n=500, seed=0)
+    res = estimate_llc(true_parameter(widths, r, seed=0), mse_loss, data, epsilon=3e-5, nbeta=1e4, gamma=10.0,
+                       num_chains=4, num_draws=6000, num_burnin_steps=3000, seed=0, device="cpu", backend="vmap",
+                       warn=False)
+    assert dln_lambda(widths, r) == 28.0
+    assert not res.diverged.any()
+    assert abs(res.llc_mean / 28.0 - 1) < 0.25, res.llc_mean
