@@ -152,7 +152,14 @@ def test_the_reproducibility_page_quotes_its_sources_and_lists_sanity_checks_apa
     claims_html, sanity_html = pages.reproducibility(table).data, pages.reproducibility(table, sanity=True).data
     assert "peak cosine before the jump" in claims_html and "data ρ" not in claims_html
     assert "data ρ" in sanity_html and "peak cosine before the jump" not in sanity_html
-    assert "<summary>quote</summary>" in claims_html and 'href="mws_plateau.html#provenance"' in claims_html
+    assert 'href="mws_plateau.html#provenance"' in claims_html
+    # what a reader comes for first, in a table narrow enough for the column; the rest in a second
+    assert "paper preset" in claims_html and "bands from" not in claims_html and "untrained" not in claims_html
+    sources_html = pages.reproducibility(table, part="sources").data
+    assert "<summary>quote</summary>" in sources_html and "untrained model (must fail)" in sources_html
+    assert "paper preset" not in sources_html
+    with pytest.raises(ValueError, match="part must be one of"):
+        pages.reproducibility(table, part="everything")
 
 
 def test_the_band_tally_counts_each_verdict_by_where_its_band_comes_from(summaries):

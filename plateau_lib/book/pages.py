@@ -338,11 +338,24 @@ def reference_note(reference) -> str:
     return line
 
 
-def reproducibility(table: pd.DataFrame, sanity: bool = False):
-    """The Reproducibility page's wide table as HTML, its claims (``sanity=False``) or its sanity checks: the
-    paper value's source with its quote folded under it, and the page column linking each page's provenance."""
+# The Reproducibility page's two tables of claims: what a reader comes for (the claim, the paper's value, the verdict
+# at the paper's configuration and the miniature's) narrow enough for the text column, then the other kinds of run
+# and where each value and band comes from.
+REPRODUCIBILITY_PARTS = {
+    "verdicts": ["figure", "metric", "paper", PRESET_COLUMNS["paper"], PRESET_COLUMNS["cpu"], "source"],
+    "sources": ["figure", "metric", "paper value from", "bands from",
+                *[c for p, c in PRESET_COLUMNS.items() if p not in ("cpu", "paper")], summaries.UNTRAINED],
+}
+
+
+def reproducibility(table: pd.DataFrame, sanity: bool = False, part: str = "verdicts"):
+    """One of the Reproducibility page's tables as HTML (``part``: a key of ``REPRODUCIBILITY_PARTS``), of its
+    claims (``sanity=False``) or its sanity checks: the paper value's source with its quote folded under it, and
+    the page column linking each page's provenance."""
     import html as html_lib
     from IPython.display import HTML
+    if part not in REPRODUCIBILITY_PARTS:
+        raise ValueError(f"part must be one of {list(REPRODUCIBILITY_PARTS)}, got {part!r}")
     rows = table[table["sanity check"] == sanity]
 
     def source(where, quote):
@@ -352,9 +365,8 @@ def reproducibility(table: pd.DataFrame, sanity: bool = False):
     shown = rows.map(_cell)
     shown = shown.assign(**{"paper value from": [source(w, q) for w, q in zip(rows["paper value from"], rows["quote"])],
                            "source": [f'<a href="{page}.html#provenance">provenance</a>' for page in rows["source"]]})
-    # a sanity check has no band; the verdicts a re-run turned have their own table (``fragile``)
-    dropped = ["quote", "band kind", "sanity check", summaries.FRAGILE] + (["bands from"] if sanity else [])
-    shown = shown.drop(columns=dropped).rename(columns={"source": "page"})
+    columns = [c for c in REPRODUCIBILITY_PARTS[part] if not (sanity and c == "bands from")]  # a check has no band
+    shown = shown[columns].rename(columns={"source": "page", "metric": "claim"})
     body = shown.to_html(index=False, escape=False, border=0, classes="dataframe reproducibility-table")
     return HTML(f'<div class="table-scroll">{body}</div>')
 
