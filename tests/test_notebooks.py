@@ -99,3 +99,12 @@ def test_a_measured_number_in_the_prose_is_glued_from_the_data(path):
 def test_the_typed_number_check_fails_on_a_typed_measurement():
     assert DECIMAL.findall("a rank correlation of 0.99–1.0 at both scales, $x = 0.5$") == ["0.99", "1.0", "0.5"]
     assert "0.876" not in paper_numbers() and "0.95" in paper_numbers()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_code_cell_says_how_the_page_shows_it(path):
+    """A page shows its outputs, not its code: every code cell but the parameters is tagged to hide or remove its
+    input (or itself)."""
+    shown = {"parameters", "hide-input", "remove-input", "remove-cell", "hide-cell"}
+    bare = [c.source[:60] for c in code_cells(path) if not shown & set(c.metadata.get("tags", []))]
+    assert not bare, f"{path.name}: code cells with no hide/remove tag: {bare}"
