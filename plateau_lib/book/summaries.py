@@ -158,8 +158,10 @@ def reproducibility_table(claims: list, pending: dict, summaries: list[dict] | N
         row[UNTRAINED] = (f"none: {claim.no_baseline}" if claim.no_baseline else
                           f"{claim.show(baseline[claim.metric])} ({claim.judge(baseline[claim.metric], 'paper')})"
                           if claim.metric in baseline else "not computed yet")
+        recorded = {p: found[(claim.figure, p, claim.metric)][0] for p in PRESET_COLUMNS
+                    if (claim.figure, p, claim.metric) in found}
         turned = [f"{PRESET_COLUMNS[p]}: {r['verdict']} → {r['rerun verdict']} ({r['shown']} → {r['rerun']})"
-                  for p in PRESET_COLUMNS if (r := found.get((claim.figure, p, claim.metric), ({},))[0]).get("fragile")]
+                  for p, r in recorded.items() if r.get("fragile")]
         row[FRAGILE] = "; ".join(turned)
         row["sanity check"] = bool(claim.sanity)
         row["source"] = pages[claim.figure]

@@ -23,21 +23,24 @@ def milestones(metrics: pd.DataFrame, by=("seed",), order: dict | None = None) -
     return table.sort_values(by).reset_index(drop=True)
 
 
-def mean_of(table: pd.DataFrame, column: str, **where) -> float:
-    """Mean of ``column`` over the rows matching ``where`` (NaN when a run never got there: one missing
-    milestone makes the mean missing, rather than averaging only the runs that reached it)."""
+def _matching(table: pd.DataFrame, where: dict) -> pd.DataFrame:
+    """The rows of ``table`` whose columns equal ``where``'s values (compared as text: c = 10 and "10" match)."""
     rows = table
     for name, value in where.items():
         rows = rows[rows[name].astype(str) == str(value)]
-    values = rows[column].astype(float)
+    return rows
+
+
+def mean_of(table: pd.DataFrame, column: str, **where) -> float:
+    """Mean of ``column`` over the rows matching ``where`` (NaN when a run never got there: one missing
+    milestone makes the mean missing, rather than averaging only the runs that reached it)."""
+    values = _matching(table, where)[column].astype(float)
     return float("nan") if values.empty or values.isna().any() else float(values.mean())
 
 
 def _seed_values(table: pd.DataFrame, column: str, where: dict) -> dict:
-    """``{seed: column}`` over the rows matching ``where`` (as in ``mean_of``); a missing milestone is NaN."""
-    rows = table
-    for name, value in where.items():
-        rows = rows[rows[name].astype(str) == str(value)]
+    """``{seed: column}`` over the rows matching ``where``; a missing milestone is NaN."""
+    rows = _matching(table, where)
     return {int(seed): float(v) if pd.notna(v) else np.nan for seed, v in zip(rows["seed"], rows[column])}
 
 
