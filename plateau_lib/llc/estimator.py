@@ -21,8 +21,8 @@ from torch.utils._pytree import tree_leaves
 
 from plateau_lib.engine.utils import in_book_build, resolve_device
 from plateau_lib.llc.result import LLCResult, MAX_LOSS_RATIO, RUNAWAY_SDS, summarize
-from plateau_lib.llc.sampler import (ParamLayout, TensorBatches, make_batches, make_generator, resolve_backend,
-    sgld_sample)
+from plateau_lib.llc.sampler import (SAMPLERS, ParamLayout, TensorBatches, make_batches, make_generator,
+    resolve_backend, sgld_sample)
 
 
 def default_nbeta(batch_size: int) -> float:
@@ -58,7 +58,8 @@ def estimate_llc(model: nn.Module, loss_fn: Callable, data, *, epsilon: float | 
                  device: str = "auto", backend: str = "auto", mala: bool = False,
                  max_loss_ratio: float = MAX_LOSS_RATIO, runaway_sds: float = RUNAWAY_SDS, progress: bool = False,
                  lr: float | None = None, localization: float | None = None, warn: bool = True,
-                 compile: bool = False, tf32: bool = False, cuda_graphs: bool = False) -> LLCResult:
+                 compile: bool = False, tf32: bool = False, cuda_graphs: bool = False,
+                 sampler: str = "sgld") -> LLCResult:
     """Estimate the local learning coefficient of ``model`` at its current weights w* with SGLD.
 
     Parameters (devinterp v1 names in brackets)
@@ -116,6 +117,8 @@ def estimate_llc(model: nn.Module, loss_fn: Callable, data, *, epsilon: float | 
         compilation, tens of seconds on a CPU (see benchmarks/llc_bench.py for what it buys).
     tf32, cuda_graphs: CUDA only, **not yet validated against the golden tests**: TF32 matmuls during
         sampling; the batched step compiled with ``mode="reduce-overhead"`` (CUDA graphs, vmap backend).
+    sampler: 'sgld' (plain SGLD, the papers' sampler) or 'rmsprop_sgld' (SGLD preconditioned by RMSProp's
+        second moment, devinterp 2's ``rmsprop_sgld``; the update is in ``plateau_lib.llc.sampler``).
 
     Differences from devinterp v1: a standard error is reported with the std; diverged chains (runaway,
     not only NaN) are excluded with a warning rather than stopping the run (v1 raises, v2 silently
@@ -138,7 +141,7 @@ def estimate_llc_stacked(models: Sequence[nn.Module], loss_fn: Callable, data, *
                          max_loss_ratio: float = MAX_LOSS_RATIO, runaway_sds: float = RUNAWAY_SDS,
                          progress: bool = False, lr: float | None = None, localization: float | None = None,
                          warn: bool = True, compile: bool = False, tf32: bool = False,
-                         cuda_graphs: bool = False) -> list[LLCResult]:
+                         cuda_graphs: bool = False, sampler: str = "sgld") -> list[LLCResult]:
     """:func:`estimate_llc` at the w* of each of ``models`` (checkpoints of one architecture), one
     :class:`LLCResult` each, with the same seed at every checkpoint.
 
@@ -200,6 +203,10 @@ def estimate_llc_stacked(models: Sequence[nn.Module], loss_fn: Callable, data, *
             raise ValueError("model has no trainable parameters (requires_grad=True): there is nothing to sample")
     if not callable(loss_fn):
         raise ValueError("loss_fn must be callable as loss_fn(model, batch) -> scalar tensor")
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
+    if mala and sampler != "sgld":
+        raise ValueError(f"mala=True measures plain SGLD's acceptance; it needs sampler='sgld', got {sampler!r}")
     dev = resolve_device(device)
     backend = resolve_backend(backend, dev)
     for name, value in (("tf32", tf32), ("cuda_graphs", cuda_graphs)):
@@ -240,7 +247,7 @@ def estimate_llc_stacked(models: Sequence[nn.Module], loss_fn: Callable, data, *
         out = sgld_sample(models, loss_fn, batches, epsilon=float(epsilon), nbeta=nbeta, gamma=float(gamma),
                           weight_decay=float(weight_decay), num_steps=num_steps, chain_ids=chain_ids, seed=int(seed),
                           share_batches=share_batches, device=dev, backend=backend, mala=mala, progress=bar,
-                          compile=compile, cuda_graphs=cuda_graphs)
+                          compile=compile, cuda_graphs=cuda_graphs, sampler=sampler)
     elapsed = (time.perf_counter() - t0) / len(models)
     if bar is not None:
         bar.close()
@@ -250,7 +257,7 @@ def estimate_llc_stacked(models: Sequence[nn.Module], loss_fn: Callable, data, *
              "num_steps_bw_draws": int(num_steps_bw_draws),
              "batch_size": None if getattr(batches, "full", False) else int(m), "seed": int(seed),
              "share_batches": bool(share_batches), "num_params": out["num_params"], "backend": backend,
-             "max_loss_ratio": float(max_loss_ratio), "runaway_sds": float(runaway_sds)}
+             "max_loss_ratio": float(max_loss_ratio), "runaway_sds": float(runaway_sds), "sampler": sampler}
     mala_out = out["mala"]
     return [summarize(out["loss"][k].double().numpy(), init_losses[k], hyper, chain_ids, elapsed,
                       None if mala_out is None else mala_out[k].numpy(), max_loss_ratio, runaway_sds, warn)

@@ -12,6 +12,15 @@ The update is devinterp v1's ``SGLD.step`` (Lau et al. 2023)::
 where ``L_m`` is the *mean* loss on the step's minibatch, applied with fused ``torch._foreach_*`` ops.
 The loss recorded at a step is the minibatch loss at the pre-update point (as devinterp records it).
 
+``sampler="rmsprop_sgld"`` preconditions that step with RMSProp's running second moment of the loss gradient
+g = grad L_m(w) (pSGLD, Li et al. 2016; the sampler Hitchcock & Hoogland 2025, arXiv 2507.21449, found most
+faithful to the local posterior), per weight, without pSGLD's small Γ correction term::
+
+    V <- alpha V + (1 - alpha) g^2   (V = 0 at w*),    P = 1 / (sqrt(V) + delta)
+    w <- w - (eps/2) P (nbeta g + gamma (w - w*) + weight_decay w) + sqrt(eps P) N(0, I)
+
+with devinterp 2's constants alpha = 0.99 and delta = 0.1 (``RMSPROP_ALPHA``, ``RMSPROP_DELTA``).
+
 Backends:
 
 - ``sequential``: each chain runs alone on a working copy of the model, a plain forward and
@@ -231,6 +240,8 @@ def mala_acceptance_prob(prev_w, prev_grad, prev_U, cur_w, cur_grad, cur_U, epsi
 # the sampler
 
 BACKENDS = ("auto", "sequential", "vmap")
+SAMPLERS = ("sgld", "rmsprop_sgld")
+RMSPROP_ALPHA, RMSPROP_DELTA = 0.99, 0.1  # devinterp 2's RMSpropPreconditioner defaults
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
@@ -244,11 +255,19 @@ def resolve_backend(backend: str, device: torch.device) -> str:
 
 @dataclass
 class SGLDStep:
-    """The update ``w <- w - (eps/2) drift + sqrt(eps) noise``, ``drift = nbeta grad + gamma (w - w*) + wd w``."""
+    """The update ``w <- w - (eps/2) P drift + sqrt(eps P) noise``, ``drift = nbeta grad + gamma (w - w*) + wd w``,
+    with P = 1 (``rmsprop=False``) or RMSProp's diagonal preconditioner (module docstring), whose running second
+    moment ``square_avg`` is the chain's state: :meth:`start` resets it at w*."""
     epsilon: float
     nbeta: float
     gamma: float
     weight_decay: float
+    rmsprop: bool = False
+    square_avg: list | None = None
+
+    def start(self, w) -> None:
+        """A new chain from w* (lists of tensors): RMSProp's second moment starts at zero."""
+        self.square_avg = [torch.zeros_like(p) for p in w] if self.rmsprop else None
 
     def drift(self, w, grads, w_star):
         """grad U(w), from lists of tensors (fused ``torch._foreach_*``; autograd may return expanded grads,
@@ -260,7 +279,15 @@ class SGLDStep:
             torch._foreach_add_(drift, w, alpha=self.weight_decay)
         return drift
 
-    def move(self, w, drift, noise):
+    def move(self, w, drift, noise, grads=None):
+        """One step from ``w`` (in place); RMSProp first updates its second moment with the loss ``grads``."""
+        if self.rmsprop:
+            torch._foreach_mul_(self.square_avg, RMSPROP_ALPHA)
+            torch._foreach_addcmul_(self.square_avg, grads, grads, value=1 - RMSPROP_ALPHA)
+            precond = torch._foreach_add(torch._foreach_sqrt(self.square_avg), RMSPROP_DELTA)
+            torch._foreach_reciprocal_(precond)
+            drift = torch._foreach_mul(drift, precond)
+            noise = torch._foreach_mul(noise, torch._foreach_sqrt(precond))
         torch._foreach_add_(w, drift, alpha=-0.5 * self.epsilon)
         torch._foreach_add_(w, noise, alpha=math.sqrt(self.epsilon))
 
@@ -277,7 +304,7 @@ class SGLDStep:
 def sgld_sample(models: Sequence[nn.Module], loss_fn: Callable, batches, *, epsilon: float, nbeta: float,
                 gamma: float, weight_decay: float, num_steps: int, chain_ids: Sequence[int], seed: int,
                 share_batches: bool, device, backend: str = "sequential", mala: bool = False, progress=None,
-                compile: bool = False, cuda_graphs: bool = False) -> dict:
+                compile: bool = False, cuda_graphs: bool = False, sampler: str = "sgld") -> dict:
     """Run ``len(chain_ids)`` SGLD chains for ``num_steps`` steps from the weights w* of each of ``models``
     (K checkpoints of one architecture; every checkpoint gets the same seeds).
 
@@ -287,9 +314,10 @@ def sgld_sample(models: Sequence[nn.Module], loss_fn: Callable, batches, *, epsi
     Inputs are validated by :func:`plateau_lib.llc.estimate_llc`. ``backend``: 'sequential' or 'vmap'
     (module docstring). ``compile``: ``torch.compile`` the model (sequential) or the batched gradient
     step (vmap), a one-off compilation of tens of seconds on a CPU; ``cuda_graphs`` compiles the batched
-    step with ``mode="reduce-overhead"`` (CUDA only, not validated against the golden tests).
+    step with ``mode="reduce-overhead"`` (CUDA only, not validated against the golden tests). ``sampler``: 'sgld' or
+    'rmsprop_sgld' (module docstring).
     """
-    step = SGLDStep(epsilon, nbeta, gamma, weight_decay)
+    step = SGLDStep(epsilon, nbeta, gamma, weight_decay, rmsprop=sampler == "rmsprop_sgld")
     compile_mode = "reduce-overhead" if cuda_graphs else "default" if compile else None
     run = _sample_vmap if backend == "vmap" else _sample_sequential
     return run(list(models), loss_fn, batches, step, num_steps, list(chain_ids), seed,
@@ -316,6 +344,7 @@ def _sample_sequential(models, loss_fn, batches, step, num_steps, chain_ids, see
         for i, c in enumerate(chain_ids):
             with torch.no_grad():
                 torch._foreach_copy_(w, w_star)
+            step.start(w)
             noise_gen = make_generator(seed, c, "noise", device)
             batches.start([make_generator(seed, SHARED if shared else c, "batch", device)], True)
             prev = None
@@ -333,7 +362,7 @@ def _sample_sequential(models, loss_fn, batches, step, num_steps, chain_ids, see
                             mala_trace[k, i, t - 1] = mala_acceptance_prob(*prev, w64, d64, U, step.epsilon)
                         prev = (w64, d64, U)
                     noise_flat.normal_(generator=noise_gen)
-                    step.move(w, drift, noise)
+                    step.move(w, drift, noise, grads)
                 if progress is not None:
                     progress.update(1)
             final[k, i] = torch.cat([p.detach().reshape(-1) for p in w])
@@ -365,6 +394,7 @@ def _sample_vmap(models, loss_fn, batches, step, num_steps, chain_ids, seed, sha
     mala_trace = torch.empty(K, C, max(num_steps - 1, 0), dtype=torch.float64, device=device) if mala else None
     noise = torch.empty(C, w.shape[-1], dtype=w.dtype, device=device)
     w_star64 = w_star.double()
+    step.start([w])
     prev = None
     for t in range(num_steps):
         batch = batches.next()
@@ -382,7 +412,7 @@ def _sample_vmap(models, loss_fn, batches, step, num_steps, chain_ids, seed, sha
             prev = (w64, d64, U)
         for row, g in zip(noise, noise_gens):
             row.normal_(generator=g)
-        step.move([w], [drift], [noise.expand_as(w)])
+        step.move([w], [drift], [noise.expand_as(w)], [grads])
         if progress is not None:
             progress.update(K * C)
     return {"loss": loss_trace.cpu(), "mala": None if mala_trace is None else mala_trace.cpu(),
