@@ -171,7 +171,7 @@ def main():
         variants = {
             "ours": ("ours: estimate_llc, sequential backend (CPU default)", times["ours"], ours_result.llc_mean,
                      ours_result.llc_std),
-            "compiled": (f"ours: sequential, compile=True (after a {compile_s:.0f} s warm-up call)", [compiled_times],
+            "compiled": (f"ours: sequential, compiled (after a {compile_s:.0f} s warm-up call)", [compiled_times],
                          compiled.llc_mean, compiled.llc_std),
             "vmap": ("ours: estimate_llc, vmap backend (GPU default)", [vmap_times], vmapped.llc_mean, vmapped.llc_std),
             "devinterp": (f"devinterp {version('devinterp')}: estimate_learning_coeff_with_summary",

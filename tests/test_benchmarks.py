@@ -82,3 +82,20 @@ def test_gpu_bench_runs_tiny_on_a_cpu(tmp_path):
     assert set(args["peaks_tflops"]) == {"256^3 bfloat16", "256^3 float32"}
     checks = args["checks"]
     assert [v for k, v in checks.items() if "cuda_graphs vs eager" in k] == [0.0, 0.0]
+
+
+def test_every_ratio_reads_as_a_time_ratio():
+    """Known answers: a throughput ratio recorded as ``a_vs_b`` (floor ms ÷ ours ms = 0.642) is shown as ours ÷ floor
+    = 1/0.642, the figure's 1.56×; a time ratio ``a / b`` is kept; extrapolated seconds are shown as hours."""
+    import pandas as pd
+    ratios = pd.DataFrame({"benchmark": ["llc", "llc", "icl", "icl"],
+                           "ratio": ["gpt_vmap_vs_floor", "gpt_vmap_vs_floor (CPU time)", "train() / floor (wall)",
+                                     "cpu_paper_training_500k_steps_extrapolated_s"],
+                           "value": [0.642, 0.5, 1.0356, 7200.0]})
+    table = B.ratio_table(ratios)
+    assert B.as_time_ratio("gpt_vmap_vs_floor (wall)", 0.642) == pytest.approx(1 / 0.642)
+    rows = {ratio: row for (_, ratio), row in table.iterrows()}
+    assert rows["ours (vmapped) on the GPT ÷ floor"]["wall time"] == pytest.approx(1.5576, abs=1e-4)
+    assert rows["ours (vmapped) on the GPT ÷ floor"]["CPU time"] == pytest.approx(2.0)
+    assert rows["train() ÷ floor"]["wall time"] == pytest.approx(1.0356)
+    assert rows["CPU paper training 500k steps extrapolated hours"]["value"] == pytest.approx(2.0)

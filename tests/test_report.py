@@ -145,7 +145,7 @@ def test_the_reproducibility_page_quotes_its_sources_and_lists_sanity_checks_apa
     rows = table.set_index("metric")
     assert rows.loc["peak cosine before the jump", "untrained model (must fail)"] == "0.05 (not reproduced)"
     assert rows.loc["data ρ", "untrained model (must fail)"] == "0.057 (sanity check passed)"
-    assert rows.loc["step of the jump", "untrained model (must fail)"] == "not computed yet"
+    assert rows.loc["step of the jump", "untrained model (must fail)"] == "no baseline run yet"
     assert rows.loc["peak cosine before the jump", "paper value from"].startswith("the paper's text (")
     assert rows.loc["peak cosine before the jump", "bands from"] == "the book's tolerance: a band around the paper's approximate value"
     assert rows.loc["data ρ", "bands from"] == "none: a sanity check"

@@ -24,7 +24,7 @@ from typing import Callable
 
 import pandas as pd
 
-from plateau_lib.book.pages import header_words, MIN_FONT_PT, PAGE_WIDTH_IN
+from plateau_lib.book.pages import HEADER_WORDS, header_words, MIN_FONT_PT, PAGE_WIDTH_IN
 from plateau_lib.engine.utils import git_commit, REPO_ROOT, write_json
 
 
@@ -278,23 +278,46 @@ def table(rows: pd.DataFrame, name: str) -> pd.DataFrame:
 CLOCKS = {" (wall)": "wall time", " (CPU time)": "CPU time"}
 
 
+def as_time_ratio(name: str, value: float) -> float:
+    """A recorded ratio in the page's one direction, A's time per step ÷ B's (above 1: A is slower). Ratios named
+    ``a_vs_b`` were recorded as throughputs (A's steps per second ÷ B's, as ``benchmarks/llc_bench.py`` and
+    ``train_bench.py`` write them), so they are turned over; ``a / b`` ratios are times already."""
+    return 1 / value if "_vs_" in name.partition(" ")[0] else value
+
+
 def ratio_table(ratios: pd.DataFrame) -> pd.DataFrame:
-    """All ratios, by benchmark, with one column per clock (a ratio named "... (wall)" or "... (CPU time)")."""
+    """All ratios, by benchmark, each as A's time ÷ B's (``as_time_ratio``), with one column per clock (a ratio
+    named "... (wall)" or "... (CPU time)"); the values that are no ratio (a share; seconds, shown as hours) in their
+    own column."""
     shown = ratios.assign(benchmark=ratios["benchmark"].map(title), clock="value")
-    shown["ratio"] = shown["ratio"].map(plain_name)
+    shown["value"] = [as_time_ratio(n, v) / (3600 if n.endswith("_s") else 1)
+                      for n, v in zip(shown["ratio"], shown["value"])]
+    shown["ratio"] = shown["ratio"].map(lambda n: plain_name(n[:-2] + "_hours" if n.endswith("_s") else n))
     for suffix, clock in CLOCKS.items():
         hit = shown["ratio"].str.endswith(suffix)
         shown.loc[hit, "clock"] = clock
         shown.loc[hit, "ratio"] = shown.loc[hit, "ratio"].str[:-len(suffix)]
+    shown.loc[(shown["clock"] == "value") & ratios["ratio"].str.contains("_vs_"), "clock"] = "wall time"  # unsuffixed
     table = shown.pivot_table(index=["benchmark", "ratio"], columns="clock", values="value", sort=False)
     table.columns.name = None
     return table[[c for c in ["wall time", "CPU time", "value"] if c in table]]
 
 
 def plain_name(ratio: str) -> str:
-    """A recorded ratio's name in words: ``gpt_vmap_vs_devinterp (wall)`` -> "GPT vmapped ÷ devinterp (wall)"."""
+    """A recorded ratio's name in words: ``gpt_vmap_vs_devinterp (wall)`` -> "ours (vmapped) on the GPT ÷ devinterp
+    (wall)", ``train() / floor`` -> "train() ÷ floor"."""
+    if "_vs_" not in ratio:
+        return ratio.replace(" / ", " ÷ ") if " / " in ratio else header_words(ratio)
     name, space, clock = ratio.partition(" ")
-    return " ÷ ".join(header_words(part) for part in name.split("_vs_")) + space + clock
+    return " ÷ ".join(_part_words(part) for part in name.split("_vs_")) + space + clock
+
+
+def _part_words(part: str) -> str:
+    """One side of a recorded ``a_vs_b``: the LLC benchmark's ``gpt_vmap`` is our estimator, vmapped, on the GPT."""
+    model, _, variant = part.partition("_")
+    if model in ("gpt", "mlp"):
+        return f"ours ({' '.join(HEADER_WORDS.get(w, w) for w in variant.split('_')) or 'sequential'}) on the {model.upper()}"
+    return header_words(part)
 
 
 def plot_vs_floor(rows: pd.DataFrame):
@@ -304,13 +327,13 @@ def plot_vs_floor(rows: pd.DataFrame):
     import numpy as np
 
     shown = rows.dropna(subset=["x_floor"]) if "x_floor" in rows else rows.iloc[:0]
-    names = list(dict.fromkeys(shown["benchmark"]))
-    sizes = [int((shown["benchmark"] == n).sum()) for n in names] or [1]
+    names = list(dict.fromkeys(zip(shown["benchmark"], shown["workload"])))
+    sizes = [int(((shown["benchmark"] == n) & (shown["workload"] == w)).sum()) for n, w in names] or [1]
     fig, axes = plt.subplots(len(sizes), 1, squeeze=False, height_ratios=sizes,
-                             figsize=(PAGE_WIDTH_IN, 1.0 + 0.55 * sum(sizes) + 0.5 * len(sizes)))
+                             figsize=(PAGE_WIDTH_IN, 1.0 + 0.55 * sum(sizes) + 0.7 * len(sizes)))
     clocks = [("x_floor", "wall time", "C0"), ("x_floor_cpu", "CPU time", "C1")]
-    for ax, name in zip(axes[:, 0], names):
-        part = shown[shown["benchmark"] == name].reset_index(drop=True)
+    for ax, (name, workload) in zip(axes[:, 0], names):
+        part = shown[(shown["benchmark"] == name) & (shown["workload"] == workload)].reset_index(drop=True)
         present = [c for c in clocks if c[0] in part and part[c[0]].notna().any()]
         height = 0.8 / len(present)
         y = np.arange(len(part))
@@ -323,7 +346,7 @@ def plot_vs_floor(rows: pd.DataFrame):
         ax.set_yticks(y, [textwrap.fill(v, 30, break_long_words=False) for v in part["variant"]])
         ax.set_xlim(0, max(part[c[0]].max() for c in present) * 1.3)
         ax.invert_yaxis()
-        ax.set_title(title(name), loc="left")
+        ax.set_title(textwrap.fill(f"{title(name)}: {workload}", 80), loc="left", fontsize=MIN_FONT_PT + 1)
     if names:
         handles, labels = axes[0, 0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside upper right", ncols=len(labels))

@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 
 import matplotlib as mpl
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
@@ -78,7 +79,10 @@ def frame_html(frame: pd.DataFrame, **to_html) -> str:
     shown.index = _relabel(shown.index, _cell)
     for i, dtype in enumerate(shown.dtypes):
         nullable = pd.api.types.is_extension_array_dtype(dtype) and dtype.kind in "iufb"  # its <NA> is missing too
-        if pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype) or nullable:
+        if pd.api.types.is_float_dtype(dtype) and not nullable:
+            shown.isetitem(i, float_texts(shown.iloc[:, i]))
+        elif (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype) or nullable
+              or pd.api.types.is_bool_dtype(dtype)):
             shown.isetitem(i, shown.iloc[:, i].astype(object).map(_cell))
     options = dict(na_rep=MISSING, border=1, max_rows=pd.get_option("display.max_rows"),
                    max_cols=pd.get_option("display.max_columns"),
@@ -87,10 +91,14 @@ def frame_html(frame: pd.DataFrame, **to_html) -> str:
 
 
 def setting_text(value) -> str:
-    """A setting as a settings table shows it: a list as its items, None (SGLD's nβ) as the estimator's default,
-    a float in its shortest form."""
+    """A setting as a settings table shows it: a list as its items, a dict as ``name = value`` pairs, None (SGLD's
+    nβ) as the estimator's default, True and False as yes and no, a float in its shortest form."""
     if isinstance(value, (list, tuple)):
         return ", ".join(setting_text(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k} = {setting_text(v)}" for k, v in value.items())
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     return "default (batch ÷ ln batch)" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -110,7 +118,32 @@ def _header(label):
     return html.escape(header_words(label)) if isinstance(label, str) else label
 
 
+def number_text(value: float, whole: bool = False) -> str:
+    """A float as a table shows it, never in e-notation: a whole number (``whole``: its column's are all whole) as
+    an integer, 1,000 and over with thousands separators, under 0.001 to 3 significant digits, else 3 decimals."""
+    size = abs(value)
+    if whole or size >= 1e5:
+        return f"{value:,.0f}"
+    if size >= 1e3:
+        return f"{value:,.1f}"
+    if 0 < size < 1e-3:
+        return np.format_float_positional(value, precision=3, unique=False, fractional=False, trim="-")
+    return f"{value:.3f}"
+
+
+def float_texts(column: pd.Series) -> pd.Series:
+    """A float column as text by :func:`number_text`, whole numbers as integers when the whole column is whole."""
+    finite = column[np.isfinite(column)]
+    whole = bool(len(finite)) and bool((finite == finite.round()).all()) and finite.abs().max() < 1e15
+    return column.map(lambda v: MISSING if pd.isna(v) else "∞" if v == np.inf else "−∞" if v == -np.inf
+                      else number_text(v, whole))
+
+
 def _cell(value):
+    if isinstance(value, (bool, np.bool_)):  # a yes/no column reads as words, not Python's True and False
+        return "yes" if value else "no"
+    if isinstance(value, (float, np.floating)) and np.isfinite(value):
+        return number_text(float(value), float(value).is_integer() and abs(value) < 1e15)
     if not isinstance(value, str):  # None in an object column is missing too (pandas' na_rep skips it there)
         return MISSING if pd.api.types.is_scalar(value) and pd.isna(value) else value
     if isinstance(value, Verbatim) or PATH.fullmatch(value):

@@ -157,7 +157,7 @@ def reproducibility_table(claims: list, pending: dict, summaries: list[dict] | N
         baseline = (untrained or {}).get(claim.figure, {})
         row[UNTRAINED] = (f"none: {claim.no_baseline}" if claim.no_baseline else
                           f"{claim.show(baseline[claim.metric])} ({claim.judge(baseline[claim.metric], 'paper')})"
-                          if claim.metric in baseline else "not computed yet")
+                          if claim.metric in baseline else "no baseline run yet")
         recorded = {p: found[(claim.figure, p, claim.metric)][0] for p in PRESET_COLUMNS
                     if (claim.figure, p, claim.metric) in found}
         turned = [f"{PRESET_COLUMNS[p]}: {r['verdict']} → {r['rerun verdict']} ({r['shown']} → {r['rerun']})"
