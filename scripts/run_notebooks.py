@@ -33,7 +33,7 @@ SUMMARIES = EXECUTED / "_summaries"
 DATA = ROOT / DATA_FOLDER  # the pages' CSV downloads (plateau_lib.book.pages.data_downloads)
 TOC = ROOT / "_toc.yml"
 PRESETS = ("cpu", "paper")
-LAST = "reproducibility"  # summarises the others, so it runs alone after them
+LAST = ("performance", "reproducibility")  # read the others' timings and summaries, so they run alone after them
 
 
 def toc_files() -> list[str] | None:
@@ -69,7 +69,7 @@ def missing_toc_notebooks() -> list[str]:
 
 
 def ordered_names(only: list[str] | None) -> list[str]:
-    """Notebook names in book order (the TOC's figure chapters), LAST at the end.
+    """Notebook names in book order (the TOC's figure chapters), the LAST pages at the end in their order.
 
     A full build runs only the notebooks in _toc.yml (and says which it leaves out); with `only`, any
     notebook named runs (TOC ones in book order, then the others sorted). Without a _toc.yml, every notebook.
@@ -92,7 +92,7 @@ def ordered_names(only: list[str] | None) -> list[str]:
             print(f"note: not in {TOC.name}, so not run: " + ", ".join(f"notebooks/{n}.ipynb" for n in left_out),
                   flush=True)
         names = in_book
-    return [n for n in names if n != LAST] + ([LAST] if LAST in names else [])
+    return [n for n in names if n not in LAST] + [n for n in LAST if n in names]
 
 
 def check_all(names: list[str], parameters_of) -> None:
@@ -218,7 +218,7 @@ def main() -> int:
         shutil.rmtree(SUMMARIES, ignore_errors=True)
         shutil.rmtree(DATA, ignore_errors=True)
     SUMMARIES.mkdir(parents=True, exist_ok=True)
-    parallel = [n for n in names if n != LAST]
+    parallel = [n for n in names if n not in LAST]
     print(f"running {len(names)} notebook(s) with {parameters}, {args.jobs} at a time", flush=True)
 
     results = []
@@ -226,10 +226,13 @@ def main() -> int:
         for result in pool.map(lambda n: run_one(n, parameters_of(n)), parallel):
             results.append(result)
             print(f"  {'ok    ' if result[1] else 'FAILED'} {result[0]:<24} {result[2]:7.1f} s", flush=True)
-    if LAST in names and all(ok for _, ok, _, _ in results):
-        results.append(run_one(LAST, parameters_of(LAST)))
-        print(f"  {'ok    ' if results[-1][1] else 'FAILED'} {LAST:<24} {results[-1][2]:7.1f} s", flush=True)
-    write_timings(results, preset)
+    write_timings(results, preset)  # the Performance page shows them
+    for last in [n for n in LAST if n in names]:
+        if not all(ok for _, ok, _, _ in results):
+            break
+        results.append(run_one(last, parameters_of(last)))
+        write_timings(results[-1:], preset)
+        print(f"  {'ok    ' if results[-1][1] else 'FAILED'} {last:<24} {results[-1][2]:7.1f} s", flush=True)
 
     failed = [r for r in results if not r[1]]
     for name, _, _, log in failed:

@@ -99,3 +99,13 @@ def test_every_ratio_reads_as_a_time_ratio():
     assert rows["ours (vmapped) on the GPT ÷ floor"]["CPU time"] == pytest.approx(2.0)
     assert rows["train() ÷ floor"]["wall time"] == pytest.approx(1.0356)
     assert rows["CPU paper training 500k steps extrapolated hours"]["value"] == pytest.approx(2.0)
+
+
+def test_execution_status_reads_the_builds_timings(tmp_path):
+    (tmp_path / "t.json").write_text(json.dumps({
+        "b_page": {"date": "2026-11-28T04:10:09Z", "ok": False, "preset": "cpu", "wall_s": 61.3},
+        "a_page": {"date": "2026-11-28T04:11:54Z", "ok": True, "preset": "cpu", "wall_s": 376.4}}))
+    table = B.execution_status(tmp_path / "t.json")
+    assert list(table.index) == ["a_page", "b_page"] and list(table["status"]) == ["ran", "failed"]
+    assert table.loc["a_page", "run time (s)"] == 376 and table.loc["b_page", "finished (UTC)"] == "2026-11-28 04:10"
+    assert B.execution_status(tmp_path / "none.json").empty

@@ -352,3 +352,18 @@ def plot_vs_floor(rows: pd.DataFrame):
         fig.legend(handles, labels, loc="outside upper right", ncols=len(labels))
     axes[-1, 0].set_xlabel("time per step / the floor's time per step (floor = 1, dashed)")
     return fig
+
+
+TIMINGS = REPO_ROOT / "book" / "figures" / "_timings.json"
+
+
+def execution_status(path=None) -> pd.DataFrame:
+    """Every page's last run in a book build (``scripts/run_notebooks.py`` records them, and runs this page after
+    the others): whether it ran, its preset, its wall time and when it finished. Empty before any build."""
+    path = Path(TIMINGS if path is None else path)
+    timings = json.loads(path.read_text()) if path.exists() else {}
+    table = pd.DataFrame([{"page": name, "status": "ran" if t["ok"] else "failed", "preset": t["preset"],
+                           "run time (s)": round(t["wall_s"]), "finished (UTC)": t["date"][:16].replace("T", " ")}
+                          for name, t in sorted(timings.items())],
+                         columns=["page", "status", "preset", "run time (s)", "finished (UTC)"])
+    return table.set_index("page")
