@@ -73,9 +73,6 @@ def test_every_figure_page_opens_with_the_verdict_box_its_last_cell_glues(path):
     assert "remove-cell" in glued[0].metadata.get("tags", [])
 
 
-# Pages whose prose still types measured numbers (issue 53 moves them to glued values); the others may not.
-TYPED_NUMBERS_LEFT = ("icl_stages", "llc_calibration", "llm_collapse", "low_task_diversity", "mws_probe_and_locations",
-                      "mws_training_setups", "other_tasks", "plateau_llc", "task_diversity", "transient_ridge")
 DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")
 
 
@@ -86,7 +83,7 @@ def paper_numbers() -> set[str]:
     return {n for t in texts for n in DECIMAL.findall(t)}
 
 
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem not in TYPED_NUMBERS_LEFT], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_a_measured_number_in_the_prose_is_glued_from_the_data(path):
     """A decimal in a page's prose (outside maths and code) is a paper's number; ours enter as glued values, so the
     words cannot say 0.99–1.0 where the table says 0.88."""

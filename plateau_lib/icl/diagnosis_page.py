@@ -272,6 +272,18 @@ def reduced_by_seed(llc: pd.DataFrame) -> dict:
     return reduced
 
 
+def late_llc(llc: pd.DataFrame) -> dict:
+    """λ̂ at the reduced budget at the last step seed 1's bfloat16 run has one: ``step``, ``bfloat16`` (that run's)
+    and ``seed_{s}`` for each float32 seed with a value there (``reduced_by_seed``); {} without that run."""
+    bfloat16 = diagnosis.llc_by_seed(llc, operands="bfloat16").get(1)
+    if bfloat16 is None or bfloat16.empty:
+        return {}
+    step = int(bfloat16.index.max())
+    return {"step": step, "bfloat16": float(bfloat16.iloc[-1])} | {
+        f"seed_{seed}": float(by_step.loc[step])
+        for seed, by_step in reduced_by_seed(llc).items() if step in by_step.index}
+
+
 PAPER_MIDDLE = "the paper's seeds 0–4, the middle of their range"
 
 

@@ -193,7 +193,7 @@ def per_M_table(s: Sweep) -> pd.DataFrame:
     f = s.final.groupby("M")[["delta_dmmse", "delta_ridge", "id_loss", "ood_loss"]].mean()
     rule = transients(s).reindex(f.index)
     t = f.join(rule[["t_crit", "ood_rise"]].astype(float))
-    table = pd.DataFrame({"Δ to dMMSE_M": formatted(t["delta_dmmse"], "{:.2e}"),
+    table = pd.DataFrame({"Δ to dMMSE_M": formatted(t["delta_dmmse"], "{:.3g}"),
                           "Δ to ridge": formatted(t["delta_ridge"], "{:.3f}"),
                           "loss on q_M": formatted(t["id_loss"], "{:.3f}"),
                           "OOD loss": formatted(t["ood_loss"], "{:.3f}"),
@@ -363,6 +363,17 @@ def verdict_table(figure: str, shown: dict, values_of, page: str) -> pd.DataFram
 
 SETTINGS = ["steps", "d_model", "n_head", "n_layer", "batch_size", "lr", "schedule", "warmup_steps", "eval_batch"]
 TASK_SETTINGS = ["D", "K", "noise_var", "d_mlp", "doubled_residual", "n_root"]
+
+
+def paper_cost() -> dict:
+    """The paper preset's model as a CPU sees it: its parameter count, one core's measured seconds a training step
+    and CPU-hours a run (``results/cpu_costs.json``; None where its architecture was not measured)."""
+    from plateau_lib.engine import costs
+    measured = costs.cpu_costs([DIVERSITY_PAPER], measure=False)
+    run_s = costs.estimate_cpu_s(DIVERSITY_PAPER, measured)
+    step = measured.get(costs.architecture(DIVERSITY_PAPER))
+    return {"parameters": costs.parameters(DIVERSITY_PAPER), "step_s": step and step["step_s"],
+            "cpu_hours": run_s and run_s / 3600}
 
 
 def settings_table(s: Sweep) -> pd.DataFrame:

@@ -143,6 +143,15 @@ def paper_cost(folder=None) -> str:
             + "; ".join(parts) + "." + gpu)
 
 
+def paper_llc_hours(folder=None) -> float | None:
+    """One CPU core's hours for λ̂ at one checkpoint at the ``paper`` preset's SGLD budget, as the benchmark record
+    ``icl.json`` extrapolates it (``paper_cost``); None without a record."""
+    _, _, ratios = load_benchmarks(folder)
+    values = ratios[ratios["benchmark"] == "icl"].set_index("ratio")["value"]
+    one = values.get("cpu_paper_llc_one_checkpoint_extrapolated_s")
+    return None if one is None else float(one) / 3600
+
+
 def richest(shown: dict) -> str:
     """The preset of the longest run in ``{preset: Development}`` (the widget shows it)."""
     return max(shown, key=lambda p: run_steps(shown[p]))

@@ -347,6 +347,20 @@ def settings_table(panels: list[Panel]) -> pd.DataFrame:
     return table
 
 
+def sizes_in_millions(panels: list[Panel]) -> dict:
+    """From the first miniature of each architecture's run record, in millions: ``{arch}_parameters``,
+    ``{arch}_embedding`` (its untied token embedding and unembedding, 2 x vocabulary x width) and
+    ``{arch}_corpus_tokens``; None where no panel of that architecture, or its record, has it."""
+    out = {}
+    for arch in ARCH_NAMES:
+        meta = next((p.meta for p in panels if p.arch == arch), {})
+        cfg = meta.get("config") or {}
+        found = {"parameters": meta.get("parameters"), "corpus_tokens": meta.get("corpus_tokens"),
+                 "embedding": 2 * cfg["vocab_size"] * cfg["d_model"] if {"vocab_size", "d_model"} <= set(cfg) else None}
+        out |= {f"{arch}_{k}": None if v is None else v / 1e6 for k, v in found.items()}
+    return out
+
+
 def provenance_rows(panels: list[Panel]) -> list[dict]:
     rows = []
     for p in panels:

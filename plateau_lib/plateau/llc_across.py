@@ -141,6 +141,18 @@ def nearest(llc: pd.DataFrame, step: float) -> pd.Series:
     return llc.iloc[int((llc["step"] - step).abs().argmin())]
 
 
+def llc_at(llc: pd.DataFrame, seed: int, step: float) -> float:
+    """Seed ``seed``'s λ̂ at its checkpoint nearest ``step`` (NaN without that seed)."""
+    curve = llc[llc["seed"] == seed]
+    return float(nearest(curve, step)["llc_mean"]) if len(curve) else float("nan")
+
+
+def calibration_llc(calibration: pd.DataFrame, step: int, nbeta: float) -> list[float]:
+    """The calibration grid's λ̂ at checkpoint ``step`` and ``nbeta``, one per ε from the smallest up."""
+    rows = calibration[(calibration["step"] == step) & (calibration["nbeta"] == nbeta)].sort_values("epsilon")
+    return [float(v) for v in rows["llc_final"]]
+
+
 def phase_table(llc: pd.DataFrame, milestones: pd.DataFrame) -> pd.DataFrame:
     """λ̂ ± SE per seed before the plateau (the checkpoint nearest half the partial step), during it (nearest
     the middle between the partial and the jump step) and after the jump (the last checkpoint). A run without
@@ -258,6 +270,38 @@ def stored(preset: str = "cpu_long") -> tuple[PlateauLLC, pd.DataFrame, dict] | 
     if found is None or calibration is None:
         return None
     return analyse(*found), calibration[0]["calibration"], calibration[1]
+
+
+PROSE_FORMATS = {"loss_drop": "{:.2f}", "apm_rise": "{:.2f}", "plateau_se": "{:.0f}", "during": "{:.0f}",
+                 "jump_rise": "{:.0f}", "jump_se": "{:.0f}", "after": "{:.0f}", "seed0_after_jump": "{:.0f}",
+                 "seed0_end": "{:.0f}"}  # the others: "{:.1f}"
+
+
+def prose_numbers(stored: tuple | None, early: tuple = (75, 150)) -> dict:
+    """The numbers the page's prose gives from the long run (``stored``: what ``stored`` returns; empty lists
+    without it), per seed: the loss's fall, λ̂'s rise (and in standard errors) and the APM's rise across the plateau
+    (``plateau_changes``), λ̂ before, during and after it (``phase_table``), λ̂'s rise at the jump (and in standard
+    errors), seeds 1 and 2's λ̂ at the ``early`` steps, seed 0's just after its jump and at the end, and the
+    calibration grid's λ̂ at its first and last checkpoint at its largest nβ, one per ε."""
+    if stored is None:
+        return {k: [] for k in ("loss_drop", "before", "during", "plateau_rise", "plateau_se", "apm_rise", "jump_rise",
+                                "jump_se", "after", "seed1_early", "seed1_later", "seed2_early", "seed2_later",
+                                "seed0_after_jump", "seed0_end", "calibration_middle", "calibration_end")}
+    found, calibration = stored[0], stored[1]
+    changes, phases, llc = found.changes, found.phases.set_index("phase"), found.tables["llc"]
+    jump_0 = found.milestones.set_index("seed")["jump_step"].get(0, float("nan"))
+    after_jump = llc[(llc["seed"] == 0) & (llc["step"] >= jump_0)]["step"].min()
+    steps, nbeta = sorted(calibration["step"].unique()), calibration["nbeta"].max()
+    return {"loss_drop": list(-changes["plateau: Δloss"]), "before": list(phases.loc["before", "llc_mean"]),
+            "during": list(phases.loc["during", "llc_mean"]), "plateau_rise": list(changes["plateau: Δλ̂"]),
+            "plateau_se": list(changes["plateau: Δλ̂ / SE"]), "apm_rise": list(changes["plateau: ΔAPM"]),
+            "jump_rise": list(changes["jump: Δλ̂"]), "jump_se": list(changes["jump: Δλ̂ / SE"]),
+            "after": list(phases.loc["after", "llc_mean"]),
+            **{f"seed{seed}_{when}": [llc_at(llc, seed, step)] for seed in (1, 2)
+               for when, step in zip(("early", "later"), early)},
+            "seed0_after_jump": [llc_at(llc, 0, after_jump)], "seed0_end": [llc_at(llc, 0, llc["step"].max())],
+            "calibration_middle": calibration_llc(calibration, steps[0], nbeta),
+            "calibration_end": calibration_llc(calibration, steps[-1], nbeta)}
 
 
 def settings_table(sgld_by_preset: dict) -> pd.DataFrame:

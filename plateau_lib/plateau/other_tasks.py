@@ -12,6 +12,7 @@ import pandas as pd
 
 from plateau_lib.book import pages
 from plateau_lib.engine import stages
+from plateau_lib.plateau import presets as plateau_presets
 
 # Tasks without adjacent repeats in their answers (prefix sums, sum digits): the paper measures their
 # repetition bias as low sequence entropy instead of ρ (reference §4.4).
@@ -121,6 +122,30 @@ def summary_table(results: dict, configs: dict) -> pd.DataFrame:
                      "steps": cfg.steps})
     table = pages.readable(pd.DataFrame(rows), steps="steps").rename(columns=SUMMARY_COLUMNS)
     return table.set_index("task")
+
+
+SUMMARY_NUMBERS = ("final_acc", "peak_cosine", "partial_lead", "rho_ratio", "entropy_ratio")
+
+
+def summary_numbers(shown: dict, columns=("cpu", "paper")) -> dict:
+    """The numbers of each run of ``shown`` (``{preset: (results, configs)}``) that the page's prose pastes:
+    ``{task}_{column}_{preset}`` (spaces as ``_``) for each of ``SUMMARY_NUMBERS`` (``run_summary``'s, the peak
+    ρ and the minimum entropy before the jump over the data's as ``rho_ratio`` and ``entropy_ratio``) and
+    ``lowest_peak_cosine_{preset}`` over the tasks, for each preset of ``columns`` and every task of
+    ``presets.OTHER_TASKS``; None for a preset or task not shown."""
+    labels = list(plateau_presets.OTHER_TASKS)
+    out = {}
+    for preset in columns:
+        results, configs = shown.get(preset, ({}, {}))
+        rows = {label: run_summary(results[label], configs[label]) for label in labels if label in results}
+        for row in rows.values():
+            for name, top in (("rho", "peak_rho"), ("entropy", "min_entropy")):
+                known = row[top] is not None and row[f"{name}_data"]
+                row[f"{name}_ratio"] = row[top] / row[f"{name}_data"] if known else None
+        out |= {f"{label}_{column}_{preset}".replace(" ", "_"): rows[label][column] if label in rows else None
+                for label in labels for column in SUMMARY_NUMBERS}
+        out[f"lowest_peak_cosine_{preset}"] = min((r["peak_cosine"] for r in rows.values()), default=None)
+    return out
 
 
 def survey_values(results: dict, configs: dict) -> dict:

@@ -222,6 +222,33 @@ def location_values(phases: pd.DataFrame) -> dict:
                 {s: peak["post_attn"].values[s] / peak["post_mlp"].values[s] for s in peak["post_attn"].values})}
 
 
+def _column(frame: pd.DataFrame, name: str) -> list[float]:
+    return [float(v) for v in frame[name]] if name in frame else []
+
+
+def prose_numbers(phases: pd.DataFrame | None = None, scalars: pd.DataFrame | None = None) -> dict:
+    """The per-run numbers the page's prose gives as ranges over the seeds (empty lists without ``phases``): each
+    location's peak cosine before the jump (``embed``, ``attn_out``, ``post_attn``, and ``later``: after the MLP
+    and the final layer norm; ``from_attn``: every location from the attention output on), the peak after
+    attention ÷ after the MLP (``ratio``), the probe's test accuracy at the start, mid-plateau and before the jump,
+    the model's own accuracy before the jump, and the cosine of the attention output and after the final layer
+    norm at each run's last checkpoint (``end_attn_out``, ``end_final_ln``, from ``scalars``)."""
+    if phases is None:
+        phases = pd.DataFrame(columns=[f"peak_{name}" for name in LOCATIONS] + [
+            "probe_test_start", "probe_test_plateau", "probe_test_before_jump", "model_acc_before_jump"])
+    last = pd.DataFrame() if scalars is None else scalars.sort_values("step").groupby("label").tail(1)
+    return {"embed": _column(phases, "peak_embed"), "attn_out": _column(phases, "peak_attn_out"),
+            "post_attn": _column(phases, "peak_post_attn"),
+            "later": _column(phases, "peak_post_mlp") + _column(phases, "peak_final_ln"),
+            "from_attn": [v for name in ("attn_out", "post_attn", "post_mlp", "final_ln")
+                          for v in _column(phases, f"peak_{name}")],
+            "ratio": [a / b for a, b in zip(_column(phases, "peak_post_attn"), _column(phases, "peak_post_mlp"))],
+            **{f"probe_{phase}": _column(phases, f"probe_test_{phase}")
+               for phase in ("start", "plateau", "before_jump")},
+            "model_before_jump": _column(phases, "model_acc_before_jump"),
+            "end_attn_out": _column(last, "cosine_attn_out"), "end_final_ln": _column(last, "cosine_final_ln")}
+
+
 def norms_at(tables: dict) -> pd.DataFrame:
     """The ``norms`` table at each run's first checkpoint, peak of collapse and last checkpoint (column ``at``)."""
     norms, scalars = tables["norms"], tables["scalars"]

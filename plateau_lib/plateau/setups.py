@@ -72,7 +72,7 @@ def changed_fields(configs: dict, base) -> pd.DataFrame:
     rows, reference = {}, base.to_dict()
     for (name, _seed), cfg in configs.items():
         ours = cfg.to_dict()
-        changes = [f"{k} = {ours[k]}" for k in ours if k != "seed" and ours[k] != reference[k]]
+        changes = [f"{k} = {pages.setting_text(ours[k])}" for k in ours if k != "seed" and ours[k] != reference[k]]
         rows.setdefault(name, "; ".join(changes) or "none (the MWS config)")
     return pd.DataFrame({"setup": list(rows), "changes": list(rows.values())}).set_index("setup")
 
@@ -87,3 +87,33 @@ def per_setup(table: pd.DataFrame) -> pd.DataFrame:
                      "plateau_span": np.nan if spans.isna().any() else spans.mean(),
                      "peak_cosine": runs["peak_cosine"].mean(), "peak_rho": runs["peak_rho"].mean()})
     return pd.DataFrame(rows).set_index("setup")
+
+
+def lowest_setups(table: pd.DataFrame, column: str, n: int = 2) -> pd.Series:
+    """The ``n`` setups with the lowest ``per_setup`` mean of ``column`` (e.g. ``peak_rho``), lowest first."""
+    return per_setup(table)[column].astype(float).nsmallest(n)
+
+
+def data_rho(metrics: pd.DataFrame, setup: str = "baseline") -> float:
+    """ρ of the data's own outputs (the generator's repetition) in ``setup``'s runs (NaN without them)."""
+    return float(metrics.loc[metrics["setup"] == setup, "rho_data"].mean())
+
+
+def setup_value_at(metrics: pd.DataFrame, setup: str, column: str, step: float | None = None) -> float:
+    """``column`` of ``setup``'s seed-mean curve at the evaluation nearest ``step`` (None: its last one); NaN
+    without that setup."""
+    curve = metrics[metrics["setup"] == setup].groupby("step", as_index=False)[column].mean()
+    if curve.empty:
+        return float("nan")
+    return float(curve[column].iloc[-1]) if step is None else milestones.value_at(curve, step, column)
+
+
+def cpu_cost(configs: dict, setup: str) -> dict:
+    """One CPU core's measured seconds a step (``step_s``) and an evaluation (``eval_s``) of ``setup``'s
+    architecture and the hours one of its runs takes (``hours``), from ``results/cpu_costs.json``; {} where it
+    was not measured or ``configs`` lacks the setup."""
+    from plateau_lib.engine import costs
+    cfg = next((c for (name, _seed), c in configs.items() if name == setup), None)
+    measured = costs.cpu_costs([], measure=False)
+    found = None if cfg is None else measured.get(costs.architecture(cfg))
+    return {} if found is None else {**found, "hours": costs.estimate_cpu_s(cfg, measured) / 3600}
