@@ -130,5 +130,5 @@ def test_the_mws_figures_paper_levels_are_numbers_the_papers_text_gives():
         for (value, what), name in zip(levels, metrics):
             claim = metric[name]
             number = f"{value:g}"
-            assert claim.source.kind == "text" and number in claim.source.quote and number in claim.paper, name
+            assert claim.source.kind == "summary" and number in claim.source.quote and number in claim.paper, name
             assert number in what, what

@@ -146,7 +146,7 @@ def test_the_reproducibility_page_quotes_its_sources_and_lists_sanity_checks_apa
     assert rows.loc["peak cosine before the jump", "untrained model (must fail)"] == "0.05 (not reproduced)"
     assert rows.loc["data ρ", "untrained model (must fail)"] == "0.057 (sanity check passed)"
     assert rows.loc["step of the jump", "untrained model (must fail)"] == "no baseline run yet"
-    assert rows.loc["peak cosine before the jump", "paper value from"].startswith("the paper's text (")
+    assert rows.loc["peak cosine before the jump", "paper value from"].startswith("a summary of the paper (not its full text) (Gopalani et al. summary")
     assert rows.loc["peak cosine before the jump", "bands from"] == "the book's tolerance: a band around the paper's approximate value"
     assert rows.loc["data ρ", "bands from"] == "none: a sanity check"
     claims_html, sanity_html = pages.reproducibility(table).data, pages.reproducibility(table, sanity=True).data

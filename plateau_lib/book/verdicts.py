@@ -37,7 +37,8 @@ NOT_COUNTED = "shown, not counted"
 INF = math.inf
 # Where a paper value comes from: the paper's text (quoted), read off one of its figures (approximate), the authors'
 # code or logged data (the reference notes), this book's own inference, or no available source.
-SOURCE_KINDS = {"text": "the paper's text", "figure": "read off a figure (approximate)",
+SOURCE_KINDS = {"text": "the paper's text", "summary": "a summary of the paper (not its full text)",
+                "figure": "read off a figure (approximate)",
                 "code": "the authors' code or logged data", "inference": "this book's inference",
                 "unconfirmed": "no available source confirms it"}
 # Where a claim's *reproduced* band comes from: the paper's own seeds, range, bound or count; the book's tolerance

@@ -31,17 +31,17 @@ CLAIMS = [
 # Where each paper value comes from (book.verdicts.Source): the paper's text, a figure, the authors' code or
 # logged data (the reference notes in ../shared/reference), or this book's inference.
 SOURCES = {
-    "peak cosine of the generated tokens' states": Source('text', 'Gopalani et al. summary, LLM Validation',
+    "peak cosine of the generated tokens' states": Source('summary', 'Gopalani et al. summary, LLM Validation',
         'Pythia-14M | > 0.9 | Present'),
-    'repetition at the step of peak cosine': Source('text', 'Gopalani et al. summary, LLM Validation',
+    'repetition at the step of peak cosine': Source('summary', 'Gopalani et al. summary, LLM Validation',
         'Model | Early Peak COS | Repetition Bias'),
     'cosine at the last step ÷ its peak': Source('inference', 'Gopalani et al. summary, LLM Validation (OLMo-2 rows)',
         'OLMo-2 7B (step 600) | ≈ 0.43 | Dissipated'),
     'repetition at the last step ÷ at the step of peak cosine': Source('inference', 'Gopalani et al. summary, LLM Validation',
         'OLMo-2 7B (step 600) | ≈ 0.43 | Dissipated'),
-    'cosine at step 150': Source('text', 'Gopalani et al. summary, LLM Validation',
+    'cosine at step 150': Source('summary', 'Gopalani et al. summary, LLM Validation',
         'OLMo-2 7B (step 150) | ≈ 0.93 | Present'),
-    'cosine at step 600 ÷ at step 150': Source('text', 'Gopalani et al. summary, LLM Validation',
+    'cosine at step 600 ÷ at step 150': Source('summary', 'Gopalani et al. summary, LLM Validation',
         'OLMo-2 7B (step 600) | ≈ 0.43 | Dissipated'),
 }
 # Where each band comes from (book.verdicts.Band).
