@@ -2,6 +2,8 @@
 
     python -m plateau_lib notebook NOTEBOOK OUT [-p NAME VALUE]... [-y YAML]...   # one page, its parameters checked
     python -m plateau_lib paper [--list] [--budget-s S] [--tar OUT.tar.gz]       # the paper queue (``make paper``)
+    python -m plateau_lib paper --scheduler tcp://HOST:PORT --results shared     # its runs on a dask cluster
+    python -m plateau_lib paper --slurm --partition P --results shared           # its runs as Slurm jobs
     python -m plateau_lib stages --preset cpu_long --commit                      # λ̂ and structure over training
     python -m plateau_lib stages-run {train,llc,check,save,status}               # the paper's stages run, on a CPU
     python -m plateau_lib diversity --preset cpu_long --commit                   # a task-diversity sweep and its λ̂
@@ -21,6 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -110,12 +114,28 @@ def _paper_options(parser):
     parser.add_argument("--cpu-limit-h", type=float, default=paper_queue.CPU_LIMIT_H,
                         help=f"without a GPU: leave runs estimated above this many CPU-hours for a GPU "
                              f"(default {paper_queue.CPU_LIMIT_H:g})")
+    cluster = parser.add_argument_group("on a cluster (README: On a cluster)")
+    cluster.add_argument("--scheduler", metavar="ADDRESS",
+                         help="run the queue's training runs on this dask scheduler's workers (tcp://HOST:PORT; GPU "
+                              "groups go to workers started with --resources GPU=1)")
+    cluster.add_argument("--slurm", action="store_true", help="run them as Slurm jobs through submitit, one a group")
+    cluster.add_argument("--partition", help="with --slurm: the Slurm partition (checked with sinfo)")
+    cluster.add_argument("--gpus-per-job", type=int, default=1,
+                         help="with --slurm: GPUs of a job that trains a stacked group (default 1; 0: CPU jobs only)")
+    cluster.add_argument("--time", type=int, default=240, metavar="MINUTES",
+                         help="with --slurm: the most time a job asks for (default 240); a longer group is requeued")
+    cluster.add_argument("--results", choices=paper_queue.RESULTS_MODES,
+                         help="with --scheduler or --slurm (required): shared (workers see this repository at the "
+                              "same path and write into it) or packed (each task's results come back packed)")
 
 
 def _paper(args, parser) -> int:
     if args.workers < 1 or args.cpu_limit_h <= 0 or (args.budget_s is not None and args.budget_s < 0):
         return refuse(parser, f"--workers must be >= 1, --cpu-limit-h > 0 and --budget-s >= 0; got {args.workers}, "
                               f"{args.cpu_limit_h} and {args.budget_s}")
+    cluster_problem = _cluster_problem(args)
+    if cluster_problem:
+        return refuse(parser, cluster_problem)
     cpu_threads()
     if args.unpack:
         for folder in paper_queue.unpack(args.unpack):
@@ -142,6 +162,8 @@ def _paper_queue(args, parser) -> int:
         paper_queue.print_status(entries, args.preset, costs, args.cpu_limit_h)
         paper_queue.print_analyses(args.preset, pages)
         return 0
+    if args.scheduler or args.slurm:
+        return _paper_on_cluster(args, parser, pages)
     if args.preset == "paper" and resolve_device(args.device).type != "cuda" and not args.force_cpu:
         # no GPU: the CPU-feasible part of the queue, on two workers; the rest (and the analyses) wait for a GPU
         written = paper_queue.run_cpu_queue(pages, args.budget_s, args.workers, args.cpu_limit_h)
@@ -170,6 +192,70 @@ def _paper_queue(args, parser) -> int:
         if args.tar:
             parts = paper_queue.pack(args.tar, list(dict.fromkeys(written)), args.preset, args.carry_mib)
             print(f"packed {len(written)} result(s) and the working state into {', '.join(map(str, parts))}")
+    return 0
+
+
+def _cluster_problem(args) -> str | None:
+    """What is wrong with the cluster options, in one line (None: nothing), from what is known before connecting;
+    a partition is checked against ``sinfo``."""
+    if not (args.scheduler or args.slurm):
+        return None
+    if args.scheduler and args.slurm:
+        return "--scheduler and --slurm exclude each other: a dask cluster, or Slurm jobs"
+    if args.tar or args.replace_cpu:
+        return "--tar and --replace-cpu do not go with --scheduler or --slurm: each result comes back as it finishes"
+    if args.results is None:
+        return ("--results is required with --scheduler and --slurm: shared (the workers see this repository at the "
+                "same path) or packed (each task's results come back packed)")
+    if not args.slurm:
+        return None
+    if args.budget_s is not None:
+        return "--budget-s does not go with --slurm: a job's time is --time, and a longer group is requeued"
+    if args.gpus_per_job < 0 or args.time < 1:
+        return f"--gpus-per-job must be >= 0 and --time >= 1 (minutes); got {args.gpus_per_job} and {args.time}"
+    if shutil.which("sinfo") is None:
+        return "--slurm: Slurm is not available here (no sinfo on the PATH)"
+    listed = subprocess.run(["sinfo", "--noheader", "--format=%P"], capture_output=True, text=True)
+    if listed.returncode:
+        return f"--slurm: Slurm does not answer here (sinfo: {(listed.stderr.strip().splitlines() or ['failed'])[0]})"
+    partitions = sorted({line.strip().rstrip("*") for line in listed.stdout.split()} - {""})
+    if args.partition is None or args.partition not in partitions:
+        problem = "is required with --slurm" if args.partition is None else f"{args.partition!r} is not one here"
+        return f"--partition {problem}; sinfo lists: {', '.join(partitions) or 'none'}"
+    return None
+
+
+SLURM_REQUEUES = 50  # how often a job may reach its time limit and be requeued (submitit's default: 3)
+
+
+def _paper_on_cluster(args, parser, pages) -> int:
+    """The queue's training runs on a dask cluster (``--scheduler``) or as Slurm jobs (``--slurm``)."""
+    if args.scheduler:
+        from distributed import Client
+        try:
+            client = Client(args.scheduler, timeout=10)
+        except (OSError, ValueError, TypeError) as err:  # unreachable (OSError, TimeoutError) or malformed
+            reason = (str(err).splitlines() or [type(err).__name__])[0]
+            return refuse(parser, f"--scheduler: no dask scheduler answers at {args.scheduler!r} ({reason})")
+        with client:
+            try:
+                written = paper_queue.run_cpu_queue(pages, args.budget_s, limit_h=args.cpu_limit_h,
+                                                    preset=args.preset, client=client, results=args.results)
+            except paper_queue.StoreNotVisible as err:
+                return refuse(parser, str(err))
+    else:
+        import submitit
+        executor = submitit.AutoExecutor(folder=cache.ROOT / ".cache" / "slurm" / "%j", cluster="slurm",
+                                         slurm_max_num_timeout=SLURM_REQUEUES)
+        executor.update_parameters(slurm_partition=args.partition)
+        try:
+            written = paper_queue.run_slurm_queue(executor, pages, args.gpus_per_job, args.time, args.cpu_limit_h,
+                                                  args.preset, args.results)
+        except paper_queue.StoreNotVisible as err:
+            return refuse(parser, str(err))
+    print(f"{len(written)} {args.preset} run(s) committed to results/; the analyses run with plain `make paper` on a "
+          "GPU", flush=True)
+    print(f"indexed the committed runs in {paper_queue.write_index()}")
     return 0
 
 

@@ -21,6 +21,13 @@ whose cost, multiplied out from their architecture's measured step and evaluatio
 recorded in ``results/cpu_costs.json``), fits ``--cpu-limit-h`` CPU-hours, on two one-thread dask workers,
 each committed as it finishes. The rest, and the analyses, are left for a GPU (``--force-cpu`` runs them here).
 
+**On a cluster** the same tasks (``plan_groups``: one run a CPU task, runs of one architecture stacked in a GPU
+task) go to an existing dask cluster (``--scheduler``: ``run_cpu_queue`` with its client; GPU tasks ask for the
+worker resource ``GPU``) or to Slurm through submitit (``--slurm``: ``run_slurm_queue``, one job a task, its time
+and GPUs from the cost model; a job at its time limit saves its resume states and is requeued). ``--results
+shared`` has the workers commit into this store (each is checked to see it before any compute); ``--results
+packed`` has each task pack its results and resume states (``pack``'s format), unpacked here as they come.
+
 The command line keeps the queue's working files (resume states, row-by-row tables, the weights and
 checkpoints an analysis still needs) in ``.cache/queue/``, apart from the book's ``.cache/results/``, so that
 this one folder is what a time-limited GPU command needs to be given. ``--budget-s`` stops the queue at
@@ -37,10 +44,15 @@ given that folder, resumes where the last one stopped. Results carry their prove
 """
 from __future__ import annotations
 
+import io
+import os
 import re
 import shutil
+import signal
 import tarfile
+import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import NamedTuple
 
@@ -209,57 +221,251 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
     return written
 
 
-# ---- the CPU part of the queue: runs that fit one core, on two worker processes --------------------------------
+# ---- the queue on workers: a dask cluster (two local processes without a GPU, or any scheduler) or Slurm jobs ------
 
 CPU_LIMIT_H = 3.0  # a run estimated above this many CPU-hours is left for a GPU
-def _train_on_worker(cfg, extra, store: cache.Store, deadline: float | None):
-    """A worker's job: train ``cfg`` through the caller's ``store`` (one thread); None if the deadline stopped it
-    (its resume state is kept in the store's local folder). Stopped is caught here: it is a KeyboardInterrupt,
-    which a worker must not see."""
+RESULTS_MODES = ("shared", "packed")  # where workers put results: the shared store, or packed back to the caller
+
+
+class Group(NamedTuple):
+    """One task of the queue on workers: runs of one architecture stacked on a GPU, or one run on a CPU core."""
+    entries: list[Entry]
+    gpu: bool
+    estimate_s: float  # GPU seconds for the whole group, or one CPU core's seconds for its run
+
+
+def plan_groups(pages=None, preset: str = "paper", limit_h: float = CPU_LIMIT_H,
+                gpus: bool = False) -> tuple[list[Group], list[Entry]]:
+    """``(tasks, runs left)`` of the pending runs: each run within ``limit_h`` CPU-hours (measured costs,
+    ``cpu_costs``) is a CPU task of its own, cheapest first; with ``gpus`` the others follow stacked by
+    architecture (``lease_groups``), one GPU task a group. Left: Fig. 5's copied runs (they need their
+    reference's weights: plain ``make paper`` on a GPU) and, without ``gpus``, the runs over the limit."""
+    todo = pending(pages, preset)
+    costs = cpu_costs([e.config for e in todo])
+    cpu_s = {e.key: estimate_cpu_s(e.config, costs) or float("inf") for e in todo}
+    own = [e for e in todo if not e.config.copy_groups]
+    cheap = sorted((e for e in own if cpu_s[e.key] <= limit_h * 3600), key=lambda e: cpu_s[e.key])
+    groups = [Group([e], False, cpu_s[e.key]) for e in cheap]
+    over = [e for e in own if e not in cheap]
+    if gpus and over:
+        for entries in lease_groups(over, None)[0]:
+            together = sum(stacks(e.config) for e in entries)
+            groups.append(Group(entries, True, sum(estimate_gpu_s(e.config, together if stacks(e.config) else 1)
+                                                   for e in entries)))
+        over = []
+    return groups, [e for e in todo if e.config.copy_groups] + over
+
+
+def train_group(configs, extras, store: cache.Store | None, state: bytes = b"", deadline: float | None = None,
+                workdir: Path | None = None, carry_mib: float = CARRY_MIB) -> tuple[list[str], bytes]:
+    """A worker's task: train one group (stacked on the worker's GPU, else on one CPU thread) and commit each run
+    the moment it finishes; a deadline stops it with the resume states saved. Returns the folder names committed
+    and, without a shared ``store`` (None), the packed results and resume states (``pack``'s format, b"" else).
+
+    Without a shared store the group trains in a store of its own under ``workdir`` (a temporary folder if
+    None), which starts from ``state`` (the caller's packed resume states of these runs) unless it holds newer
+    ones (a requeued Slurm job on the same ``workdir``). A task rerun elsewhere (its worker died) starts again
+    from ``state``."""
+    dev = resolve_device("auto")
     cpu_threads()
+    configs = [c.replace(device=str(dev)) for c in configs]  # the device is provenance only
+
+    def trained(here: cache.Store) -> list[str]:
+        written = []
+        try:  # no file locks: they are unreliable on network file systems; each result lands by atomic rename
+            here.train_many(configs, extras=extras, progress=False, lock=False, deadline=deadline,
+                            cuda_graphs=dev.type == "cuda",
+                            on_done=lambda i, result: written.append(here.commit(configs[i], extras[i]).name))
+        except Stopped:  # a KeyboardInterrupt, which a worker must not see
+            pass
+        return written
+
+    if store is not None:
+        return trained(store), b""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(workdir or tmp)
+        here = cache.Store(root / "results", root / ".cache" / "queue")
+        if state and not here.local.exists():
+            with tarfile.open(fileobj=io.BytesIO(state)) as tar:
+                tar.extractall(root, filter="data")
+        written = trained(here)
+        finished = [here.local / name for name in written if (here.local / name).exists()]
+        with cache.using(here):
+            part, = pack(Path(tmp) / "group.tar.gz", [here.committed / name for name in written],
+                         carry_mib=carry_mib, part_mib=float("inf"), state=here.stopped_runs() + finished)
+        return written, part.read_bytes()
+
+
+def _packed_state(group: Group, store: cache.Store) -> bytes:
+    """The resume states of ``group``'s runs in ``store``, packed for a worker without the shared store."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for e in group.entries:
+            folder = store.working(e.config, e.extra)
+            if (folder / "resume.pt").exists():
+                tar.add(folder, arcname=f".cache/queue/{folder.name}")
+    return buffer.getvalue()
+
+
+def _task_args(group: Group, store: cache.Store, shared: bool) -> tuple:
+    """``train_group``'s first arguments for ``group``: its configs and extras, and ``store`` if ``shared``, else
+    None and the group's resume states, packed."""
+    return ([e.config for e in group.entries], [e.extra for e in group.entries],
+            *((store, b"") if shared else (None, _packed_state(group, store))))
+
+
+def _received(group: Group, outcome: tuple[list[str], bytes], store: cache.Store) -> list[Path]:
+    """Take one finished task's outcome: unpack what it packed (beside the other tasks' state) and say, run by
+    run, what was committed and what resumes later; returns the committed folders."""
+    names, packed = outcome
+    if packed:
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "group.tar.gz").write_bytes(packed)
+            unpack(Path(tmp) / "group.tar.gz", merge=True)
+    written = []
+    for e in group.entries:
+        if e.folder not in names:
+            print(f"{e.page} {e.label}: stopped before the end; it resumes from its saved state", flush=True)
+            continue
+        meta = store.committed_meta(e.config, e.extra)
+        written.append(store.committed / e.folder)
+        print(f"{e.page} {e.label}: {meta.get('wall_time_s')} s on {meta.get('device')} -> {e.folder}", flush=True)
+    return written
+
+
+def _say_left(left: list[Entry], why: str) -> None:
+    for e in left:
+        print(f"{e.page} {e.label}: left ({'needs its reference run' if e.config.copy_groups else why})", flush=True)
+
+
+def _sees(paths: list[str], token: str) -> bool:
+    """On a worker: whether every one of ``paths`` holds ``token`` (the caller's store is visible here)."""
+    return all(Path(p).exists() and Path(p).read_text() == token for p in paths)
+
+
+class StoreNotVisible(ValueError):
+    """A worker does not see this process's store where this process does (``--results shared``)."""
+
+
+def check_store_visible(store: cache.Store, ask) -> None:
+    """Refuse (``StoreNotVisible``, naming the workers) unless ``ask(_sees, paths, token)`` (``{worker: answer}``, run on
+    every worker) finds ``store``'s two folders where this process sees them: a shared file system."""
+    token = uuid.uuid4().hex
+    paths = [folder / f".cluster-check-{token}" for folder in (store.committed, store.local)]
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(token)
     try:
-        return store.train_many([cfg], extras=[extra], progress=False, lock=False, deadline=deadline)[0]
-    except Stopped:
-        return None
+        answers = ask(_sees, [str(p) for p in paths], token)
+    finally:
+        for path in paths:
+            path.unlink()
+    blind = sorted(worker for worker, seen in answers.items() if not seen)
+    if not answers or blind:
+        raise StoreNotVisible(f"--results shared: {', '.join(blind) or 'no worker answered'} cannot see this repository's "
+                         f"store ({store.committed} and {store.local}); mount it at the same path on every worker "
+                         "or pass --results packed")
 
 
 def run_cpu_queue(pages=None, budget_s: float | None = None, workers: int = 2, limit_h: float = CPU_LIMIT_H,
-                  preset: str = "paper", client=None) -> list[Path]:
-    """Train the pending runs that fit ``limit_h`` CPU-hours each on ``workers`` processes (a dask LocalCluster,
-    one thread each; or ``client``, any dask client), and commit each into ``results/`` the moment it finishes,
-    with ``device: cpu`` and its wall time in its provenance. At ``budget_s`` the running ones save their resume
-    state and the next call resumes them. Runs over the limit, and Fig. 5's copied runs (they need their
-    reference's weights), are left for a GPU; returns the folders written."""
+                  preset: str = "paper", client=None, results: str = "shared") -> list[Path]:
+    """The queue on dask workers: ``workers`` local processes of one thread (a LocalCluster: what ``make paper``
+    does without a GPU) or ``client``, any dask client. Each ``plan_groups`` task is one dask task; GPU groups
+    ask for the worker resource ``GPU`` (``dask worker --resources GPU=1``), and only a cluster with such workers
+    gets them. ``results``: "shared" (the workers commit into this store, which they must see: checked first) or
+    "packed" (each task's results come back packed and are unpacked here). Each run is committed the moment its
+    group reports it, with its device and wall time in its provenance; at ``budget_s`` the running ones save their
+    resume state and the next call resumes them; a task whose worker dies is rerun on another, from that state.
+    Returns the folders written."""
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ValueError(f"parameter 'workers' must be a positive integer, got {workers!r}")
-    costs = cpu_costs([e.config for e in pending(pages, preset)])
-    todo = [e for e in pending(pages, preset) if not e.config.copy_groups
-            and (estimate_cpu_s(e.config, costs) or float("inf")) <= limit_h * 3600]
-    todo.sort(key=lambda e: estimate_cpu_s(e.config, costs))  # cheapest first: most results per hour
-    deadline = None if budget_s is None else time.time() + budget_s
-    if not todo:
-        return []
+    if results not in RESULTS_MODES:
+        raise ValueError(f"parameter 'results' must be one of {RESULTS_MODES}, got {results!r}")
     from distributed import Client, LocalCluster, as_completed
     cluster = None
     if client is None:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
         client = Client(cluster)
-    written, store = [], cache.current()
+    store, shared = cache.current(), results == "shared"
     try:
-        futures = {client.submit(_train_on_worker, e.config.replace(device="cpu"), e.extra, store,
-                                 deadline, pure=False): e for e in todo}
-        for future in as_completed(futures):
-            e, result = futures[future], future.result()
-            if result is None:
-                print(f"{e.page} {e.label}: stopped at the budget; it resumes from {store.local}", flush=True)
-                continue
-            written.append(store.commit(e.config, e.extra))
-            print(f"{e.page} {e.label}: {result.meta.get('wall_time_s')} s on cpu -> {written[-1].name}", flush=True)
+        if shared:
+            check_store_visible(store, client.run)
+        gpus = any(w.get("resources", {}).get("GPU") for w in client.scheduler_info()["workers"].values())
+        groups, left = plan_groups(pages, preset, limit_h, gpus)
+        _say_left(left, f"over {limit_h:g} CPU-hours and no worker has the resource GPU")
+        deadline = None if budget_s is None else time.time() + budget_s
+        futures = {client.submit(train_group, *_task_args(g, store, shared), deadline, pure=False,
+                                 resources={"GPU": 1} if g.gpu else None): g for g in groups}
+        return [path for done in as_completed(futures) for path in _received(futures[done], done.result(), store)]
     finally:
         if cluster is not None:
             client.close()
             cluster.close()
-    return written
+
+
+class SlurmGroup:
+    """A Slurm job of one group, checkpointable as submitit's ``helpers.Checkpointable`` (its ``checkpoint``
+    resubmits the same call; submitit is imported only where jobs are made). It trains for at most ``train_s``
+    seconds, a little less than the job's time limit, so that the resume states are saved; if runs are left it
+    sends itself the signal Slurm sends before a time limit, and submitit requeues it: the next job resumes."""
+
+    def __init__(self, train_s: float):
+        self.train_s = train_s
+
+    def __call__(self, configs, extras, store, state: bytes = b"") -> tuple[list[str], bytes]:
+        import submitit
+        env = submitit.JobEnvironment()
+        workdir = None if store is not None else env.paths.folder / f"store-{env.job_id}"  # kept across requeues
+        outcome = train_group(configs, extras, store, state, time.time() + self.train_s, workdir)
+        if len(outcome[0]) < len(configs):
+            os.kill(os.getpid(), env._usr_sig())  # submitit's handler checkpoints, requeues and exits
+            signal.pause()
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return outcome
+
+    def checkpoint(self, *args, **kwargs):
+        """The same call again (``helpers.Checkpointable.checkpoint``): training resumes from the saved states."""
+        from submitit.helpers import DelayedSubmission
+        return DelayedSubmission(self, *args, **kwargs)
+
+
+SLURM_MARGIN_S = 120  # a job stops training this long before its time limit, to save its states and requeue
+
+
+def slurm_minutes(group: Group, time_min: int) -> int:
+    """A job's time request: twice its group's estimate plus 5 minutes, at most ``time_min`` (the partition's
+    limit, say); a group that needs longer is requeued from its resume states until it finishes."""
+    return max(1, min(time_min, int(2 * group.estimate_s / 60) + 5))
+
+
+def run_slurm_queue(executor, pages=None, gpus_per_job: int = 1, time_min: int = 240, limit_h: float = CPU_LIMIT_H,
+                    preset: str = "paper", results: str = "shared", train_s=None) -> list[Path]:
+    """The queue as one submitit job per ``plan_groups`` task (``executor``: an AutoExecutor for Slurm, or a
+    LocalExecutor), each asking for its GPUs (``gpus_per_job`` for a GPU group, none for a CPU one) and its time
+    (``slurm_minutes``); ``train_s(minutes)``: how long a job trains before it requeues itself (default: its time
+    limit less ``SLURM_MARGIN_S``). ``results`` as in ``run_cpu_queue`` ("shared" is checked by a small job
+    first). Each run is committed when its job reports; returns the folders written."""
+    if results not in RESULTS_MODES:
+        raise ValueError(f"parameter 'results' must be one of {RESULTS_MODES}, got {results!r}")
+    from submitit.helpers import as_completed
+    store, shared = cache.current(), results == "shared"
+    train_s = train_s or (lambda minutes: max(60, minutes * 60 - SLURM_MARGIN_S))
+    if shared:
+        executor.update_parameters(timeout_min=5, gpus_per_node=0)
+        check_store_visible(store, lambda fn, *args: {"a Slurm job": executor.submit(fn, *args).result()})
+    groups, left = plan_groups(pages, preset, limit_h, gpus_per_job > 0)
+    _say_left(left, f"over {limit_h:g} CPU-hours and --gpus-per-job is 0")
+    jobs = {}
+    for g in groups:
+        minutes = slurm_minutes(g, time_min)
+        executor.update_parameters(timeout_min=minutes, gpus_per_node=gpus_per_job if g.gpu else 0)
+        job = executor.submit(SlurmGroup(train_s(minutes)), *_task_args(g, store, shared))
+        print(f"job {job.job_id}: {len(g.entries)} run(s) of {g.entries[0].page}, {minutes} min"
+              f"{f', {gpus_per_job} GPU(s)' if g.gpu else ''}", flush=True)
+        jobs[job] = g
+    finished = as_completed(list(jobs), poll_frequency=2)
+    return [path for job in finished for path in _received(jobs[job], job.result(), store)]
 
 
 # ---- analyses: the steps that read trained runs' weights or checkpoints ----------------------------------------
@@ -308,14 +514,14 @@ def _files(folder: Path, arcname: str) -> list[tuple[Path, str]]:
 
 
 def pack(tar_path: Path, written: list[Path], preset: str = "paper", carry_mib: float = CARRY_MIB,
-         part_mib: float = PART_MIB) -> list[Path]:
+         part_mib: float = PART_MIB, state: list[Path] | None = None) -> list[Path]:
     """The new results (as ``results/<folder>``) and the queue's working folders (as ``.cache/queue/<folder>``,
-    at most ``carry_mib`` MiB in ``queue_state``'s order: a folder that does not fit is left out, said, and
-    recomputed by the next command) in .tar.gz parts of at most ``part_mib`` MiB of content each (a larger
+    at most ``carry_mib`` MiB in ``queue_state``'s order, or ``state``'s: a folder that does not fit is left out,
+    said, and recomputed by the next command) in .tar.gz parts of at most ``part_mib`` MiB of content each (a larger
     single file gets a part of its own): ``tar_path``, then ``<name>.2.tar.gz``, ... Returns the parts."""
     files = [m for folder in written for m in _files(folder, f"results/{folder.name}")]
     room = carry_mib * 2**20
-    for folder in queue_state(preset):
+    for folder in queue_state(preset) if state is None else state:
         size = folder_mib(folder) * 2**20
         if size > room:
             print(f"not packed: {folder.name} ({size / 2**20:.1f} MiB) would pass the {carry_mib} MiB a next command "
@@ -350,8 +556,10 @@ def declared_names() -> set[str]:
 STATE_FOLDER = re.compile(r"^[a-z_]+-[0-9a-f]{16}(\.partial)?$")  # a working folder: <kind>-<key>[.partial]
 
 
-def unpack(tar_paths, root: Path | None = None) -> list[str]:
-    """Put packed results under ``results/`` and replace ``.cache/queue/`` with the packed working folders.
+def unpack(tar_paths, root: Path | None = None, merge: bool = False) -> list[str]:
+    """Put packed results under ``results/`` and replace ``.cache/queue/`` with the packed working folders
+    (``merge``: replace only the packed folders and the working folders of the runs it brings, as a cluster's
+    tasks each bring back their own group's).
 
     ``tar_paths``: one path or the parts of one pack. Every member of every part is checked before anything
     is written: only ``results/<folder>/`` of results some page still declares (``declared_names``) and
@@ -375,7 +583,13 @@ def unpack(tar_paths, root: Path | None = None) -> list[str]:
                     raise ValueError(f"{path} holds {folder!r}, a result no page declares any more "
                                      "(chapters.page_runs, chapters.analyses); nothing was unpacked")
                 folders.add("/".join(parts[:3] if state else parts[:2]))
-    shutil.rmtree(root / ".cache" / "queue", ignore_errors=True)  # the packed state is the newest
+    queue = root / ".cache" / "queue"
+    if not merge:
+        shutil.rmtree(queue, ignore_errors=True)  # the packed state is the newest
+    for name in folders if merge else ():  # one task's runs: their working folders are replaced, others kept
+        run = name.rsplit("/", 1)[1].removesuffix(".partial")
+        for old in (queue / run, queue / f"{run}.partial"):
+            shutil.rmtree(old, ignore_errors=True)
     for path in paths:
         with tarfile.open(path) as tar:
             tar.extractall(root, filter="data")
