@@ -87,7 +87,14 @@ def test_bibliography_and_citations(built_book):
 
 
 DEVELOPER_NOTES = ["transcript", "003_", "000_", "we aimed for", "No GPU was available", "sys.path", "TODO",
-                   "this checkout", "lent GPU", "our copy", "work session", "reference notes", "an earlier version"]
+                   "this checkout", "lent GPU", "our copy", "work session", "reference notes", "an earlier version",
+                   "model hub", "next GPU", "not computed yet"]
+# How a number or a flag reads when code printed it for its maker: numpy's repr, Python's True / False as a value,
+# e-notation with a fixed mantissa (3.140e+06, 1.000e-04), a float's every digit (6.666666666666667).
+CODE_PRINTS = {"numpy repr": re.compile(r"\bnp\.(?:int|float|bool_?)\d*\("),
+               "Python flag": re.compile(r"(?:=\s*|^)(?:True|False)\b"),
+               "e-notation": re.compile(r"\d\.\d+e[+-]\d\d\b"),
+               "every digit": re.compile(r"\d\.\d{7,}")}
 
 
 # Not reader text: code, maths, the hidden inputs, and quotations (verbatim, from the papers and their code).
@@ -101,7 +108,8 @@ CODE_PAGES = ("book/rerunning.html",)
 def reader_text_faults(soup: BeautifulSoup, names_allowed: bool = False) -> list[str]:
     """What a reader should not see in a page's prose and tables: a missing value printed as NaN / nan / None,
     unrendered ``$`` maths, a ``plateau_lib.`` path or a snake_case name (the preset names are reader-facing;
-    ``names_allowed`` lifts both for the Re-running page), and working-note phrases."""
+    ``names_allowed`` lifts both for the Re-running page), working-note phrases (in any case), and numbers or
+    flags as code prints them (``CODE_PRINTS``; a table cell that is only True or False too)."""
     from plateau_lib.book.summaries import JUDGED_AS
     main = soup.find("main") or soup
     for element in main.select(NOT_PROSE):
@@ -113,7 +121,10 @@ def reader_text_faults(soup: BeautifulSoup, names_allowed: bool = False) -> list
     if not names_allowed:
         faults += sorted({m.group(0) for m in SNAKE_NAME.finditer(text)} - set(JUDGED_AS))
         faults += ["plateau_lib."] * ("plateau_lib." in text)
-    return faults + [note for note in DEVELOPER_NOTES if note in text]
+    faults += [f"{kind}: …{text[max(0, m.start() - 30):m.end() + 10]}…" for kind, pattern in CODE_PRINTS.items()
+               for m in pattern.finditer(text)]
+    faults += [f"Python flag in a table: {c}" for c in sorted({c for c in cells if c in ("True", "False")})]
+    return faults + [note for note in DEVELOPER_NOTES if note.lower() in text.lower()]
 
 
 def test_reader_text_check_finds_each_fault():
@@ -128,6 +139,13 @@ def test_reader_text_check_finds_each_fault():
     assert any(f.startswith("unrendered maths") for f in faults) and "this checkout" in faults
     assert not {"cpu_long", "d_model", "x_1", "y_i", "x_y"} & set(faults)
     assert reader_text_faults(BeautifulSoup("<main><p>None of the chains diverged.</p></main>", "html.parser")) == []
+    prints = reader_text_faults(BeautifulSoup(
+        "<main><p>seeds [np.int64(0)], softmax = True, 3.140e+06 s, γ 6.666666666666667, Our copy says</p>"
+        "<table><tr><td>False</td></tr></table></main>", "html.parser"))
+    assert [f.split(":")[0] for f in prints] == ["numpy repr", "Python flag", "e-notation", "every digit",
+                                                "Python flag in a table", "our copy"]
+    assert reader_text_faults(BeautifulSoup("<main><p>ε = 4e-4, 0.25 and yes; True to the paper.</p></main>",
+                                            "html.parser")) == []
 
 
 def test_reader_text_is_for_readers(built_book):
@@ -237,7 +255,7 @@ def test_every_figure_page_opens_with_its_verdict_box(built_book):
 def test_the_paper_column_holds_only_the_papers_configurations(built_book):
     """Every run behind a recorded ``paper`` column (its summary's provenance) has the configuration of one of the
     chapters' paper-preset runs (``chapters.page_runs("paper")``, device aside): no miniature, no model trained in
-    place of the paper's. The LLC golden models train nothing."""
+    place of the paper's. The LLC golden models and deep linear networks train nothing."""
     import json
     from plateau_lib import chapters
     from plateau_lib.engine.runs import TrainConfig
@@ -251,7 +269,8 @@ def test_the_paper_column_holds_only_the_papers_configurations(built_book):
     for s in paper:
         configs = s["provenance"].get("configs")
         if configs is None:
-            assert s["figure"] == "LLC golden models", f"{s['figure']}: its paper column names no run configs"
+            assert s["figure"] in ("LLC golden models", "LLC deep linear networks"), \
+                f"{s['figure']}: its paper column names no run configs"
             continue
         for config in configs:
             key = json.dumps(TrainConfig(**{**config, "device": "cpu"}).key_dict(), sort_keys=True, default=str)

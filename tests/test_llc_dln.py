@@ -122,3 +122,20 @@ def test_sgld_known_answer():
     assert dln_lambda(widths, r) == 28.0
     assert not res.diverged.any()
     assert abs(res.llc_mean / 28.0 - 1) < 0.25, res.llc_mean
+
+
+def test_the_size_check_summarizes_the_chains_that_did_not_diverge():
+    """dln_summary / dln_ratios on hand-made per-chain rows: a diverged chain is left out of the mean and the range."""
+    import pandas as pd
+
+    from plateau_lib.llc.dln import DLN_CASES, dln_metric, dln_ratios, dln_summary
+    chains = pd.DataFrame({"case": "1k", "sampler": ["sgld"] * 3 + ["rmsprop_sgld"] * 3, "d": 1024, "λ": 104.0,
+                           "chain": [0, 1, 2] * 2, "λ̂ ÷ λ": [0.9, 1.0, 5.0, 0.8, 0.9, 1.0],
+                           "diverged": [False, False, True, False, False, False]})
+    summary = dln_summary(chains).set_index("sampler")
+    assert summary.loc["sgld", "λ̂ ÷ λ"] == pytest.approx(0.95) and summary.loc["sgld", "chains"] == 2
+    assert summary.loc["sgld", "highest chain"] == 1.0 and summary.loc["rmsprop_sgld", "lowest chain"] == 0.8
+    assert dln_ratios(chains) == {dln_metric("1k"): pytest.approx(0.95)}
+    assert dln_metric("1M") == "λ̂ ÷ λ, deep linear network d = 1,040,000"
+    assert [parameter_count(w) for w, _ in DLN_CASES.values()] == [1024, 9984, 102400, 1040000]
+    assert [dln_lambda(w, r) for w, r in DLN_CASES.values()] == [104.0, 906.5, 8631.5, 85125.0]

@@ -132,11 +132,14 @@ def number_text(value: float, whole: bool = False) -> str:
 
 
 def float_texts(column: pd.Series) -> pd.Series:
-    """A float column as text by :func:`number_text`, whole numbers as integers when the whole column is whole."""
+    """A float column as text by :func:`number_text`, whole numbers as integers when the whole column is whole, and
+    to one decimal when every value has one at most (λ = 104.0, 906.5, 8,631.5)."""
     finite = column[np.isfinite(column)]
-    whole = bool(len(finite)) and bool((finite == finite.round()).all()) and finite.abs().max() < 1e15
+    small = bool(len(finite)) and finite.abs().max() < 1e15
+    whole = small and bool((finite == finite.round()).all())
+    tenths = small and not whole and bool((finite * 10 == (finite * 10).round()).all())
     return column.map(lambda v: MISSING if pd.isna(v) else "∞" if v == np.inf else "−∞" if v == -np.inf
-                      else number_text(v, whole))
+                      else f"{v:,.1f}" if tenths else number_text(v, whole))
 
 
 def _cell(value):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from plateau_lib.book.verdicts import Band, Claim, Source, select, sourced
+from plateau_lib.llc import dln
 
 _LLC = "LLC golden models"
 
@@ -47,3 +48,15 @@ PAPER_PENDING = {
 def claims_of(figure: str) -> list[Claim]:
     """The claims of one of this chapter's figures, in the order its page reports them."""
     return select(CLAIMS, figure)
+
+# Deep linear networks (plateau_lib.llc.dln): λ̂ with the papers' sampler, plain SGLD, against Aoyagi's closed-form λ
+# at sizes up to the book's models and beyond (RMSProp-SGLD is shown beside it on the page, not judged).
+DLN_FIGURE = "LLC deep linear networks"
+DLN_CLAIMS = [Claim(DLN_FIGURE, dln.dln_metric(case), f"1 (λ = {dln.dln_lambda(*dln.DLN_CASES[case]):g}, exact)",
+                    (0.9, 1.1), (0.75, 1.25), fmt="{:.2f}",
+                    no_baseline="a check of the estimator against a closed-form λ: no model is trained")
+              for case in dln.DLN_CASES]
+DLN_SOURCE = Source("text", "Aoyagi 2024, Theorem 1: the learning coefficient of a deep linear network in closed "
+                            "form, the check Furman & Lau 2024 (arXiv 2402.03698) run at scale",
+                    "λ = (−r² + r(H₀ + H_L))/2 + a(ℓ − a)/(4ℓ) − ℓ(ℓ − 1)/4 · (Σ_S M_i / ℓ)² + ½ Σ_{i<j in S} M_i M_j")
+CLAIMS += sourced(DLN_CLAIMS, {c.metric: DLN_SOURCE for c in DLN_CLAIMS}, {c.metric: _TEN_PERCENT for c in DLN_CLAIMS})

@@ -154,3 +154,158 @@ def dln_data(widths, truth: torch.Tensor, n: int = 1000, seed: int = 0, noise: f
     x = torch.randn(n, widths[0], generator=g)
     y = x @ truth.T + noise * torch.randn(n, widths[-1], generator=g)
     return x, y
+
+
+# ---- λ̂ against λ at increasing size (the LLC page's known answers at the size of the book's models) -----------
+
+# Deep, low-rank networks, so that λ is far from d/2 (d = 1,024 to 1.04 M weights; λ ÷ (d/2) from about 0.2 to 0.1).
+DLN_CASES = {"1k": ([20, 16, 12, 16, 20], 3), "10k": ([64, 48, 40, 48, 64], 5),
+             "100k": ([200, 160, 120, 160, 200], 10), "1M": ([640, 500, 400, 500, 640], 20)}
+# One setting for every size (SGLD's was chosen on the 256-weight case of tests/test_llc_dln.py). RMSProp-SGLD's
+# preconditioner is nearly 1/δ = 10 here (the loss gradients near w* are far below δ = 0.1), so its ε is a tenth of
+# SGLD's: the same effective step.
+DLN_SGLD = dict(nbeta=1e4, gamma=10.0, num_chains=4, num_draws=6000, num_burnin_steps=3000, batch_size=64, seed=0)
+DLN_EPSILON = {"sgld": 3e-5, "rmsprop_sgld": 3e-6}
+DLN_DATA = dict(n=4096, seed=0)
+DLN_KIND = "llc_dln"
+
+
+def dln_table(cases: dict = DLN_CASES) -> "cache.StoredTable":
+    """The stored λ̂ of the DLN ``cases`` with both samplers (one row per case, sampler and chain)."""
+    from plateau_lib.engine import cache
+    return cache.StoredTable(DLN_KIND, {"cases": cases, "sgld": DLN_SGLD, "epsilon": DLN_EPSILON, "data": DLN_DATA,
+                                        "version": 1})
+
+
+def dln_rows(case: str, sampler: str, cases: dict = DLN_CASES) -> "pd.DataFrame":
+    """λ̂ of one DLN case with one sampler, per chain, at :func:`true_parameter` on noiseless data."""
+    import pandas as pd
+
+    from plateau_lib.llc.estimator import estimate_llc
+    from plateau_lib.llc.golden import mse_loss
+    widths, rank = cases[case]
+    model = true_parameter(widths, rank)
+    data = dln_data(widths, dln_truth(widths, rank), **DLN_DATA)
+    res = estimate_llc(model, mse_loss, data, epsilon=DLN_EPSILON[sampler], sampler=sampler, device="cpu",
+                       init_loss=0.0, warn=False, **DLN_SGLD)
+    lam = dln_lambda(widths, rank)
+    return pd.DataFrame({"case": case, "sampler": sampler, "d": parameter_count(widths), "λ": lam,
+                         "chain": res.chain_ids, "λ̂": res.llc_per_chain, "λ̂ ÷ λ": res.llc_per_chain / lam,
+                         "diverged": res.diverged, "seconds": res.elapsed_s})
+
+
+def dln_estimates(cases: dict = DLN_CASES, compute: bool = False, deadline: float | None = None):
+    """Every case's per-chain rows (stored; else computed and kept case by case when ``compute``; else None)."""
+    stored = dln_table(cases)
+    if (found := stored.load()) is not None or not compute:
+        return None if found is None else found[0]["chains"]
+    items = [(case, sampler) for case in cases for sampler in DLN_EPSILON]
+    import pandas as pd
+    rows = stored.build(items, lambda chunk: pd.concat([dln_rows(c, s, cases) for c, s in chunk]),
+                        on=("case", "sampler"), desc="DLN cases", deadline=deadline)
+    stored.save({"chains": rows}, {"what": "λ̂ of deep linear networks against Aoyagi's λ, both samplers"})
+    stored.drop_rows()
+    return rows
+
+
+def dln_summary(chains: "pd.DataFrame") -> "pd.DataFrame":
+    """One row per case and sampler: d, λ, d/2, λ̂ ÷ λ over the chains that did not diverge (mean, lowest, highest)."""
+    ok = chains[~chains["diverged"].astype(bool)]
+    out = (ok.groupby(["case", "sampler"], sort=False)
+           .agg(d=("d", "first"), λ=("λ", "first"), ratio=("λ̂ ÷ λ", "mean"), low=("λ̂ ÷ λ", "min"),
+                high=("λ̂ ÷ λ", "max"), chains=("chain", "count")).reset_index())
+    out = out.rename(columns={"ratio": "λ̂ ÷ λ", "low": "lowest chain", "high": "highest chain"})
+    return out.sort_values(["d", "sampler"], ascending=[True, False]).reset_index(drop=True)
+
+
+SAMPLER_NAMES = {"sgld": "SGLD", "rmsprop_sgld": "RMSProp-SGLD"}
+
+
+def dln_shown_table(summary: "pd.DataFrame") -> "pd.DataFrame":
+    """:func:`dln_summary` as the page shows it: one row per size and sampler, the weights with separators."""
+    shown = summary.assign(weights=summary["d"].map("{:,}".format), sampler=summary["sampler"].map(SAMPLER_NAMES),
+                           **{"λ ÷ (d/2)": summary["λ"] / (summary["d"] / 2)})
+    return shown.set_index(["weights", "sampler"])[["λ", "λ ÷ (d/2)", "λ̂ ÷ λ", "lowest chain", "highest chain",
+                                                   "chains"]]
+
+
+def dln_metric(case: str, cases: dict = DLN_CASES) -> str:
+    """The claim metric of one DLN case (``llc.claims``): named by its number of weights."""
+    return f"λ̂ ÷ λ, deep linear network d = {parameter_count(cases[case][0]):,}"
+
+
+def dln_ratios(chains: "pd.DataFrame", sampler: str = "sgld") -> dict:
+    """``{claim metric: λ̂ ÷ λ}`` of one sampler, the mean over its chains that did not diverge."""
+    summary = dln_summary(chains)
+    mine = summary[summary["sampler"] == sampler]
+    return {dln_metric(case): float(ratio) for case, ratio in zip(mine["case"], mine["λ̂ ÷ λ"])}
+
+
+# Why a size reads off λ: the sweep's plain-SGLD setting with one thing changed. On the two smallest networks the
+# localization loosened, or chains four times longer; on the largest (shorter chains, one each, to fit a CPU) a
+# larger SGLD batch or a smaller step.
+DLN_CHECKS = {"the sweep's setting (γ = 10)": {}, "γ = 3": {"gamma": 3.0}, "γ = 1": {"gamma": 1.0},
+              "chains 4 × longer": {"num_draws": 24_000, "num_burnin_steps": 12_000}}
+DLN_CHECK_CASES = ("1k", "10k")
+DLN_LARGE_CHECKS = {"the sweep's setting, 1 chain × 3,000 draws": {}, "SGLD batch 256": {"batch_size": 256},
+                    "ε = 1e-5": {"epsilon": 1e-5}}
+DLN_LARGE_CASES = ("1M",)
+DLN_LARGE_BASE = {"num_chains": 1, "num_draws": 3_000, "num_burnin_steps": 1_500}
+DLN_CHECK_KIND = "llc_dln_check"
+
+
+def dln_check_table(large: bool = False, cases: dict = DLN_CASES) -> "cache.StoredTable":
+    """The stored λ̂ of ``DLN_CHECKS`` on ``DLN_CHECK_CASES`` (``large``: ``DLN_LARGE_CHECKS`` on ``DLN_LARGE_CASES``),
+    plain SGLD, one row per case, check and chain."""
+    from plateau_lib.engine import cache
+    names, checks = (DLN_LARGE_CASES, DLN_LARGE_CHECKS) if large else (DLN_CHECK_CASES, DLN_CHECKS)
+    spec = {"cases": {c: cases[c] for c in names}, "sgld": DLN_SGLD, "epsilon": DLN_EPSILON["sgld"], "checks": checks,
+            "data": DLN_DATA, "version": 1}
+    return cache.StoredTable(DLN_CHECK_KIND, spec | ({"base": DLN_LARGE_BASE} if large else {}))
+
+
+def dln_check_estimates(large: bool = False, cases: dict = DLN_CASES, compute: bool = False,
+                        deadline: float | None = None):
+    """The checks' per-chain rows (stored; else computed and kept one by one when ``compute``; else None)."""
+    import pandas as pd
+
+    from plateau_lib.llc.estimator import estimate_llc
+    from plateau_lib.llc.golden import mse_loss
+    stored = dln_check_table(large, cases)
+    if (found := stored.load()) is not None or not compute:
+        return None if found is None else found[0]["chains"]
+    names, checks = (DLN_LARGE_CASES, DLN_LARGE_CHECKS) if large else (DLN_CHECK_CASES, DLN_CHECKS)
+    base = {"epsilon": DLN_EPSILON["sgld"], **DLN_SGLD, **(DLN_LARGE_BASE if large else {})}
+
+    def rows(chunk):
+        out = []
+        for case, check in chunk:
+            widths, rank = cases[case]
+            res = estimate_llc(true_parameter(widths, rank), mse_loss, dln_data(widths, dln_truth(widths, rank),
+                               **DLN_DATA), device="cpu", init_loss=0.0, warn=False, **{**base, **checks[check]})
+            lam = dln_lambda(widths, rank)
+            out.append(pd.DataFrame({"case": case, "check": check, "d": parameter_count(widths), "chain": res.chain_ids,
+                                     "λ̂ ÷ λ": res.llc_per_chain / lam, "diverged": res.diverged}))
+        return pd.concat(out)
+    table = stored.build([(c, k) for c in names for k in checks], rows, on=("case", "check"),
+                         desc="DLN checks", deadline=deadline)
+    stored.save({"chains": table}, {"what": "λ̂ ÷ λ of deep linear networks with one SGLD setting changed"})
+    stored.drop_rows()
+    return table
+
+
+def dln_check_summary(chains: "pd.DataFrame") -> "pd.DataFrame":
+    """λ̂ ÷ λ per check (rows, in ``DLN_CHECKS`` order) and size (columns, by d), the mean over the chains that did
+    not diverge."""
+    ok = chains[~chains["diverged"].astype(bool)]
+    table = ok.pivot_table(index="check", columns="d", values="λ̂ ÷ λ", aggfunc="mean")
+    table.columns = [f"d = {d:,}" for d in table.columns]
+    order = [*DLN_CHECKS, *DLN_LARGE_CHECKS]
+    return table.reindex([c for c in order if c in table.index])
+
+
+def dln_provenance(chains: "pd.DataFrame") -> dict:
+    """Device, seed, wall time and source of the stored DLN estimates, for the recorded summary."""
+    seconds = chains.groupby(["case", "sampler"])["seconds"].first().sum()
+    return {"device": "cpu", "seeds": [DLN_SGLD["seed"]], "wall_time_s": round(float(seconds), 1),
+            "source": "committed (scripts/llc_dln.py)"}

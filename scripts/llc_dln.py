@@ -1,0 +1,31 @@
+"""λ̂ of the LLC page's deep linear networks (plateau_lib.llc.dln.DLN_CASES) with both samplers, case by case,
+then the checks on the two smallest (DLN_CHECKS), resuming from the rows an interrupted run kept; each table is
+committed to results/ when it is finished.
+
+    OMP_NUM_THREADS=1 python scripts/llc_dln.py --budget-s 3600     # about 30 min on one core
+"""
+import argparse
+import time
+
+import torch
+
+from plateau_lib.llc import dln
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--budget-s", type=float, required=True, help="seconds of work before stopping (rows kept)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    deadline = time.time() + args.budget_s
+    rows = dln.dln_estimates(compute=True, deadline=deadline)
+    print(dln.dln_summary(rows).to_string(index=False))
+    print(f"committed to {dln.dln_table().commit()}")
+    for large in (False, True):
+        checks = dln.dln_check_estimates(large, compute=True, deadline=deadline)
+        print(dln.dln_check_summary(checks).to_string())
+        print(f"committed to {dln.dln_check_table(large).commit()}")
+
+
+if __name__ == "__main__":
+    main()
