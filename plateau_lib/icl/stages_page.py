@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from plateau_lib.book.benchmarks import load_benchmarks
-from plateau_lib.book.pages import verdicts
+from plateau_lib.book.pages import setting_text, verdicts
 from plateau_lib.book.verdicts import BySeed
 from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.stages import gp_stage_boundaries
@@ -66,7 +66,8 @@ def settings_table(cfg, llc: dict) -> pd.DataFrame:
     rows.append({"setting": "checkpoints (LLC at each)", "this run": len(cfg.checkpoint_steps),
                  "paper": len(ICL_PAPER.checkpoint_steps)})
     rows += [{"setting": f"SGLD {k}", "this run": llc.get(k), "paper": ICL_LLC_PAPER.get(k)} for k in SGLD]
-    table = pd.DataFrame(rows).set_index("setting").astype(str)
+    table = pd.DataFrame(rows).set_index("setting")
+    table = table.map(setting_text)
     table["changed"] = np.where(table["this run"] != table["paper"], "≠", "")
     return table
 

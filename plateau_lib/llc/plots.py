@@ -149,18 +149,18 @@ def plot_llc_over_training(curve: pd.DataFrame, ax=None):
     return ax.figure
 
 
-def plot_dln(chains: pd.DataFrame, band: tuple = (0.9, 1.1)):
+def plot_dln(chains: pd.DataFrame, band: tuple = (0.9, 1.1), names: dict | None = None):
     """λ̂ ÷ λ of the deep linear networks against their number of weights d: one point per chain, a line through
-    each sampler's chain means, the exact λ at 1 and the ± band shaded."""
+    each sampler's chain means (``names``: the samplers' names in the legend), the exact λ at 1 and the ± band."""
     fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 3.6))
     ax.axhspan(*band, color="tab:green", alpha=0.12, label=f"{band[0]:g}–{band[1]:g} × λ")
     ax.axhline(1.0, color="black", lw=0.8, ls=":")
     ok = chains[~chains["diverged"].astype(bool)]
-    sns.stripplot(data=ok, x="d", y="λ̂ ÷ λ", hue="sampler", dodge=True, native_scale=True, log_scale=(10, False),
-                  size=4, alpha=0.6, legend=False, ax=ax)
-    means = ok.groupby(["sampler", "d"], as_index=False)["λ̂ ÷ λ"].mean()
+    ok = ok.assign(sampler=ok["sampler"].map(names or {}).fillna(ok["sampler"]))
+    means = ok.groupby(["sampler", "d"], as_index=False, sort=False)["λ̂ ÷ λ"].mean()
     sns.lineplot(data=means, x="d", y="λ̂ ÷ λ", hue="sampler", marker="o", ax=ax)
+    sns.scatterplot(data=ok, x="d", y="λ̂ ÷ λ", hue="sampler", s=14, alpha=0.5, legend=False, ax=ax)
+    ax.set_xscale("log")
     ax.set(xlabel="weights d (log scale)", ylabel="λ̂ ÷ λ (Aoyagi's exact λ)")
-    ax.legend(title=None, fontsize=8, loc="lower left")
-    fig.tight_layout()
+    ax.legend(title=None, fontsize=8, loc="upper left")
     return fig
