@@ -120,13 +120,13 @@ def _header(label):
 
 def number_text(value: float, whole: bool = False) -> str:
     """A float as a table shows it, never in e-notation: a whole number (``whole``: its column's are all whole) as
-    an integer, 1,000 and over with thousands separators, under 0.001 to 3 significant digits, else 3 decimals."""
+    an integer, 1,000 and over with thousands separators, under 0.01 to 3 significant digits, else 3 decimals."""
     size = abs(value)
     if whole or size >= 1e5:
         return f"{value:,.0f}"
     if size >= 1e3:
         return f"{value:,.1f}"
-    if 0 < size < 1e-3:
+    if 0 < size < 1e-2:
         return np.format_float_positional(value, precision=3, unique=False, fractional=False, trim="-")
     return f"{value:.3f}"
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from plateau_lib.book.pages import formatted, provenance_summary as summary, run_provenance, setting_text, verdicts
+from plateau_lib.book.pages import (float_texts, formatted, provenance_summary as summary, run_provenance, setting_text,
+    verdicts)
 from plateau_lib.book.params import int_list, parsed
 from plateau_lib.engine import cache, trajectory
 from plateau_lib.engine.presets import log_linear_steps
@@ -193,7 +194,7 @@ def per_M_table(s: Sweep) -> pd.DataFrame:
     f = s.final.groupby("M")[["delta_dmmse", "delta_ridge", "id_loss", "ood_loss"]].mean()
     rule = transients(s).reindex(f.index)
     t = f.join(rule[["t_crit", "ood_rise"]].astype(float))
-    table = pd.DataFrame({"Δ to dMMSE_M": formatted(t["delta_dmmse"], "{:.3g}"),
+    table = pd.DataFrame({"Δ to dMMSE_M": float_texts(t["delta_dmmse"]),
                           "Δ to ridge": formatted(t["delta_ridge"], "{:.3f}"),
                           "loss on q_M": formatted(t["id_loss"], "{:.3f}"),
                           "OOD loss": formatted(t["ood_loss"], "{:.3f}"),
@@ -388,7 +389,7 @@ def settings_table(s: Sweep) -> pd.DataFrame:
     rows += [{"setting": f"training {k}", "this sweep": cfg[k], "paper preset": ref[k]} for k in SETTINGS]
     rows += [{"setting": f"SGLD {k}", "this sweep": setting_text(v), "paper preset": setting_text(DIVERSITY_LLC["paper"].get(k))}
              for k, v in s.llc.items()]
-    table = pd.DataFrame(rows).set_index("setting").astype(str)
+    table = pd.DataFrame(rows).set_index("setting").map(setting_text)
     table["changed"] = np.where(table["this sweep"] != table["paper preset"], "≠", "")
     return table
 

@@ -361,9 +361,10 @@ CONFIG_FIELDS = ["task_kwargs", "n_layer", "n_head", "d_model", "softmax", "opti
 
 def config_table(cfg, paper=MWS_PAPER):
     """The main fields of ``cfg`` next to the paper's config (a notebook's 'what this run changed')."""
+    from plateau_lib.book.pages import setting_text  # lazy: the book's page helpers sit above the chapters' presets
     ours, ref = cfg.to_dict(), paper.to_dict()
-    return pd.DataFrame({"this run": {k: str(ours[k]) for k in CONFIG_FIELDS},
-                         "paper": {k: str(ref[k]) for k in CONFIG_FIELDS}})
+    return pd.DataFrame({"this run": {k: setting_text(ours[k]) for k in CONFIG_FIELDS},
+                         "paper": {k: setting_text(ref[k]) for k in CONFIG_FIELDS}})
 
 
 def preset_note(preset: str) -> str:
