@@ -2,7 +2,7 @@
 then the checks on the two smallest (DLN_CHECKS), resuming from the rows an interrupted run kept; each table is
 committed to results/ when it is finished.
 
-    OMP_NUM_THREADS=1 python scripts/llc_dln.py --budget-s 3600     # about 30 min on one core
+    OMP_NUM_THREADS=1 python scripts/llc_dln.py --budget-s 3600     # about 40 min on one core, sweep and checks
 """
 import argparse
 import time

@@ -158,7 +158,7 @@ def dln_data(widths, truth: torch.Tensor, n: int = 1000, seed: int = 0, noise: f
 
 # ---- λ̂ against λ at increasing size (the LLC page's known answers at the size of the book's models) -----------
 
-# Deep, low-rank networks, so that λ is far from d/2 (d = 1,024 to 1.04 M weights; λ ÷ (d/2) from about 0.2 to 0.1).
+# Deep, low-rank networks, so that λ is far from d/2 (d = 1,024 to 1.04 M weights; λ ÷ (d/2) from 0.20 to 0.16).
 DLN_CASES = {"1k": ([20, 16, 12, 16, 20], 3), "10k": ([64, 48, 40, 48, 64], 5),
              "100k": ([200, 160, 120, 160, 200], 10), "1M": ([640, 500, 400, 500, 640], 20)}
 # One setting for every size (SGLD's was chosen on the 256-weight case of tests/test_llc_dln.py). RMSProp-SGLD's
