@@ -278,11 +278,17 @@ def table(rows: pd.DataFrame, name: str) -> pd.DataFrame:
 CLOCKS = {" (wall)": "wall time", " (CPU time)": "CPU time"}
 
 
+def is_throughput(name: str) -> bool:
+    """Whether a recorded ratio is a throughput, A's steps per second ÷ B's: named ``a_vs_b`` (``benchmarks/llc_bench.py``
+    and ``train_bench.py`` write them so)."""
+    return "_vs_" in name.partition(" ")[0]
+
+
 def as_time_ratio(name: str, value: float) -> float:
     """A recorded ratio in the page's one direction, A's time per step ÷ B's (above 1: A is slower). Ratios named
     ``a_vs_b`` were recorded as throughputs (A's steps per second ÷ B's, as ``benchmarks/llc_bench.py`` and
     ``train_bench.py`` write them), so they are turned over; ``a / b`` ratios are times already."""
-    return 1 / value if "_vs_" in name.partition(" ")[0] else value
+    return 1 / value if is_throughput(name) else value
 
 
 def ratio_table(ratios: pd.DataFrame) -> pd.DataFrame:
@@ -297,7 +303,7 @@ def ratio_table(ratios: pd.DataFrame) -> pd.DataFrame:
         hit = shown["ratio"].str.endswith(suffix)
         shown.loc[hit, "clock"] = clock
         shown.loc[hit, "ratio"] = shown.loc[hit, "ratio"].str[:-len(suffix)]
-    shown.loc[(shown["clock"] == "value") & ratios["ratio"].str.contains("_vs_"), "clock"] = "wall time"  # unsuffixed
+    shown.loc[(shown["clock"] == "value") & ratios["ratio"].map(is_throughput), "clock"] = "wall time"  # unsuffixed
     table = shown.pivot_table(index=["benchmark", "ratio"], columns="clock", values="value", sort=False)
     table.columns.name = None
     return table[[c for c in ["wall time", "CPU time", "value"] if c in table]]
