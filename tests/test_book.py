@@ -255,7 +255,7 @@ def test_every_figure_page_opens_with_its_verdict_box(built_book):
 def test_the_paper_column_holds_only_the_papers_configurations(built_book):
     """Every run behind a recorded ``paper`` column (its summary's provenance) has the configuration of one of the
     chapters' paper-preset runs (``chapters.page_runs("paper")``, device aside): no miniature, no model trained in
-    place of the paper's. The LLC golden models and deep linear networks train nothing."""
+    place of the paper's. The LLC golden models train nothing."""
     import json
     from plateau_lib import chapters
     from plateau_lib.engine.runs import TrainConfig
@@ -269,7 +269,7 @@ def test_the_paper_column_holds_only_the_papers_configurations(built_book):
     for s in paper:
         configs = s["provenance"].get("configs")
         if configs is None:
-            assert s["figure"] in ("LLC golden models", "LLC deep linear networks"), \
+            assert s["figure"] == "LLC golden models", \
                 f"{s['figure']}: its paper column names no run configs"
             continue
         for config in configs:

@@ -55,7 +55,8 @@ def test_reproducibility_table_is_wide_and_in_book_order(summaries):
     table = report.reproducibility_table(CLAIMS, PAPER_PENDING)
     assert list(table.columns) == ["figure", "metric", "paper", "paper value from", "quote", "bands from", "band kind",
                                    "cpu miniature", "long CPU run", "paper's data, smaller model",
-                                   "trained here in the paper's model shapes", "paper preset",
+                                   "trained here in the paper's model shapes", "estimator check, this book's setting",
+                                   "paper preset",
                                    "untrained model (must fail)", report.FRAGILE, "sanity check", "source"]
     assert list(table["figure"].unique()) == [FIG, "Fig. 5 (optimal initialisation)"]  # book order
     final = table[table.metric == "peak cosine before the jump"].iloc[0]
@@ -257,6 +258,23 @@ def test_a_figure_without_a_paper_run_shows_its_stand_ins_column_in_the_box(summ
     box = pages.verdict_box_html([figure], PAPER_PENDING)
     assert "No verdict at the paper's configuration: needs the real Pythia checkpoints" in box
     assert "Standing in (trained here in the paper&#x27;s model shapes): 1 reproduced." in box
+
+
+def test_an_estimator_check_is_counted_in_its_own_column_not_the_papers(summaries):
+    """Deep linear networks are no paper's model: their verdicts fill the estimator-check column, the box says why
+    the paper column is empty, and the tally at the papers' configurations does not count them."""
+    from plateau_lib.book import pages
+    from plateau_lib.llc import claims as llc_claims
+    claims = llc_claims.claims_of(llc_claims.DLN_FIGURE)
+    values = {c.metric: ratio for c, ratio in zip(claims, (0.894, 0.954, 1.088, 1.548))}
+    pages.verdicts(claims, {"estimator_check": values}, "llc_calibration", {"estimator_check": {}})
+    box = pages.verdict_box_html([llc_claims.DLN_FIGURE], llc_claims.PAPER_PENDING)
+    assert "No verdict at the paper's configuration: no paper&#x27;s model or setting" in box
+    assert "At this book&#x27;s own setting: 2 reproduced, 1 partly, 1 not reproduced." in box
+    rows = report.reproducibility_table(claims, llc_claims.PAPER_PENDING)
+    assert len(rows) == 4 and rows["paper preset"].str.startswith("no paper's model or setting").all()
+    assert list(rows["estimator check, this book's setting"]) == [
+        "0.89 (partly)", "0.95 (reproduced)", "1.09 (reproduced)", "1.55 (not reproduced)"]
 
 
 def test_the_reference_note_says_when_the_reference_never_jumped():

@@ -528,8 +528,10 @@ def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | 
         head = f'<p class="verdict-box-figure">{html_lib.escape(figure)}</p>'
         if not rows:
             why = (summary or {}).get("status") or pending.get(figure, "no run at the paper's configuration yet")
-            stand_ins = [f" Standing in ({PRESET_COLUMNS[p]}): {_tally(found[(figure, p)]['rows'])}."
-                         for p in ("paper_data", "trained_shape") if found.get((figure, p), {}).get("rows")]
+            stand_ins = [(" At this book's own setting" if p == "estimator_check" else
+                          f" Standing in ({PRESET_COLUMNS[p]})") + f": {_tally(found[(figure, p)]['rows'])}."
+                         for p in ("paper_data", "trained_shape", "estimator_check")
+                         if found.get((figure, p), {}).get("rows")]
             more = "".join(stand_ins)
             parts.append(f'{head}<p>No verdict at the paper\'s configuration: {html_lib.escape(why)}.'
                          f'{html_lib.escape(more)}</p>')

@@ -25,17 +25,21 @@ from plateau_lib.engine.utils import REPO_ROOT, git_commit, write_json
 # One column, one kind of run. A long CPU run is still a miniature: judged by the cpu rule (scale-bound claims are not
 # comparable). The paper's data with a smaller model (Carroll's CPU transient sweep) has its own column and rule
 # (``Claim.model_bound``). Models trained here in the shapes of the papers' language models (Pythia, OLMo-2) are
-# not the papers' models: their own column, judged as miniatures. The paper preset holds only the papers' configs.
+# not the papers' models: their own column, judged as miniatures. A check of the estimator against a closed-form
+# answer on models no paper used (deep linear networks) has its own column, judged by the full rule: the answer is
+# exact at any size. The paper preset holds only the papers' configs.
 PRESET_COLUMNS = {"cpu": "cpu miniature", "cpu_long": "long CPU run", "paper_data": "paper's data, smaller model",
-                  "trained_shape": "trained here in the paper's model shapes", "paper": "paper preset"}
+                  "trained_shape": "trained here in the paper's model shapes",
+                  "estimator_check": "estimator check, this book's setting", "paper": "paper preset"}
 JUDGED_AS = {"cpu": "cpu", "cpu_long": "cpu", "cpu_d8": "paper_data", "cpu_d8_50k": "paper_data",
-             "paper_data": "paper_data", "trained_shape": "cpu", "paper": "paper"}
+             "paper_data": "paper_data", "trained_shape": "cpu",
+             "estimator_check": "paper", "paper": "paper"}
 # The column of each claim's measure on models that have learned nothing (the paper configs, never updated).
 UNTRAINED = "untrained model (must fail)"
 # A verdict that a re-run with a floating-point perturbation turns: "column: verdict → re-run's (value → value)".
 FRAGILE = "fragile: turned by a perturbed re-run"
 # Only some pages have these; elsewhere their columns read "–", not "no run yet".
-OPTIONAL_PRESETS = ("cpu_long", "paper_data", "trained_shape")
+OPTIONAL_PRESETS = ("cpu_long", "paper_data", "trained_shape", "estimator_check")
 
 
 def summaries_dir() -> Path:

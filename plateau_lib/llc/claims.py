@@ -39,15 +39,6 @@ _TEN_PERCENT = Band("tolerance", "± 10% of the exact λ (the authors' tests all
 BANDS = {metric: _TEN_PERCENT for metric in SOURCES}
 CLAIMS = sourced(CLAIMS, SOURCES, BANDS)
 
-# Why a figure's `paper` column is empty where no page recorded a value or a status (summaries.record_status).
-PAPER_PENDING = {
-
-}
-
-
-def claims_of(figure: str) -> list[Claim]:
-    """The claims of one of this chapter's figures, in the order its page reports them."""
-    return select(CLAIMS, figure)
 
 # Deep linear networks (plateau_lib.llc.dln): λ̂ with the papers' sampler, plain SGLD, against Aoyagi's closed-form λ
 # at sizes up to the book's models and beyond (RMSProp-SGLD is shown beside it on the page, not judged).
@@ -60,3 +51,14 @@ DLN_SOURCE = Source("text", "Aoyagi 2024, Theorem 1: the learning coefficient of
                             "form, the check Furman & Lau 2024 (arXiv 2402.03698) run at scale",
                     "λ = (−r² + r(H₀ + H_L))/2 + a(ℓ − a)/(4ℓ) − ℓ(ℓ − 1)/4 · (Σ_S M_i / ℓ)² + ½ Σ_{i<j in S} M_i M_j")
 CLAIMS += sourced(DLN_CLAIMS, {c.metric: DLN_SOURCE for c in DLN_CLAIMS}, {c.metric: _TEN_PERCENT for c in DLN_CLAIMS})
+
+# Why a figure's `paper` column is empty where no page recorded a value or a status (summaries.record_status).
+PAPER_PENDING = {
+    DLN_FIGURE: "no paper's model or setting; a check of the estimator against the exact λ of deep linear networks, "
+                "at an SGLD setting of this book's choosing",
+}
+
+
+def claims_of(figure: str) -> list[Claim]:
+    """The claims of one of this chapter's figures, in the order its page reports them."""
+    return select(CLAIMS, figure)
