@@ -219,6 +219,23 @@ def test_a_page_table_shows_a_missing_value_as_a_dash():
     assert 'class="dataframe"' in html
 
 
+def test_a_page_table_writes_each_number_once_in_one_style():
+    """The tier follows the rounded value (no 1000.000), infinities and minus signs are typographic in every
+    column kind, and a value shown as zero carries no sign."""
+    import numpy as np
+    import pandas as pd
+    from plateau_lib.book import pages
+    assert pages.number_text(999.9996) == "1,000.0" and pages.number_text(99_999.96) == "100,000"
+    assert pages.number_text(0.0099996) == "0.010" and pages.number_text(0.00123456) == "0.00123"
+    assert pages.number_text(-0.0) == "0.000" and pages.number_text(-0.25) == "−0.250"
+    assert pages.number_text(float("inf")) == "∞" and pages.number_text(-float("inf")) == "−∞"
+    html = pages.frame_html(pd.DataFrame({"x": [-0.5, 0.25], "k": [-3, 4], "tenths": [-1.5, 2.0],
+                                          "o": pd.Series([-np.inf, "a"], dtype=object)}))
+    assert "-" not in html.replace("<tr", "").split("<tbody>")[1]
+    for cell in ("−0.500", "−3", "−1.5", "−∞"):
+        assert f"<td>{cell}</td>" in html
+
+
 def test_a_page_table_shows_code_names_as_code_and_headers_as_words():
     import pandas as pd
     from plateau_lib.book import pages

@@ -80,15 +80,14 @@ def test_every_claim_is_consistent():
 
 def test_a_sanity_check_is_judged_apart_and_never_tallied():
     import pandas as pd
-    from plateau_lib.book import pages
+    from plateau_lib.book import pages, summaries as report
     from plateau_lib.book.verdicts import SANITY, Claim
     data_rho = Claim("Fig. X", "data ρ", "0.058", (0.05, 0.066), (0.05, 0.066), sanity="the data's own statistic")
     assert data_rho.judge(0.058, "paper") == SANITY[0] and data_rho.judge(0.2, "cpu") == SANITY[1]
     assert data_rho.judge(None, "paper") == SANITY[1]
     assert data_rho.rule().startswith("sanity check, passed if 0.05–0.066")
     table = pd.DataFrame({"cpu miniature": [f"0.058 ({SANITY[0]})", "1 (reproduced)"]})
-    for column in ("long CPU run", "paper's data, smaller model", "trained here in the paper's model shapes",
-                   "paper preset"):
+    for column in list(report.PRESET_COLUMNS.values())[1:]:
         table[column] = "–"
     counts = pages.verdict_counts(table)
     assert counts.loc[list(VERDICTS), "cpu miniature"].sum() == 1 and counts.loc["reproduced", "cpu miniature"] == 1

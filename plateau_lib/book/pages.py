@@ -81,6 +81,8 @@ def frame_html(frame: pd.DataFrame, **to_html) -> str:
         nullable = pd.api.types.is_extension_array_dtype(dtype) and dtype.kind in "iufb"  # its <NA> is missing too
         if pd.api.types.is_float_dtype(dtype) and not nullable:
             shown.isetitem(i, float_texts(shown.iloc[:, i]))
+        elif pd.api.types.is_integer_dtype(dtype) and not nullable:
+            shown.isetitem(i, shown.iloc[:, i].map(_cell))
         elif (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype) or nullable
               or pd.api.types.is_bool_dtype(dtype)):
             shown.isetitem(i, shown.iloc[:, i].astype(object).map(_cell))
@@ -120,15 +122,28 @@ def _header(label):
 
 def number_text(value: float, whole: bool = False) -> str:
     """A float as a table shows it, never in e-notation: a whole number (``whole``: its column's are all whole) as
-    an integer, 1,000 and over with thousands separators, under 0.01 to 3 significant digits, else 3 decimals."""
+    an integer, 1,000 and over with thousands separators, under 0.01 to 3 significant digits, else 3 decimals;
+    ±∞ as ∞ and −∞, a minus sign as the typographic −, and no sign on a value shown as zero. The tier is chosen
+    by the value as rounded, so 999.9996 reads 1,000.0, not 1000.000."""
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
     size = abs(value)
-    if whole or size >= 1e5:
-        return f"{value:,.0f}"
-    if size >= 1e3:
-        return f"{value:,.1f}"
-    if 0 < size < 1e-2:
-        return np.format_float_positional(value, precision=3, unique=False, fractional=False, trim="-")
-    return f"{value:.3f}"
+    if whole or round(size, 1) >= 1e5:
+        text = f"{value:,.0f}"
+    elif round(size, 3) >= 1e3:
+        text = f"{value:,.1f}"
+    elif 0 < size and float(f"{size:.3g}") < 1e-2:
+        text = np.format_float_positional(value, precision=3, unique=False, fractional=False, trim="-")
+    else:
+        text = f"{value:.3f}"
+    return _minus(text)
+
+
+def _minus(text: str) -> str:
+    """A number's text with the typographic minus, and without a sign where every digit is 0 (−0.000)."""
+    if not text.startswith("-"):
+        return text
+    return text[1:] if not re.search(r"[1-9]", text) else "−" + text[1:]
 
 
 def float_texts(column: pd.Series) -> pd.Series:
@@ -138,15 +153,17 @@ def float_texts(column: pd.Series) -> pd.Series:
     small = bool(len(finite)) and finite.abs().max() < 1e15
     whole = small and bool((finite == finite.round()).all())
     tenths = small and not whole and bool((finite * 10 == (finite * 10).round()).all())
-    return column.map(lambda v: MISSING if pd.isna(v) else "∞" if v == np.inf else "−∞" if v == -np.inf
-                      else f"{v:,.1f}" if tenths else number_text(v, whole))
+    return column.map(lambda v: MISSING if pd.isna(v) else _minus(f"{v:,.1f}") if tenths and np.isfinite(v)
+                      else number_text(v, whole))
 
 
 def _cell(value):
     if isinstance(value, (bool, np.bool_)):  # a yes/no column reads as words, not Python's True and False
         return "yes" if value else "no"
-    if isinstance(value, (float, np.floating)) and np.isfinite(value):
+    if isinstance(value, (float, np.floating)) and not np.isnan(value):
         return number_text(float(value), float(value).is_integer() and abs(value) < 1e15)
+    if isinstance(value, (int, np.integer)):
+        return _minus(str(value))
     if not isinstance(value, str):  # None in an object column is missing too (pandas' na_rep skips it there)
         return MISSING if pd.api.types.is_scalar(value) and pd.isna(value) else value
     if isinstance(value, Verbatim) or PATH.fullmatch(value):
