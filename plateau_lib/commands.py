@@ -120,9 +120,9 @@ def _paper_options(parser):
                               "groups go to workers started with --resources GPU=1)")
     cluster.add_argument("--slurm", action="store_true", help="run them as Slurm jobs through submitit, one a group")
     cluster.add_argument("--partition", help="with --slurm: the Slurm partition (checked with sinfo)")
-    cluster.add_argument("--gpus-per-job", type=int, default=1,
+    cluster.add_argument("--gpus-per-job", type=int,
                          help="with --slurm: GPUs of a job that trains a stacked group (default 1; 0: CPU jobs only)")
-    cluster.add_argument("--time", type=int, default=240, metavar="MINUTES",
+    cluster.add_argument("--time", type=int, metavar="MINUTES",
                          help="with --slurm: the most time a job asks for (default 240); a longer group is requeued")
     cluster.add_argument("--results", choices=paper_queue.RESULTS_MODES,
                          help="with --scheduler or --slurm (required): shared (workers see this repository at the "
@@ -198,8 +198,10 @@ def _paper_queue(args, parser) -> int:
 def _cluster_problem(args) -> str | None:
     """What is wrong with the cluster options, in one line (None: nothing), from what is known before connecting;
     a partition is checked against ``sinfo``."""
+    slurm_only = _given(args, "partition", "gpus_per_job", "time")
     if not (args.scheduler or args.slurm):
-        return None
+        stray = _given(args, "results") + slurm_only
+        return f"{', '.join(stray)} go(es) with --scheduler or --slurm, and neither is given" if stray else None
     if args.scheduler and args.slurm:
         return "--scheduler and --slurm exclude each other: a dask cluster, or Slurm jobs"
     if args.tar or args.replace_cpu:
@@ -208,10 +210,10 @@ def _cluster_problem(args) -> str | None:
         return ("--results is required with --scheduler and --slurm: shared (the workers see this repository at the "
                 "same path) or packed (each task's results come back packed)")
     if not args.slurm:
-        return None
+        return f"{', '.join(slurm_only)} go(es) with --slurm, not with --scheduler" if slurm_only else None
     if args.budget_s is not None:
         return "--budget-s does not go with --slurm: a job's time is --time, and a longer group is requeued"
-    if args.gpus_per_job < 0 or args.time < 1:
+    if (args.gpus_per_job or 0) < 0 or (args.time or 1) < 1:
         return f"--gpus-per-job must be >= 0 and --time >= 1 (minutes); got {args.gpus_per_job} and {args.time}"
     if shutil.which("sinfo") is None:
         return "--slurm: Slurm is not available here (no sinfo on the PATH)"
@@ -223,6 +225,11 @@ def _cluster_problem(args) -> str | None:
         problem = "is required with --slurm" if args.partition is None else f"{args.partition!r} is not one here"
         return f"--partition {problem}; sinfo lists: {', '.join(partitions) or 'none'}"
     return None
+
+
+def _given(args, *names) -> list[str]:
+    """The command-line spellings (``--gpus-per-job``) of those of ``names`` that were given."""
+    return [f"--{name.replace('_', '-')}" for name in names if getattr(args, name) is not None]
 
 
 SLURM_REQUEUES = 50  # how often a job may reach its time limit and be requeued (submitit's default: 3)
@@ -249,8 +256,8 @@ def _paper_on_cluster(args, parser, pages) -> int:
                                          slurm_max_num_timeout=SLURM_REQUEUES)
         executor.update_parameters(slurm_partition=args.partition)
         try:
-            written = paper_queue.run_slurm_queue(executor, pages, args.gpus_per_job, args.time, args.cpu_limit_h,
-                                                  args.preset, args.results)
+            written = paper_queue.run_slurm_queue(executor, pages, 1 if args.gpus_per_job is None else args.gpus_per_job,
+                                                  args.time or 240, args.cpu_limit_h, args.preset, args.results)
         except paper_queue.StoreNotVisible as err:
             return refuse(parser, str(err))
     print(f"{len(written)} {args.preset} run(s) committed to results/; the analyses run with plain `make paper` on a "

@@ -382,8 +382,12 @@ def run_cpu_queue(pages=None, budget_s: float | None = None, workers: int = 2, l
     if results not in RESULTS_MODES:
         raise ValueError(f"parameter 'results' must be one of {RESULTS_MODES}, got {results!r}")
     from distributed import Client, LocalCluster, as_completed
-    cluster = None
-    if client is None:
+    cluster, planned = None, None
+    if client is None:  # local workers have no GPU; with nothing for them to run, none is started
+        planned = plan_groups(pages, preset, limit_h, gpus=False)
+        if not planned[0]:
+            _say_left(planned[1], f"over {limit_h:g} CPU-hours")
+            return []
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
         client = Client(cluster)
     store, shared = cache.current(), results == "shared"
@@ -391,7 +395,7 @@ def run_cpu_queue(pages=None, budget_s: float | None = None, workers: int = 2, l
         if shared:
             check_store_visible(store, client.run)
         gpus = any(w.get("resources", {}).get("GPU") for w in client.scheduler_info()["workers"].values())
-        groups, left = plan_groups(pages, preset, limit_h, gpus)
+        groups, left = planned or plan_groups(pages, preset, limit_h, gpus)
         _say_left(left, f"over {limit_h:g} CPU-hours and no worker has the resource GPU")
         deadline = None if budget_s is None else time.time() + budget_s
         futures = {client.submit(train_group, *_task_args(g, store, shared), deadline, pure=False,

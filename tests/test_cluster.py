@@ -244,3 +244,20 @@ def test_slurm_options_are_refused_in_one_line(queue_home, monkeypatch, capsys, 
         capsys, "--slurm", "--results", "shared")
     assert "--partition 'a100' is not one here; sinfo lists: debug, gpu" in refused(
         capsys, "--slurm", "--partition", "a100", "--results", "shared")
+
+
+def test_cluster_options_without_their_cluster_are_refused_not_ignored(queue_home, monkeypatch, capsys):
+    monkeypatch.setattr(paper_queue, "train_group", None)  # any training would fail loudly
+    queue_of(monkeypatch, SMALL_QUEUE)
+    assert "--results, --partition go(es) with --scheduler or --slurm, and neither is given" in refused(
+        capsys, "--results", "shared", "--partition", "gpu")
+    assert "--time go(es) with --scheduler or --slurm" in refused(capsys, "--time", "30")
+    assert "--gpus-per-job go(es) with --slurm, not with --scheduler" in refused(
+        capsys, "--scheduler", "tcp://127.0.0.1:1", "--results", "shared", "--gpus-per-job", "0")
+
+
+def test_a_cpu_queue_with_nothing_to_run_starts_no_cluster(queue_home, monkeypatch, capsys):
+    import distributed
+    monkeypatch.setattr(paper_queue, "plan_groups", lambda *a, **k: ([], []))
+    monkeypatch.setattr(distributed, "LocalCluster", None)  # starting one would fail loudly
+    assert paper_queue.run_cpu_queue() == []
