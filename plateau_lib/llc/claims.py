@@ -18,17 +18,17 @@ CLAIMS = [
 # Where each paper value comes from (book.verdicts.Source): the paper's text, a figure, the authors' code or
 # logged data (the reference notes in ../shared/reference), or this book's inference.
 SOURCES = {
-    'λ̂ ÷ λ, polynomial (0, 1)': Source('code', 'devinterp.md §7 G1 (sampler_accuracy_test)',
+    'λ̂ ÷ λ, polynomial (0, 1)': Source('code', 'timaeus-research/devinterp @ a646b9d (v1.3.2), tests/slt/sampler_accuracy_test.py (true_lc)',
         'Test table (true_lc): (0,1)→1/2, (1,1)→1/2 (m=2), (0,2)→1/4, (1,2)→1/4'),
-    'λ̂ ÷ λ, polynomial (0, 2)': Source('code', 'devinterp.md §7 G1 (sampler_accuracy_test)',
+    'λ̂ ÷ λ, polynomial (0, 2)': Source('code', 'timaeus-research/devinterp @ a646b9d (v1.3.2), tests/slt/sampler_accuracy_test.py (true_lc)',
         'Test table (true_lc): (0,1)→1/2, (1,1)→1/2 (m=2), (0,2)→1/4, (1,2)→1/4'),
-    'λ̂ ÷ λ, polynomial (0, 3)': Source('code', 'devinterp.md §7 G1 (sampler_accuracy_test)',
+    'λ̂ ÷ λ, polynomial (0, 3)': Source('code', 'timaeus-research/devinterp @ a646b9d (v1.3.2), tests/slt/sampler_accuracy_test.py (true_lc)',
         '(0,3)→1/6, (1,3)→1/6, (2,3)→1/6, (3,3)→1/6 (m=2). The test writes 0.166.'),
-    'λ̂ ÷ λ, polynomial (1, 2), a hard case': Source('code', 'devinterp.md §7 G1 (sampler_accuracy_test)',
+    'λ̂ ÷ λ, polynomial (1, 2), a hard case': Source('code', 'timaeus-research/devinterp @ a646b9d (v1.3.2), tests/slt/sampler_accuracy_test.py (true_lc)',
         'Test table (true_lc): (0,1)→1/2, (1,1)→1/2 (m=2), (0,2)→1/4, (1,2)→1/4'),
-    'λ̂ ÷ λ, reduced-rank regression 5,3,5': Source('code', 'devinterp.md §7 G3 (rrr_test; Aoyagi & Watanabe)',
+    'λ̂ ÷ λ, reduced-rank regression 5,3,5': Source('code', 'timaeus-research/devinterp @ a646b9d (v1.3.2), tests/slt/rrr_test.py (Aoyagi & Watanabe)',
         'Test cases (M,H,N): (5,3,5)→6.5, (5,4,5)→8.0'),
-    'λ̂ ÷ λ, reduced-rank regression 3,8,4': Source('code', 'devinterp.md §7 G3 (rrr_test; Aoyagi & Watanabe)',
+    'λ̂ ÷ λ, reduced-rank regression 3,8,4': Source('code', 'timaeus-research/devinterp @ a646b9d (v1.3.2), tests/slt/rrr_test.py (Aoyagi & Watanabe)',
         '(3,8,4)→6.0 (case 4) … case 4, M+N < H+r: λ = MN/2'),
     'λ̂ ÷ λ, regular model d = 10': Source('text', 'Hoogland et al. §A.2; regular λ = d/2 (Watanabe)',
         'If the population loss looks like a quadratic form near [w*] then [λ] is half the number of parameters'),
