@@ -123,7 +123,7 @@ def _paper_options(parser):
     cluster.add_argument("--gpus-per-job", type=int,
                          help="with --slurm: GPUs of a job that trains a stacked group (default 1; 0: CPU jobs only)")
     cluster.add_argument("--time", type=int, metavar="MINUTES",
-                         help="with --slurm: the most time a job asks for (default 240); a longer group is requeued")
+                         help="with --slurm: the most time a job asks for (default 240); a longer group takes further jobs")
     cluster.add_argument("--results", choices=paper_queue.RESULTS_MODES,
                          help="with --scheduler or --slurm (required): shared (workers see this repository at the "
                               "same path and write into it) or packed (each task's results come back packed)")
@@ -212,7 +212,7 @@ def _cluster_problem(args) -> str | None:
     if not args.slurm:
         return f"{', '.join(slurm_only)} go(es) with --slurm, not with --scheduler" if slurm_only else None
     if args.budget_s is not None:
-        return "--budget-s does not go with --slurm: a job's time is --time, and a longer group is requeued"
+        return "--budget-s does not go with --slurm: a job's time is --time, and a longer group takes further jobs"
     if (args.gpus_per_job or 0) < 0 or (args.time or 1) < 1:
         return f"--gpus-per-job must be >= 0 and --time >= 1 (minutes); got {args.gpus_per_job} and {args.time}"
     if shutil.which("sinfo") is None:
@@ -232,9 +232,6 @@ def _given(args, *names) -> list[str]:
     return [f"--{name.replace('_', '-')}" for name in names if getattr(args, name) is not None]
 
 
-SLURM_REQUEUES = 50  # how often a job may reach its time limit and be requeued (submitit's default: 3)
-
-
 def _paper_on_cluster(args, parser, pages) -> int:
     """The queue's training runs on a dask cluster (``--scheduler``) or as Slurm jobs (``--slurm``)."""
     if args.scheduler:
@@ -252,8 +249,7 @@ def _paper_on_cluster(args, parser, pages) -> int:
                 return refuse(parser, str(err))
     else:
         import submitit
-        executor = submitit.AutoExecutor(folder=cache.ROOT / ".cache" / "slurm" / "%j", cluster="slurm",
-                                         slurm_max_num_timeout=SLURM_REQUEUES)
+        executor = submitit.AutoExecutor(folder=cache.ROOT / ".cache" / "slurm" / "%j", cluster="slurm")
         executor.update_parameters(slurm_partition=args.partition)
         try:
             written = paper_queue.run_slurm_queue(executor, pages, 1 if args.gpus_per_job is None else args.gpus_per_job,

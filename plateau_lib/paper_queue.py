@@ -24,7 +24,7 @@ each committed as it finishes. The rest, and the analyses, are left for a GPU (`
 **On a cluster** the same tasks (``plan_groups``: one run a CPU task, runs of one architecture stacked in a GPU
 task) go to an existing dask cluster (``--scheduler``: ``run_cpu_queue`` with its client; GPU tasks ask for the
 worker resource ``GPU``) or to Slurm through submitit (``--slurm``: ``run_slurm_queue``, one job a task, its time
-and GPUs from the cost model; a job at its time limit saves its resume states and is requeued). ``--results
+and GPUs from the cost model; a job near its time limit saves its resume states, and a further job resumes them). ``--results
 shared`` has the workers commit into this store (each is checked to see it before any compute); ``--results
 packed`` has each task pack its results and resume states (``pack``'s format), unpacked here as they come.
 
@@ -48,7 +48,6 @@ import io
 import os
 import re
 import shutil
-import signal
 import tarfile
 import tempfile
 import time
@@ -57,7 +56,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from plateau_lib import chapters
-from plateau_lib.engine import cache, presets as engine_presets
+from plateau_lib.engine import cache, carried, presets as engine_presets
 from plateau_lib.engine.costs import CPU_RECORD, cpu_costs, estimate_cpu_s, estimate_gpu_s, resume_mib
 from plateau_lib.engine.train import Stopped, stacks
 from plateau_lib.engine.utils import cpu_threads, resolve_device, shown_path
@@ -264,7 +263,7 @@ def train_group(configs, extras, store: cache.Store | None, state: bytes = b"", 
 
     Without a shared store the group trains in a store of its own under ``workdir`` (a temporary folder if
     None), which starts from ``state`` (the caller's packed resume states of these runs) unless it holds newer
-    ones (a requeued Slurm job on the same ``workdir``). A task rerun elsewhere (its worker died) starts again
+    ones (a Slurm job requeued on the same ``workdir``). A task rerun elsewhere (its worker died) starts again
     from ``state``."""
     dev = resolve_device("auto")
     cpu_threads()
@@ -409,9 +408,9 @@ def run_cpu_queue(pages=None, budget_s: float | None = None, workers: int = 2, l
 
 class SlurmGroup:
     """A Slurm job of one group, checkpointable as submitit's ``helpers.Checkpointable`` (its ``checkpoint``
-    resubmits the same call; submitit is imported only where jobs are made). It trains for at most ``train_s``
-    seconds, a little less than the job's time limit, so that the resume states are saved; if runs are left it
-    sends itself the signal Slurm sends before a time limit, and submitit requeues it: the next job resumes."""
+    resubmits the same call if Slurm preempts the job or stops it at its limit; submitit is imported only where
+    jobs are made). It trains for at most ``train_s`` seconds, a little less than the job's time limit, and
+    returns with the resume states of the runs left saved: ``run_slurm_queue`` submits them again."""
 
     def __init__(self, train_s: float):
         self.train_s = train_s
@@ -419,11 +418,8 @@ class SlurmGroup:
     def __call__(self, configs, extras, store, state: bytes = b"") -> tuple[list[str], bytes]:
         import submitit
         env = submitit.JobEnvironment()
-        workdir = None if store is not None else env.paths.folder / f"store-{env.job_id}"  # kept across requeues
+        workdir = None if store is not None else env.paths.folder / f"store-{env.job_id}"  # kept if Slurm requeues
         outcome = train_group(configs, extras, store, state, time.time() + self.train_s, workdir)
-        if len(outcome[0]) < len(configs):
-            os.kill(os.getpid(), env._usr_sig())  # submitit's handler checkpoints, requeues and exits
-            signal.pause()
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
         return outcome
@@ -434,25 +430,33 @@ class SlurmGroup:
         return DelayedSubmission(self, *args, **kwargs)
 
 
-SLURM_MARGIN_S = 120  # a job stops training this long before its time limit, to save its states and requeue
+SLURM_MARGIN_S = 120  # a job stops training this long before its time limit, to save its states and return
+SLURM_ROUNDS = 50  # the most jobs one group may take, one after another, each resuming the last one's states
 
 
 def slurm_minutes(group: Group, time_min: int) -> int:
     """A job's time request: twice its group's estimate plus 5 minutes, at most ``time_min`` (the partition's
-    limit, say); a group that needs longer is requeued from its resume states until it finishes."""
+    limit, say); a group that needs longer takes further jobs, each resuming from the last one's states."""
     return max(1, min(time_min, int(2 * group.estimate_s / 60) + 5))
+
+
+def _steps_reached(entries: list[Entry], store: cache.Store) -> list[int]:
+    """The step each run's resume state in ``store`` reached (-1: none)."""
+    return [carried.resume_step(store.working(e.config, e.extra) / "resume.pt") for e in entries]
 
 
 def run_slurm_queue(executor, pages=None, gpus_per_job: int = 1, time_min: int = 240, limit_h: float = CPU_LIMIT_H,
                     preset: str = "paper", results: str = "shared", train_s=None) -> list[Path]:
     """The queue as one submitit job per ``plan_groups`` task (``executor``: an AutoExecutor for Slurm, or a
     LocalExecutor), each asking for its GPUs (``gpus_per_job`` for a GPU group, none for a CPU one) and its time
-    (``slurm_minutes``); ``train_s(minutes)``: how long a job trains before it requeues itself (default: its time
-    limit less ``SLURM_MARGIN_S``). ``results`` as in ``run_cpu_queue`` ("shared" is checked by a small job
-    first). Each run is committed when its job reports; returns the folders written."""
+    (``slurm_minutes``); ``train_s(minutes)``: how long a job trains before it returns (default: its time limit
+    less ``SLURM_MARGIN_S``). A group with runs left after its job is submitted again, from the states that job
+    saved, up to ``SLURM_ROUNDS`` jobs, and only while each job moves a run on: one that finished no run and
+    advanced no resume state stops its group, with a line saying so. ``results`` as in ``run_cpu_queue``
+    ("shared" is checked by a small job first). Each run is committed when its job reports; returns the folders
+    written."""
     if results not in RESULTS_MODES:
         raise ValueError(f"parameter 'results' must be one of {RESULTS_MODES}, got {results!r}")
-    from submitit.helpers import as_completed
     store, shared = cache.current(), results == "shared"
     train_s = train_s or (lambda minutes: max(60, minutes * 60 - SLURM_MARGIN_S))
     if shared:
@@ -461,15 +465,39 @@ def run_slurm_queue(executor, pages=None, gpus_per_job: int = 1, time_min: int =
     groups, left = plan_groups(pages, preset, limit_h, gpus_per_job > 0)
     _say_left(left, f"over {limit_h:g} CPU-hours and --gpus-per-job is 0")
     jobs = {}
-    for g in groups:
+
+    def submit(g: Group, round_: int) -> None:
         minutes = slurm_minutes(g, time_min)
         executor.update_parameters(timeout_min=minutes, gpus_per_node=gpus_per_job if g.gpu else 0)
         job = executor.submit(SlurmGroup(train_s(minutes)), *_task_args(g, store, shared))
         print(f"job {job.job_id}: {len(g.entries)} run(s) of {g.entries[0].page}, {minutes} min"
-              f"{f', {gpus_per_job} GPU(s)' if g.gpu else ''}", flush=True)
-        jobs[job] = g
-    finished = as_completed(list(jobs), poll_frequency=2)
-    return [path for job in finished for path in _received(jobs[job], job.result(), store)]
+              f"{f', {gpus_per_job} GPU(s)' if g.gpu else ''}{f', round {round_ + 1}' if round_ else ''}", flush=True)
+        jobs[job] = (g, round_, _steps_reached(g.entries, store))
+
+    for g in groups:
+        submit(g, 0)
+    written = []
+    while jobs:
+        done = [job for job in jobs if job.done()]
+        if not done:
+            time.sleep(2)
+            continue
+        for job in done:
+            g, round_, before = jobs.pop(job)
+            names = job.result()[0]
+            written += _received(g, job.result(), store)
+            rest = [e for e in g.entries if e.folder not in names]
+            if not rest:
+                continue
+            moved = len(rest) < len(g.entries) or any(
+                after > was for after, was in zip(_steps_reached(rest, store), before) if after >= 0)
+            if not moved or round_ + 1 >= SLURM_ROUNDS:
+                why = "its last job moved no run on" if not moved else f"{SLURM_ROUNDS} jobs did not finish it"
+                print(f"{g.entries[0].page}: {len(rest)} run(s) stopped, {why}; their states are kept for the "
+                      "next command", flush=True)
+                continue
+            submit(g._replace(entries=rest), round_ + 1)
+    return written
 
 
 # ---- analyses: the steps that read trained runs' weights or checkpoints ----------------------------------------

@@ -144,15 +144,15 @@ def test_a_worker_killed_mid_run_loses_nothing_the_run_resumes_on_the_other(queu
     pd.testing.assert_frame_equal(resumed.metrics, train(LONG, progress=False).metrics, check_exact=True)
 
 
-def test_slurm_jobs_on_submitit_local_executor_requeue_at_their_limit_and_pack_results(queue_home, monkeypatch,
-                                                                                       use_store):
+def test_slurm_jobs_on_submitit_local_executor_resume_in_further_jobs_and_pack_results(queue_home, monkeypatch,
+                                                                                        use_store, capsys):
     """The Slurm path's job specs on submitit's LocalExecutor, with packed results: each job trains at most 6 s,
-    then saves its resume state and is requeued by submitit; the results come back packed, are unpacked here, and
-    equal the queue in one process."""
+    then saves its resume state and returns, and a further job resumes it; the results come back packed, are
+    unpacked here, and equal the queue in one process."""
     submitit = pytest.importorskip("submitit")
     runs = {"page_a": {0: TINY, "long": LONG.replace(steps=3000, eval_every=100)}}
     queue_of(monkeypatch, runs)
-    executor = submitit.LocalExecutor(folder=queue_home / "submitit", max_num_timeout=10)
+    executor = submitit.LocalExecutor(folder=queue_home / "submitit")
     t0 = time.perf_counter()
     written = paper_queue.run_slurm_queue(executor, gpus_per_job=0, time_min=5, results="packed",
                                           train_s=lambda minutes: 6.0)
@@ -160,8 +160,7 @@ def test_slurm_jobs_on_submitit_local_executor_requeue_at_their_limit_and_pack_r
     store = cache.current()
     assert sorted(p.name for p in written) == sorted(e.folder for e in paper_queue.status())
     assert paper_queue.pending() == [] and not list(store.local.glob("*.partial"))
-    logs = "".join(p.read_text() for p in (queue_home / "submitit").glob("*_log.err"))
-    assert "Caught signal SIGUSR2" in logs, "no job reached its limit and was requeued"
+    assert ", round 2" in capsys.readouterr().out, "no group took a second job"
     reference, here = in_one_process(queue_home, use_store, runs["page_a"].values())
     assert_same_results(store, reference, runs["page_a"].values())
     print(f"\n2 runs: {here:.1f} s in one process, {on_jobs:.1f} s as LocalExecutor jobs (with requeues)")
@@ -175,6 +174,41 @@ def test_slurm_jobs_with_the_shared_store_check_it_in_a_job_first_then_commit_in
     assert [p.name for p in written] == [cache.run_name(cache.cache_key(TINY))] and paper_queue.pending() == []
     assert len(list((queue_home / "submitit").glob("*_result.pkl"))) == 2  # the store check, then the run's job
     assert not list((queue_home / "submitit").glob("store-*"))  # a shared store needs no job store
+
+
+class StuckJob:
+    """A finished job that committed nothing and saved no state; the store check runs at once."""
+
+    def __init__(self, fn, *args):
+        self.job_id = "stuck"
+        self.outcome = fn(*args) if not isinstance(fn, paper_queue.SlurmGroup) else ([], b"")
+
+    def done(self):
+        return True
+
+    def result(self):
+        return self.outcome
+
+
+class StuckExecutor:
+    def __init__(self):
+        self.submitted = 0
+
+    def update_parameters(self, **_):
+        pass
+
+    def submit(self, fn, *args):
+        self.submitted += isinstance(fn, paper_queue.SlurmGroup)
+        return StuckJob(fn, *args)
+
+
+def test_a_slurm_group_whose_job_moves_nothing_on_is_not_submitted_again(queue_home, monkeypatch, capsys):
+    queue_of(monkeypatch, SMALL_QUEUE)
+    executor = StuckExecutor()
+    assert paper_queue.run_slurm_queue(executor, gpus_per_job=0, time_min=5, results="shared") == []
+    groups = len(paper_queue.plan_groups()[0])
+    assert executor.submitted == groups > 0  # one job each, none again
+    assert capsys.readouterr().out.count("stopped, its last job moved no run on") == groups
 
 
 def slurm_partition() -> str | None:
