@@ -69,10 +69,23 @@ def untrained_values() -> dict:
     return found
 
 
-def chapter_of() -> dict:
-    """``{figure: its chapter's one-line title}`` for every chapter's claims (the Reproducibility page's tally)."""
-    return {c.figure: CHAPTERS[chapter].split(":")[0].split(" (")[0] for chapter in CHAPTERS
-            for c in _module(chapter, "claims").CLAIMS}
+# The paper each chapter's figures reproduce; a chapter of several papers names each figure's in its claims module
+# (``PAPER_OF``).
+PAPERS = {"plateau": "Gopalani et al. 2025", "llm": "Gopalani et al. 2025", "icl": None,
+          "llc": "The LLC estimator's known answers (devinterp's tests; Aoyagi 2024)"}
+
+
+def paper_of() -> dict:
+    """``{figure: the paper it reproduces}`` for every chapter's claims (the Reproducibility page's tally)."""
+    out = {}
+    for chapter, paper in PAPERS.items():
+        claims = _module(chapter, "claims")
+        named = getattr(claims, "PAPER_OF", {})
+        for c in claims.CLAIMS:
+            if c.figure not in named and paper is None:
+                raise ValueError(f"figure {c.figure!r} of chapter {chapter!r} names no paper (its PAPER_OF)")
+            out[c.figure] = named.get(c.figure, paper)
+    return out
 
 
 def paper_pending() -> dict:

@@ -105,3 +105,14 @@ def test_each_seed_is_paired_with_its_own_reference():
     from plateau_lib.plateau.milestones import seed_ratio
     table = pd.DataFrame({"c": ["0.2", "0.2", "1", "1"], "seed": [0, 1, 0, 1], "jump_step": [90.0, 400.0, 30.0, 200.0]})
     assert seed_ratio(table, "jump_step", {"c": "0.2"}, {"c": "1"}).values == {0: 3.0, 1: 2.0}
+
+
+def test_every_figure_names_the_paper_it_reproduces():
+    """The Reproducibility page tallies by paper: each figure maps to one, and the in-context regression chapter's
+    three figures to their three papers."""
+    papers = chapters.paper_of()
+    assert set(papers) == {c.figure for c in CLAIMS} and all(papers.values())
+    assert papers["Hoogland Fig. 1(b) (LR stages)"] == "Hoogland et al. 2024"
+    assert papers["Carroll Figs. 1, 3 (transient ridge)"] == "Carroll et al. 2025"
+    assert papers["Raventós Fig. 2 (task diversity)"] == "Raventós et al. 2023"
+    assert papers["Fig. 2 (MWS plateau)"] == papers["Fig. 8 (Pythia/OLMo collapse and repetition)"]

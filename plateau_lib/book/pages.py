@@ -509,16 +509,16 @@ def near_edges(edges: pd.DataFrame, within: float = 0.1, kind: str = "reading") 
 
 
 def tally_html(counts: pd.DataFrame):
-    """``tally``'s counts as one narrow HTML table for the text column: each chapter a full-width row, its kinds of
-    run under it, one column per verdict (the sanity checks last, set apart)."""
+    """``tally``'s counts as one narrow HTML table for the text column: each group (a paper) a full-width row, its
+    kinds of run under it, one column per verdict (the sanity checks last, set apart)."""
     import html as html_lib
     from IPython.display import HTML
     columns = list(counts.columns)
     head = "".join(f'<th class="{"tally-sanity" if _apart(c) else ""}">{html_lib.escape(c)}</th>'
                    for c in columns)
     rows = []
-    for chapter, part in counts.groupby(level=0, sort=False):
-        rows.append(f'<tr class="tally-chapter"><th colspan="{len(columns) + 1}">{html_lib.escape(str(chapter))}</th></tr>')
+    for group, part in counts.groupby(level=0, sort=False):
+        rows.append(f'<tr class="tally-chapter"><th colspan="{len(columns) + 1}">{html_lib.escape(str(group))}</th></tr>')
         rows += [f'<tr><td>{html_lib.escape(str(kind))}</td>'
                  + "".join(f'<td class="{"tally-sanity" if _apart(c) else ""}">{int(n)}</td>'
                            for c, n in zip(columns, values)) + "</tr>"

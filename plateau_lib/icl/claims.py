@@ -6,6 +6,8 @@ from plateau_lib.book.verdicts import Band, Claim, INF, Source, select, sourced
 _ICL = "Hoogland Fig. 1(b) (LR stages)"
 _TR = "Carroll Figs. 1, 3 (transient ridge)"
 _TD = "Raventós Fig. 2 (task diversity)"
+# The paper of each figure (``chapters.paper_of``: the Reproducibility page's tally).
+PAPER_OF = {_ICL: "Hoogland et al. 2024", _TR: "Carroll et al. 2025", _TD: "Raventós et al. 2023"}
 
 _NO_TRAJECTORY = "a model that learns nothing has no trajectory: its predictions never move, so there is no variance to explain"
 
