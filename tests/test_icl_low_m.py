@@ -390,3 +390,14 @@ def test_mechanism_tests_all_hold_for_exact_dmmse_and_not_for_ridge():
     assert table["holds"].all() and len(table) == 6  # no λ̂ row without a table
     wrong = {M: (ridge_model(_task(M)), _task(M)) for M in (1, 2)}
     assert not low_m.mechanism_tests(wrong, n=512)["holds"].any()
+
+
+def test_the_mechanism_tests_answer_the_opening_box_with_their_pass_marks():
+    import pandas as pd
+    table = pd.DataFrame({"M": ["M = 1", "M = 2"], "hypothesis": ["ignores the context", "predicts as dMMSE₂"],
+                          "measure": ["a", "b"], "tolerance": ["< 0.05", "< 0.1"], "value": [0.012345, 0.5],
+                          "holds": [True, False]})
+    answers = low_m.mechanism_answers(table)
+    assert list(answers.columns) == ["question", "answer"]
+    assert list(answers["question"]) == ["M = 1: ignores the context", "M = 2: predicts as dMMSE₂"]
+    assert list(answers["answer"]) == ["holds (0.0123, pass mark < 0.05)", "fails (0.5, pass mark < 0.1)"]

@@ -157,3 +157,24 @@ def test_plateau_changes_on_hand_built_curves():
     assert row["plateau: Δλ̂"] == 2 and row["jump: Δλ̂"] == 20
     assert row["plateau: Δλ̂ / SE"] == pytest.approx(2 / np.hypot(0.5, 0.5))
     assert row["plateau: ΔAPM"] == pytest.approx(1 / 3) and row["jump: Δloss"] == pytest.approx(-1)
+
+
+def test_the_pages_own_questions_are_answered_seed_by_seed_and_can_fail():
+    """The box of a page without verdicts answers its questions from the numbers, seed by seed: a λ̂ that stays
+    within its noise on the plateau answers yes to 'flat', and a seed that disagrees is counted apart."""
+    import pandas as pd
+    from plateau_lib.book import pages
+    from plateau_lib.plateau import llc_across
+    changes = pd.DataFrame({"seed": [0, 1], "plateau: Δλ̂ / SE": [1.0, 9.0], "plateau: ΔAPM": [0.2, 0.3]})
+    bounds = pd.DataFrame({"seed": [0, 1], "jump step": [220, 400], "nearest to the jump": [210, pd.NA],
+                           "jump inside it": [True, False]})
+    llc = pd.DataFrame({"seed": [0, 0, 1, 1], "step": [200, 250, 350, 450]})
+    result = llc_across.PlateauLLC({"llc": llc}, {}, None, {}, None, bounds, changes)
+    got = llc_across.answers(result).set_index("question")["answer"]
+    assert list(got) == ["yes on 1 of 2 seeds, no on 1"] * 4
+    assert llc_across.seed_answer(3, 3) == "yes, on all 3 seeds" and llc_across.seed_answer(0, 1) == "no, on 1 seed"
+    box = pages.answers_box_html("no paper value", llc_across.answers(result), "two seeds")
+    assert "No verdicts on this page: no paper value" in box and "answered on two seeds" in box
+    assert box.count("<tr><td>") == 4
+    with pytest.raises(ValueError, match="answered_on"):
+        pages.glue_verdict_box([], {}, none="x", answers=llc_across.answers(result))

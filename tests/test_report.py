@@ -333,3 +333,13 @@ def test_prose_numbers_are_the_data_as_a_range_over_seeds():
     assert pages.seed_range(claim, BySeed({0: 0.718, 1: 0.668, 2: 0.663})) == "0.66–0.72"
     assert pages.seed_range(claim, 1.0) == "1.00" and pages.seed_range(claim, BySeed({0: float("nan")})) == pages.MISSING
     assert pages.value_range([3.0, float("inf")], "{:.1f}") == "3.0–∞" and pages.value_range([170, 190], "{:.0f}") == "170–190"
+
+
+def test_a_figure_without_a_paper_run_shows_its_long_cpu_run_as_a_miniature(summaries):
+    from plateau_lib.book import pages
+    figure = "Raventós Fig. 2 (task diversity)"
+    claims = claims_of(figure)
+    report.record_summary(claims, "cpu_long", {claims[0].metric: None}, "task_diversity", {}, judged_as="cpu")
+    box = pages.verdict_box_html([figure], PAPER_PENDING)
+    assert "No verdict at the paper's configuration" in box
+    assert "In miniature (the long CPU run, judged as a miniature): " in box

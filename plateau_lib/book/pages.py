@@ -532,6 +532,15 @@ def tally_html(counts: pd.DataFrame):
 VERDICT_BOX = "verdict_box"  # the glue key a page's opening Markdown pastes (```{glue} verdict_box```)
 
 
+# What a figure's box shows in place of verdicts at the paper's configuration, where it has none, each named for
+# what it is: the paper's data on a smaller model, models shaped like the paper's, an estimator check at this
+# book's setting, the long CPU run (a miniature, judged as one).
+STAND_INS = {"paper_data": f"Standing in ({PRESET_COLUMNS['paper_data']})",
+             "trained_shape": f"Standing in ({PRESET_COLUMNS['trained_shape']})",
+             "estimator_check": "At this book's own setting",
+             "cpu_long": "In miniature (the long CPU run, judged as a miniature)"}
+
+
 def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | None = None) -> str:
     """The box that opens a figure page: for each of its ``figures``, the claims judged at the paper's
     configuration (the ``paper`` column this build recorded), with the tally (sanity checks apart), or why the
@@ -545,10 +554,8 @@ def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | 
         head = f'<p class="verdict-box-figure">{html_lib.escape(figure)}</p>'
         if not rows:
             why = (summary or {}).get("status") or pending.get(figure, "no run at the paper's configuration yet")
-            stand_ins = [(" At this book's own setting" if p == "estimator_check" else
-                          f" Standing in ({PRESET_COLUMNS[p]})") + f": {_tally(found[(figure, p)]['rows'])}."
-                         for p in ("paper_data", "trained_shape", "estimator_check")
-                         if found.get((figure, p), {}).get("rows")]
+            stand_ins = [f" {STAND_INS[p]}: {_tally(found[(figure, p)]['rows'])}."
+                         for p in STAND_INS if found.get((figure, p), {}).get("rows")]
             more = "".join(stand_ins)
             parts.append(f'{head}<p>No verdict at the paper\'s configuration: {html_lib.escape(why)}.'
                          f'{html_lib.escape(more)}</p>')
@@ -623,15 +630,33 @@ def glue_texts(texts: dict) -> None:
         glue(name, Markdown(str(text)), display=False)
 
 
-def glue_verdict_box(figures: list[str], pending: dict, none: str = "") -> None:
+def glue_verdict_box(figures: list[str], pending: dict, none: str = "", answers: pd.DataFrame | None = None,
+                     answered_on: str = "") -> None:
     """Glue the page's verdict box (``verdict_box_html``; ``none``: why a page without ``figures`` has no verdicts)
     under ``VERDICT_BOX`` for its opening Markdown to paste (MyST-NB's glue: a page shows, at its top, the verdicts
-    its later cells recorded). Call it after the page's last verdict table."""
-    import html as html_lib
+    its later cells recorded). Call it after the page's last verdict table. A page without verdicts that answers
+    questions of its own gives them as ``answers`` (columns question, answer), measured on ``answered_on``."""
     from IPython.display import HTML
     from myst_nb import glue
     if not figures and not none:
         raise ValueError("glue_verdict_box needs the page's figures, or none: why the page has no verdicts")
-    box = (verdict_box_html(figures, pending) if figures else
-           f'<div class="verdict-box" id="verdict-box"><p>No verdicts on this page: {html_lib.escape(none)}</p></div>')
-    glue(VERDICT_BOX, HTML(box), display=False)
+    if answers is not None and (figures or list(answers.columns) != ["question", "answer"] or not answered_on):
+        raise ValueError("answers go in a box without verdicts (no figures), as a table of the columns question and "
+                         f"answer, with answered_on naming the runs; got figures {figures}, columns "
+                         f"{list(answers.columns)} and answered_on {answered_on!r}")
+    glue(VERDICT_BOX, HTML(verdict_box_html(figures, pending) if figures else
+                           answers_box_html(none, answers, answered_on)), display=False)
+
+
+def answers_box_html(none: str, answers: pd.DataFrame | None = None, answered_on: str = "") -> str:
+    """The opening box of a page without verdicts: why it has none, then the page's own questions and their
+    answers (``answers``: columns question, answer) measured on ``answered_on``, if it gives them."""
+    import html as html_lib
+    text = f"<p>No verdicts on this page: {html_lib.escape(none)}</p>"
+    if answers is not None and len(answers):
+        body = "".join(f"<tr><td>{html_lib.escape(str(q))}</td><td>{html_lib.escape(str(a))}</td></tr>"
+                       for q, a in zip(answers["question"], answers["answer"]))
+        text += (f'<p class="verdict-box-tally">Its own questions, answered on {html_lib.escape(answered_on)}:</p>'
+                 '<div class="table-scroll"><table class="verdict-box-table"><thead><tr><th>question</th>'
+                 f"<th>answer</th></tr></thead><tbody>{body}</tbody></table></div>")
+    return f'<div class="verdict-box" id="verdict-box">{text}</div>'

@@ -357,6 +357,14 @@ def mechanism_tests(models: dict, llc_table: pd.DataFrame | None = None, n: int 
 TESTS_KIND = "icl_low_m_tests"
 
 
+def mechanism_answers(table: pd.DataFrame) -> pd.DataFrame:
+    """``mechanism_table``'s tests as the opening box's questions and answers: "M = 1: ignores the context" and
+    "holds (0.0123, pass mark < 0.05)"."""
+    return pd.DataFrame({"question": [f"{m}: {h}" for m, h in zip(table["M"], table["hypothesis"])],
+                         "answer": [f"{'holds' if ok else 'fails'} ({value:.3g}, pass mark {mark})"
+                                    for ok, value, mark in zip(table["holds"], table["value"], table["tolerance"])]})
+
+
 def stored_mechanism_tests(configs: dict, llc_table: pd.DataFrame | None = None, n: int = 2048, seed: int = 0):
     """``mechanism_tests`` of a sweep's M = 1 and M = 2 runs (``configs`` {(M, seed): TrainConfig}), as a stored
     table: weights are never committed, so a committed sweep carries this table instead. Loaded if stored,

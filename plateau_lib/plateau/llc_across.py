@@ -272,6 +272,39 @@ def stored(preset: str = "cpu_long") -> tuple[PlateauLLC, pd.DataFrame, dict] | 
     return analyse(*found), calibration[0]["calibration"], calibration[1]
 
 
+RISE_SES = 3  # λ̂ moved across the plateau where its change exceeds this many standard errors
+
+
+def answers(result: PlateauLLC) -> pd.DataFrame:
+    """The page's four questions (columns question, answer), each judged seed by seed on ``result``: does λ̂ stay
+    within ``RISE_SES`` standard errors on the plateau, does it rise beyond them with the APM, does its steepest
+    rise (per step) hold the jump, and is a GP boundary of λ̂ inside the checkpoint interval that holds the jump."""
+    changes, bounds, llc = result.changes.set_index("seed"), result.boundaries.set_index("seed"), result.tables["llc"]
+    seeds = list(bounds.index)
+
+    def at_jump(seed) -> bool:
+        steps, jump = llc.loc[llc["seed"] == seed, "step"], bounds.loc[seed, "jump step"]
+        near = bounds.loc[seed, "nearest to the jump"]
+        if pd.isna(jump) or pd.isna(near):
+            return False
+        return bool(steps[steps <= jump].max() <= near <= steps[steps >= jump].min())
+
+    held = {"Does λ̂ stay flat on the plateau, as the loss does?":
+                [abs(changes.loc[s, "plateau: Δλ̂ / SE"]) <= RISE_SES for s in seeds],
+            "Does λ̂ rise with the APM before the loss drops?":
+                [changes.loc[s, "plateau: ΔAPM"] > 0 and changes.loc[s, "plateau: Δλ̂ / SE"] > RISE_SES for s in seeds],
+            "Does λ̂ rise fastest where the loss jumps?": [bool(bounds.loc[s, "jump inside it"]) for s in seeds],
+            "Is there a GP stage boundary of λ̂ at the jump?": [at_jump(s) for s in seeds]}
+    return pd.DataFrame({"question": list(held), "answer": [seed_answer(sum(v), len(v)) for v in held.values()]})
+
+
+def seed_answer(yes: int, seeds: int) -> str:
+    """"yes, on all 3 seeds", "no, on all 3 seeds" or "yes on 2 of 3 seeds, no on 1"."""
+    if yes in (0, seeds):
+        return f"{'yes' if yes else 'no'}, on {'all ' if seeds > 1 else ''}{seeds} seed{'s' * (seeds > 1)}"
+    return f"yes on {yes} of {seeds} seeds, no on {seeds - yes}"
+
+
 PROSE_FORMATS = {"loss_drop": "{:.2f}", "apm_rise": "{:.2f}", "plateau_se": "{:.0f}", "during": "{:.0f}",
                  "jump_rise": "{:.0f}", "jump_se": "{:.0f}", "after": "{:.0f}", "seed0_after_jump": "{:.0f}",
                  "seed0_end": "{:.0f}"}  # the others: "{:.1f}"
