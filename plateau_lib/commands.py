@@ -486,14 +486,12 @@ def _rerun_options(parser):
 
 def _rerun(args, parser) -> int:
     cpu_threads()
-    store = cache.current()
     for figure in rerun.PRESETS[args.preset]:
-        configs = rerun.configs(figure, args.preset)
-        results = book_pages.train_runs(configs)  # grouped by architecture, through the store
+        configs, results = rerun.train(figure, args.preset)  # grouped by architecture, through the store
         print(figure, *(f"  {metric}: {value}" for metric, value in rerun.FIGURES[figure][1](results, configs).items()),
               sep="\n", flush=True)
         if args.commit:
-            print(*(store.commit(cfg) for cfg in configs.values()), sep="\n", flush=True)
+            print(*rerun.commit(figure, args.preset, configs), sep="\n", flush=True)
     return 0
 
 

@@ -8,6 +8,7 @@ committed only, and trains nothing."""
 from __future__ import annotations
 
 from plateau_lib.book import pages
+from plateau_lib.engine.cache import cache_key, current
 from plateau_lib.plateau import milestones, other_tasks, presets, setups
 
 
@@ -28,6 +29,19 @@ def bias_values(results: dict, configs: dict) -> dict:
     return milestones.attention_bias_values(milestones.milestones(metrics, by=("c", "seed")))
 
 
+def switch_values(results: dict, configs: dict) -> dict:
+    """Fig. 43's claim on ``{(switch step, seed): TrainResult}``, as the page measures it."""
+    runs, switched_at = milestones.switch_comparison(results, {}, next(iter(configs.values())).attn_bias_c)
+    return milestones.switch_values(milestones.switch_milestones(runs, switched_at))
+
+
+def optimal_init_values(results: dict, configs: dict) -> dict:
+    """Fig. 5's claims on ``{(condition, seed): TrainResult}``, as the page measures them."""
+    metrics = pages.tidy(results, ("condition", "seed"))
+    order = {"condition": list(dict.fromkeys(name for name, _ in configs))}
+    return milestones.optimal_init_values(milestones.milestones(metrics, by=("condition", "seed"), order=order))
+
+
 def setup_values(results: dict, configs: dict) -> dict:
     """Figs. 26–40's claims on ``{(setup, seed): TrainResult}``, as the page measures them (the families only
     label the page's panels, so none is needed here)."""
@@ -40,10 +54,37 @@ def setup_values(results: dict, configs: dict) -> dict:
 FIGURES = {
     "Fig. 2 (MWS plateau)": (presets.seed_runs, plateau_values),
     "Figs. 3–4 (attention bias)": (lambda preset: presets.attention_bias_runs(preset)[0], bias_values),
+    "Fig. 43 (bias switched on mid-run)": (lambda preset: presets.attention_bias_runs(preset)[1], switch_values),
+    "Fig. 5 (optimal initialisation)": (lambda preset: presets.optimal_init_runs(preset)[1], optimal_init_values),
     "Figs. 6–22 (other tasks)": (presets.other_task_runs, other_tasks.survey_values),
     "Figs. 26–40 (training setups)": (presets.training_setup_runs, setup_values),
 }
 PRESETS = {"cpu": tuple(FIGURES), "paper": ("Fig. 2 (MWS plateau)",)}
+# A figure whose runs copy parts of a trained model: its reference run (the same, not nudged, as the page's).
+REFERENCES = {"Fig. 5 (optimal initialisation)": lambda preset: presets.optimal_init_runs(preset)[0]}
+
+
+def extras(figure: str, preset: str, configs: dict) -> dict:
+    """``{label: the store's extra}`` of ``configs``: the reference's key for a run that copies from it."""
+    if figure not in REFERENCES:
+        return {label: None for label in configs}
+    reference = cache_key(REFERENCES[figure](preset))
+    return {label: {"reference": reference} if cfg.copy_groups else None for label, cfg in configs.items()}
+
+
+def train(figure: str, preset: str) -> tuple[dict, dict]:
+    """``(configs, results)`` of ``figure``'s nudged runs at ``preset``, trained through the store (copied runs
+    from the page's reference run)."""
+    wanted = configs(figure, preset)
+    if figure in REFERENCES:
+        return wanted, pages.copied_runs(REFERENCES[figure](preset), wanted)[1]
+    return wanted, pages.train_runs(wanted)
+
+
+def commit(figure: str, preset: str, configs: dict) -> list:
+    """Commit ``figure``'s nudged runs (their extras with them); returns the folders."""
+    extra = extras(figure, preset, configs)
+    return [current().commit(cfg, extra[label]) for label, cfg in configs.items()]
 
 
 def configs(figure: str, preset: str) -> dict:
@@ -60,7 +101,9 @@ def committed_values(figure: str, shown: dict) -> dict:
     values = {}
     for preset, page_configs in shown.items():
         wanted = nudged(page_configs)
-        found = pages.committed_runs(wanted)
+        extra = extras(figure, preset, wanted)
+        found = {label: r for label, cfg in wanted.items()
+                 for r in pages.committed_runs({label: cfg}, extra[label]).values()}
         if len(found) == len(wanted):
             values[preset] = measure(found, wanted)
     return values
