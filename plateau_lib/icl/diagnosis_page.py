@@ -85,7 +85,7 @@ def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs, stages_run=None) 
                       f"({paper_low}–{paper_high}){ours}.")
     retrain_note = ("In progress: no state saved yet." if not check["steps compared"] else
                f"{check['steps compared']} evaluations compared up to step {check['last step']:,}: largest "
-               f"difference {check['max |Δ loss|']:.1g} in loss, {check['max |Δ weight norm|']:.1g} in weight norm")
+               f"difference {check['max |Δ loss|']:.1g} in loss, {check['max |Δ weight norm|']:.1g} in weight norm.")
     rows = [
         ("The retrain is the committed run", "Retrain seed 1 with the same code and seed, keeping a dozen "
          "checkpoints; compare its evaluations with the committed run's", "about 5 CPU-hours (one core)",
