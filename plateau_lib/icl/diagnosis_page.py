@@ -1,6 +1,6 @@
-"""The stages page's differential diagnosis (why λ̂ barely falls in LR3–LR4 at our seed 1): its figure and its table of
-hypotheses, each with its test, its cost and its result, the results computed from the committed runs
-(``icl.diagnosis``), none typed."""
+"""The stages page's differential diagnosis (why λ̂ barely falls in LR3–LR4 at our seed 1; the page
+``notebooks/icl_stages_diagnosis.ipynb``): its figure and its hypotheses, each with its test, its cost and its
+result, the results computed from the committed runs (``icl.diagnosis``), none typed; λ̂ at every seed."""
 from __future__ import annotations
 
 import pandas as pd
@@ -85,7 +85,7 @@ def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs, stages_run=None) 
                       f"({paper_low}–{paper_high}){ours}.")
     retrain_note = ("In progress: no state saved yet." if not check["steps compared"] else
                f"{check['steps compared']} evaluations compared up to step {check['last step']:,}: largest "
-               f"difference {check['max |Δ loss|']:.1g} in loss, {check['max |Δ weight norm|']:.1g} in weight norm")
+               f"difference {check['max |Δ loss|']:.1g} in loss, {check['max |Δ weight norm|']:.1g} in weight norm.")
     rows = [
         ("The retrain is the committed run", "Retrain seed 1 with the same code and seed, keeping a dozen "
          "checkpoints; compare its evaluations with the committed run's", "about 5 CPU-hours (one core)",
@@ -124,6 +124,31 @@ def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs, stages_run=None) 
          "over the stages page's window too", "about 22 CPU-minutes a checkpoint (one core, measured at 40k)", estimator_result()),
     ]
     return pd.DataFrame(rows, columns=["hypothesis", "test", "cost", "result"])
+
+
+def overview(table: pd.DataFrame) -> pd.DataFrame:
+    """The ``hypotheses`` table without its results (they are ``findings``), numbered as ``findings`` numbers
+    them."""
+    shown = table[["hypothesis", "test", "cost"]].copy()
+    shown.insert(0, "#", range(1, len(shown) + 1))
+    return shown
+
+
+def findings(table: pd.DataFrame) -> str:
+    """The ``hypotheses`` table's results, one numbered paragraph each under its hypothesis (markdown)."""
+    return "\n\n".join(f"**{i}. {r.hypothesis}.** {r.result}" for i, r in enumerate(table.itertuples(), start=1))
+
+
+def stages_run():
+    """The committed seed-1 run of the paper's configuration that the stages page draws (None before it is)."""
+    return stages_page.stored_run("paper")
+
+
+def provenance_rows(runs, stages_run=None) -> list[dict]:
+    """One row per diagnosis run (``diagnosis.progress_table``: step reached, status, seconds per device), then the
+    stages run's training and LLC rows (``stages_page.provenance_rows``)."""
+    rows = diagnosis.progress_table(runs).to_dict("records")
+    return rows + (stages_page.provenance_rows({"paper": stages_run}) if stages_run is not None else [])
 
 
 def _at(markers: pd.DataFrame, step: int, column: str, data: str = "CPU", seed: int = 1) -> float:
@@ -188,8 +213,8 @@ def precision_llc_result(llc: pd.DataFrame, step: int = STEP_126K) -> str:
 
 
 def later_seeds_result(llc: pd.DataFrame, runs, stages_run=None) -> str:
-    """The hypotheses table's result for λ̂ through LR3–LR4 at the other seeds: where each float32 GPU-begun run
-    stands, its λ̂ rows (the stages run's SGLD setting), and, where a seed has λ̂ at both 40,292 and ``LATE_STEP``,
+    """The hypotheses' result for λ̂ through LR3–LR4 at the other seeds (markdown, in paragraphs once it falls):
+    where each float32 GPU-begun run stands, its λ̂ rows (the stages run's SGLD setting), and, where a seed has λ̂ at both 40,292 and ``LATE_STEP``,
     its fall against the paper's seeds' and our seed 1's (``stages_run``: the committed stages run)."""
     parts, falls = [], {}
     for cfg, stream in runs:
@@ -216,10 +241,12 @@ def later_seeds_result(llc: pd.DataFrame, runs, stages_run=None) -> str:
         curve = stages_run.llc.dropna(subset=["llc_mean"])
         a, b = (llc_at_paper_step(curve, step, dev.PAPER_STEPS) for step in (40_000, 320_000))
         ours = f"; our seed 1 (the stages run) {a:.1f} → {b:.1f} (× {b / a:.2f})"
+    settling = settling_note(falls).strip()
     return (f"Falls at the other seeds. λ̂ from step {STEP_40K:,} to {LATE_STEP:,}: {shown}; the paper's seeds "
             f"{low40}–{high40} → {low320}–{high320} (× {low320 / high40:.2f}–{high320 / low40:.2f}){ours}. "
-            f"{settling_note(falls)}The fall in LR3–LR4 is the configuration's; our seed 1 misses it. Where the runs "
-            f"stand: {'; '.join(parts)}. The paper's seeds later: {paper}.")
+            f"The fall in LR3–LR4 is the configuration's; our seed 1 misses it."
+            + (f"\n\n{settling}" if settling else "")
+            + f"\n\nWhere the runs stand: {'; '.join(parts)}. The paper's seeds later: {paper}.")
 
 
 LONGER_LAST = 800  # the last quarter of the longer chains' draws

@@ -377,6 +377,14 @@ def paper_cost() -> dict:
             "cpu_hours": run_s and run_s / 3600}
 
 
+def paper_cost_texts() -> dict[str, str]:
+    """``paper_cost`` as the pages glue it: ``paper_parameters`` (millions), ``paper_step_s`` and
+    ``paper_cpu_hours``."""
+    cost = paper_cost()
+    return {"paper_parameters": f"{cost['parameters'] / 1e6:.2f}", "paper_step_s": f"{cost['step_s']:.1f}",
+            "paper_cpu_hours": f"{cost['cpu_hours']:.0f}"}
+
+
 def settings_table(s: Sweep) -> pd.DataFrame:
     """The sweep's task, model, training and SGLD settings beside the ``paper`` preset's (≠ marks a change)."""
     cfg = next(iter(s.configs.values())).to_dict()

@@ -95,12 +95,19 @@ def other_runs(live_preset: str) -> dict:
     found = {}
     for preset in ("cpu_long", "paper"):
         if preset != live_preset:
-            dev = development.load(*icl_stages(preset))
-            if dev is None and preset == "paper":
-                dev = long_run.finished_run(ICL_PAPER, ICL_LLC_REDUCED)
+            dev = stored_run(preset)
             if dev is not None:
                 found[preset] = dev
     return found
+
+
+def stored_run(preset: str):
+    """The stored ``Development`` of ``preset`` ("cpu_long" or "paper"; for "paper" without a run at the paper's
+    SGLD budget, the paper's training run made on a CPU with λ̂ at a reduced budget), or None; never computes."""
+    dev = development.load(*icl_stages(preset))
+    if dev is None and preset == "paper":
+        dev = long_run.finished_run(ICL_PAPER, ICL_LLC_REDUCED)
+    return dev
 
 
 def made_on_cpu(dev) -> bool:

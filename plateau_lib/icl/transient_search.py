@@ -289,6 +289,24 @@ def readable(search: pd.DataFrame) -> pd.DataFrame:
     return t[list(SHOWN)].rename(columns=SHOWN).set_index(["trial", "M", "seed"])
 
 
+def provenance_rows(search: pd.DataFrame) -> list[dict]:
+    """One provenance row per trial of the committed search table: its runs, M, seeds and steps, its minutes on
+    each device and where the rows are kept."""
+    if search.empty:
+        return []
+    search = _completed(search)
+    rows = []
+    for trial, runs in search.groupby("trial", sort=False):
+        rows.append({"trial": trial, "runs": len(runs),
+                     "M": ", ".join(diversity.label_M(M) for M in sorted(runs["M"].unique())),
+                     "seeds": ", ".join(str(int(s)) for s in sorted(runs["seed"].unique())),
+                     "steps": f"{int(runs['steps'].max()):,}",
+                     "GPU minutes": f"{runs['gpu_s'].fillna(0).sum() / 60:.1f}",
+                     "CPU minutes": f"{runs['cpu_s'].fillna(0).sum() / 60:.1f}",
+                     "source": f"results/{TABLE}"})
+    return rows
+
+
 def search_note(search: pd.DataFrame) -> str:
     """What the search has found so far, in a few sentences drawn from the table (markdown)."""
     if search.empty:
