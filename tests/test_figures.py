@@ -23,9 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 # (notebook, cell id): figure cells that also display other outputs beside the figure; captioned once the figure
 # is split into a cell of its own (issue 53)
-MIXED = {("icl_stages", "dd12591e"), ("icl_stages", "414e5ad1"), ("transient_ridge", "6f56a1a6"),
-         ("low_task_diversity", "f029ea77"), ("low_task_diversity", "cc0eeb7d"),
-         ("low_task_diversity", "a2a5fb35"), ("mws_probe_and_locations", "24fb7f1d")}
+MIXED = {("icl_stages", "dd12591e"), ("icl_stages", "414e5ad1"), ("transient_ridge", "6f56a1a6")}
 # (notebook, cell id): figure cells whose figure the built book does not have yet (its run is not committed), so
 # the cell shows a note instead, which a caption would number and label as the figure (issue 53)
 NOT_YET = {("task_diversity", "100108b8"), ("transient_ridge", "99aac28d")}  # the paper-preset sweep
