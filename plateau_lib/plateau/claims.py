@@ -18,11 +18,11 @@ CLAIMS = [
           (0.05, 0.066), fmt="{:.3f}", sanity="the data generator's own statistic; no model enters it"),
     # "APM monotonically increases during the plateau, from near 0 to approximately 0.8" (the summary of the paper's
     # text). Judged at the paper's moment, the end of the plateau (the last evaluation before the jump), against
-    # the text's 0.8. A run of the authors' code (reference §6.1, not theirs) has 0.28 before the drop, 0.76 after.
+    # the text's 0.8.
     Claim(_FIG2, "APM at step 0", "near 0", (0.0, 0.15), (0.0, 0.15),
           sanity="an untrained model's attention puts next to nothing on Ω"),
     Claim(_FIG2, "APM at the end of the plateau (the last evaluation before the jump)",
-          "≈ 0.8 (the text; a run of the authors' code: 0.28 before the drop, 0.76 after)", (0.7, 0.9), (0.55, 1.0)),
+          "≈ 0.8 (the text)", (0.7, 0.9), (0.55, 1.0)),
     Claim(_FIG2, "APM's rank correlation with the step, up to the jump", "monotone increase (1)", (0.9, 1.0),
           (0.7, 1.0)),
     # No jump step is reported: 400 is the length of the authors' configured run, not a step the paper gives.
