@@ -7,6 +7,7 @@ escape to lower loss), no divergence, MALA acceptance near 0.9, and a final LLC 
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import warnings
 from typing import Callable, Sequence
@@ -15,6 +16,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from plateau_lib.engine.utils import in_book_build
+from plateau_lib.llc.config import SGLDConfig
 from plateau_lib.llc.estimator import estimate_llc
 from plateau_lib.llc.result import LLCResult, LLCWarning, converged
 
@@ -27,13 +29,13 @@ def sweep_row(res: LLCResult, last_draws: int) -> dict:
             "elapsed_s": res.elapsed_s}
 
 
-def calibration_sweep(model, loss_fn: Callable, data, *, epsilons: Sequence[float], nbetas: Sequence[float | None],
-                      gammas: Sequence[float], last_draws: int | None = None, progress: bool = True,
-                      **llc_kwargs) -> tuple[pd.DataFrame, dict]:
-    """Run :func:`estimate_llc` on every (epsilon, nbeta, gamma) cell with the same seed.
+def calibration_sweep(model, loss_fn: Callable, data, sgld: SGLDConfig, *, epsilons: Sequence[float],
+                      nbetas: Sequence[float | None], gammas: Sequence[float], last_draws: int | None = None,
+                      progress: bool = True, **run) -> tuple[pd.DataFrame, dict]:
+    """Run :func:`estimate_llc` on every (epsilon, nbeta, gamma) cell, the rest of ``sgld`` (seed included) fixed.
 
     last_draws: draws averaged into ``llc_final`` (default: the last quarter of ``num_draws``).
-    llc_kwargs: everything else for :func:`estimate_llc` (num_chains, num_draws, batch_size, seed, mala...).
+    run: the estimator's run options (device, mala, ...).
     Returns ``(table, results)``: a tidy DataFrame with one row per cell (epsilon, nbeta, gamma,
     llc_final, llc_mean, llc_se, num_diverged, mala_mean, negative, converged, elapsed_s) and
     ``{(epsilon, nbeta, gamma): LLCResult}``. Warnings of individual cells are collected in the results
@@ -42,13 +44,12 @@ def calibration_sweep(model, loss_fn: Callable, data, *, epsilons: Sequence[floa
     cells = list(itertools.product(epsilons, nbetas, gammas))
     if not cells:
         raise ValueError("epsilons, nbetas and gammas must each hold at least one value")
-    num_draws = llc_kwargs.get("num_draws", 200)
-    last = max(1, num_draws // 4) if last_draws is None else int(last_draws)
+    last = max(1, sgld.num_draws // 4) if last_draws is None else int(last_draws)
     rows, results = [], {}
     for eps, nb, gam in tqdm(cells, desc="calibration sweep", disable=not progress or in_book_build()):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LLCWarning)
-            res = estimate_llc(model, loss_fn, data, epsilon=eps, nbeta=nb, gamma=gam, **llc_kwargs)
+            res = estimate_llc(model, loss_fn, data, dataclasses.replace(sgld, epsilon=eps, nbeta=nb, gamma=gam), **run)
         results[(eps, nb, gam)] = res
         rows.append(sweep_row(res, last))
     return pd.DataFrame(rows), results
