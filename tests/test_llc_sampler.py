@@ -497,3 +497,10 @@ def test_calibration_criteria_on_a_hand_built_sweep():
     assert "are met by: ε = 0.001, nβ = 10" in calibration_page.criteria_note(checked)
     none = calibration.criteria(sweep.assign(mala_mean=0.3))
     assert calibration_page.criteria_note(none).startswith("**No cell of this sweep meets the page's own criteria**")
+    # one definition of flat in ε: the page's criteria and the step-size rule read it alike (the rule also takes
+    # the smallest ε, which has no neighbour, as flat when healthy)
+    flat = calibration.flat_in_epsilon(sweep.iloc[::-1])
+    assert flat.isna().tolist() == [False, True, False, False, True] and flat.dropna().tolist() == [True, False, True]
+    rule = calibration.mark_choice(sweep.assign(negative=False)).set_index(["nbeta", "epsilon"])
+    assert rule.loc[(10.0, 1e-4), "flat"] and rule.loc[(10.0, 1e-3), "flat"] and not rule.loc[(10.0, 1e-2), "flat"]
+    assert not rule.loc[(50.0, 1e-3), "flat"]  # flat in ε, but a chain diverged: not healthy

@@ -33,7 +33,7 @@ from plateau_lib.icl import baselines, data
 from plateau_lib.icl.development import llc_data
 from plateau_lib.icl.presets import check_Ms, INF
 from plateau_lib.llc import SGLDConfig, calibration_sweep, estimate_llc
-from plateau_lib.llc.calibration import chosen_setting, mark_choice
+from plateau_lib.llc.calibration import FLAT_TOL, chosen_setting, mark_choice
 from plateau_lib.llc.callbacks import llc_at_run_checkpoints, llc_row
 from plateau_lib.llc.result import traces_table
 
@@ -338,10 +338,7 @@ def ideal_losses(task_kwargs: dict, Ms, n: int = 8192, seed: int = 0) -> pd.Data
 CALIBRATION_MS = (2, 8, INF)  # the runs the SGLD setting is calibrated on (low, intermediate, ∞); kept if present
 
 
-FLAT_TOLERANCE = 0.1  # the sweep's calibration: λ̂ within 10% of the next smaller ε's counts as flat
-
-
-def chosen_epsilon(table: pd.DataFrame, flat_tolerance: float = FLAT_TOLERANCE) -> float | None:
+def chosen_epsilon(table: pd.DataFrame, flat_tolerance: float = FLAT_TOL) -> float | None:
     """The step size ε the book's one step-size rule (``llc.calibration.mark_choice``, flat at every calibrated M)
     picks from the sweep's calibration ``table``; None if none qualifies. Past it, λ̂ grows with ε: the chains
     leave the local basin."""

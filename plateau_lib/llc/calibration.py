@@ -64,28 +64,37 @@ def middle_epsilon(epsilons: Sequence[float]) -> float:
 
 
 MIN_MALA = 0.8   # devinterp's guidance is an acceptance of about 0.9; below this the step size is too large
-FLAT_TOL = 0.10  # λ̂ within 10 % of the next smaller ε's at the same nβ and γ: flat in ε
+FLAT_TOL = 0.10  # λ̂ within 10 % of the next smaller ε's (same nβ, γ and ``over``): flat in ε
+
+
+def flat_in_epsilon(table: pd.DataFrame, over: Sequence[str] = (), tolerance: float = FLAT_TOL) -> pd.Series:
+    """The book's one definition of *flat in ε*, row by row of a ``calibration_sweep`` table (index kept): True
+    where ``llc_final`` is within ``tolerance`` (relative) of the next smaller ε's at the same nβ, γ and columns
+    ``over``; <NA> at the smallest ε, which has no neighbour."""
+    keys = [*over, "nbeta", "gamma"]
+    t = table.sort_values([*keys, "epsilon"])
+    previous = t.groupby(keys, dropna=False)["llc_final"].shift(1)
+    close = ((t["llc_final"] - previous).abs() <= tolerance * previous.abs()).astype("boolean")
+    return close.mask(previous.isna()).reindex(table.index)
 
 
 def criteria(sweep: pd.DataFrame, min_mala: float = MIN_MALA, flat_tol: float = FLAT_TOL) -> pd.DataFrame:
-    """The calibration page's criteria, cell by cell of ``calibration_sweep``'s table: ``flat in ε`` (``llc_final``
-    within ``flat_tol`` of the next smaller ε's at the same nβ and γ; the smallest ε has no neighbour and is not
-    flat), ``MALA ok`` (acceptance >= ``min_mala``; NaN when not recorded: not ok), no diverged chain, converged,
-    and ``meets the criteria`` (all four)."""
+    """The calibration page's criteria, cell by cell of ``calibration_sweep``'s table: ``flat in ε``
+    (``flat_in_epsilon``; the smallest ε has no neighbour and is not flat), ``MALA ok`` (acceptance >=
+    ``min_mala``; NaN when not recorded: not ok), no diverged chain, converged, and ``meets the criteria`` (all four)."""
     out = sweep.sort_values(["nbeta", "gamma", "epsilon"]).copy()
-    smaller = out.groupby(["nbeta", "gamma"], dropna=False)["llc_final"].shift(1)
-    out["flat in ε"] = ((out["llc_final"] / smaller - 1).abs() <= flat_tol).fillna(False)
+    out["flat in ε"] = flat_in_epsilon(out, tolerance=flat_tol).fillna(False).astype(bool)
     out["MALA ok"] = out["mala_mean"].astype(float) >= min_mala
     out["meets the criteria"] = (out["flat in ε"] & out["MALA ok"] & (out["num_diverged"] == 0)
                                  & out["converged"].astype(bool))
     return out.sort_index()
 
 
-def mark_choice(table: pd.DataFrame, over: str | Sequence[str] = (), flat_tolerance: float = 0.25) -> pd.DataFrame:
+def mark_choice(table: pd.DataFrame, over: str | Sequence[str] = (), flat_tolerance: float = FLAT_TOL) -> pd.DataFrame:
     """The book's one step-size rule. ``table``: a ``calibration_sweep`` table, one row per cell and per value of the
     columns ``over`` (e.g. the checkpoint ``step``, or the number of tasks ``M``). Adds ``healthy`` (no diverged
-    chain, λ̂ > 0, traces converged), ``flat`` (healthy, and λ̂ within ``flat_tolerance`` of the next smaller ε's
-    at the same nβ, γ and ``over``; the smallest ε is flat when healthy) and ``chosen``.
+    chain, λ̂ > 0, traces converged), ``flat`` (healthy and ``flat_in_epsilon`` at ``flat_tolerance``; the smallest
+    ε is flat when healthy) and ``chosen``.
 
     A setting (ε, nβ, γ) qualifies when it is flat at every value of ``over``; of those, the largest nβ (the
     colder posterior), then the largest ε (the fastest mixing). None qualifies -> nothing chosen."""
@@ -93,9 +102,7 @@ def mark_choice(table: pd.DataFrame, over: str | Sequence[str] = (), flat_tolera
     t = table.copy()
     t["healthy"] = (t["num_diverged"] == 0) & ~t["negative"].astype(bool) & t["converged"].astype(bool)
     t = t.sort_values([*over, "nbeta", "gamma", "epsilon"]).reset_index(drop=True)
-    previous = t.groupby([*over, "nbeta", "gamma"])["llc_final"].shift(1)
-    close = (t["llc_final"] - previous).abs() <= flat_tolerance * previous.abs()
-    t["flat"] = t["healthy"] & (previous.isna() | close)
+    t["flat"] = t["healthy"] & flat_in_epsilon(t, over, flat_tolerance).fillna(True).astype(bool)
     ok = t.groupby(["nbeta", "gamma", "epsilon"])["flat"].all()
     ok = ok[ok]
     t["chosen"] = False
