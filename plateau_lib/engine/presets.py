@@ -1,5 +1,6 @@
 """What every chapter's presets share: the preset names, their checks and Hoogland et al.'s log + linear
-checkpoint schedule (SGLD settings are ``plateau_lib.llc.SGLDConfig``s, overridden with their ``replace``). Each chapter's own configs live in its ``presets`` module
+checkpoint schedule (SGLD settings are ``plateau_lib.llc.SGLDConfig``s, overridden with their ``replace``).
+Each chapter's own configs live in its ``presets`` module
 (``plateau_lib.plateau.presets``, ``plateau_lib.icl.presets``, ``plateau_lib.llm.presets``, ``plateau_lib.llc.presets``):
 ``paper`` is the paper's config exactly; ``cpu`` is the smallest config that still shows the phenomenon on a
 2-core laptop; ``cpu_long`` (some pages) a committed long CPU run. Every field can be overridden.

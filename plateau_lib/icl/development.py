@@ -170,8 +170,8 @@ def run(cfg: TrainConfig, llc: SGLDConfig, use_cache: bool = True, progress: boo
 def save(cfg: TrainConfig, llc: SGLDConfig, rows: pd.DataFrame, structure: pd.DataFrame, **fields) -> Path:
     """Store a developmental run locally (``stored``: ``llc.csv`` sorted by step, ``structure.csv``, and meta with the
     settings, ``fields`` such as the device and wall times, and the provenance); its kept rows are dropped."""
-    meta = {"config": cfg.to_dict(), "llc": llc.key_dict(), "train_key": cache.cache_key(cfg), "version": VERSION, **fields,
-            "torch": torch.__version__}
+    meta = {"config": cfg.to_dict(), "llc": llc.key_dict(), "train_key": cache.cache_key(cfg), "version": VERSION,
+            **fields, "torch": torch.__version__}
     return stored(cfg, llc).save({"llc": rows.sort_values("step").reset_index(drop=True), "structure": structure},
                                  meta)
 

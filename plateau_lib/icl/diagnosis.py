@@ -169,8 +169,8 @@ def trace_path(cfg: TrainConfig, stream: str, step: int, llc: SGLDConfig) -> Pat
     return state_folder(cfg, stream) / f"trace_{step:06d}_{tag}.npy"
 
 
-def llc_at(runs: list[tuple[TrainConfig, str]], steps, llc: SGLDConfig = ICL_LLC_REDUCED, budget_s: float = float("inf"),
-           device: str = "cpu"):
+def llc_at(runs: list[tuple[TrainConfig, str]], steps, llc: SGLDConfig = ICL_LLC_REDUCED,
+           budget_s: float = float("inf"), device: str = "cpu"):
     """λ̂ at the kept checkpoints ``steps`` of each (config, data stream) run with an SGLD budget (default
     ``ICL_LLC_REDUCED``, the stages page's: the paper's ε, γ, nβ; 4 chains x 800 draws after 200), one row at a
     time, each kept in the run's ``llc.csv`` as it is made with its chains' loss traces (``trace_path``); a rerun
@@ -238,7 +238,8 @@ def estimator_windows(cfg: TrainConfig, stream: str = "cpu", llc: SGLDConfig = L
     return pd.DataFrame(rows, columns=["step", "authors' window", "stages page's window", "after 1,000 steps"])
 
 
-def last_draws(cfg: TrainConfig, stream: str = "cpu", llc: SGLDConfig = ICL_LLC_REDUCED, draws: int = 200) -> pd.DataFrame:
+def last_draws(cfg: TrainConfig, stream: str = "cpu", llc: SGLDConfig = ICL_LLC_REDUCED,
+               draws: int = 200) -> pd.DataFrame:
     """For each ``llc`` row with its traces: λ̂ over the row's own window (after the burn-in) and over its last
     ``draws`` draws alone. A chain still rising reads higher over its last draws, so its window reads λ̂ low."""
     rows = []

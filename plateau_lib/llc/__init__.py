@@ -25,6 +25,6 @@ from plateau_lib.llc.estimator import default_nbeta, estimate_llc, estimate_llc_
 from plateau_lib.llc.result import LLCResult, LLCWarning, summarize
 from plateau_lib.llc.sampler import chain_seed, mala_acceptance_prob, sgld_sample
 
-__all__ = ["SGLDConfig", "LLCResult", "LLCWarning", "default_nbeta", "estimate_llc", "estimate_llc_stacked", "summarize",
-           "chain_seed", "mala_acceptance_prob", "sgld_sample", "llc_over_checkpoints", "LLCCallback",
+__all__ = ["SGLDConfig", "LLCResult", "LLCWarning", "default_nbeta", "estimate_llc", "estimate_llc_stacked",
+           "summarize", "chain_seed", "mala_acceptance_prob", "sgld_sample", "llc_over_checkpoints", "LLCCallback",
            "calibration_sweep"]

@@ -81,7 +81,8 @@ def flat_in_epsilon(table: pd.DataFrame, over: Sequence[str] = (), tolerance: fl
 def criteria(sweep: pd.DataFrame, min_mala: float = MIN_MALA, flat_tol: float = FLAT_TOL) -> pd.DataFrame:
     """The calibration page's criteria, cell by cell of ``calibration_sweep``'s table: ``flat in ε``
     (``flat_in_epsilon``; the smallest ε has no neighbour and is not flat), ``MALA ok`` (acceptance >=
-    ``min_mala``; NaN when not recorded: not ok), no diverged chain, converged, and ``meets the criteria`` (all four)."""
+    ``min_mala``; NaN when not recorded: not ok), no diverged chain, converged, and ``meets the criteria``
+    (all four)."""
     out = sweep.sort_values(["nbeta", "gamma", "epsilon"]).copy()
     out["flat in ε"] = flat_in_epsilon(out, tolerance=flat_tol).fillna(False).astype(bool)
     out["MALA ok"] = out["mala_mean"].astype(float) >= min_mala

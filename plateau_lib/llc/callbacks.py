@@ -116,8 +116,8 @@ class LLCCallback:
 
     Call ``callback(step, model)`` from the training loop after each optimizer step (or pass it to a
     trainer that does); at steps in ``steps`` it runs :func:`estimate_llc` at the SGLD settings ``sgld`` on the
-    live model (which is left untouched) with the same seed every time (``run``: the estimator's run options). ``table()`` gives the tidy LLC-over-training table;
-    ``results`` maps step -> :class:`LLCResult`.
+    live model (which is left untouched) with the same seed every time (``run``: the estimator's run options).
+    ``table()`` gives the tidy LLC-over-training table; ``results`` maps step -> :class:`LLCResult`.
 
     fresh_seed: use the seed ``sgld.seed + FRESH_SEED_OFFSET + step`` at each step instead (new noise and
     batches at every step, as a hand-made loop does; its curve carries each step's own sampling error).

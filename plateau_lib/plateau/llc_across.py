@@ -300,8 +300,8 @@ def prose_numbers(stored: tuple | None, early: tuple = (75, 150)) -> dict:
 
 def settings_table(sgld_by_preset: dict) -> pd.DataFrame:
     """The SGLD settings of each preset shown (columns), one row per setting."""
-    return pd.DataFrame({p: {k: str(v) for k, v in s.key_dict().items()} for p, s in sgld_by_preset.items()}).rename_axis(
-        "SGLD setting")
+    return pd.DataFrame({p: {k: str(v) for k, v in s.key_dict().items()}
+                         for p, s in sgld_by_preset.items()}).rename_axis("SGLD setting")
 
 
 def provenance_rows(analyses: dict, calibration: dict | None = None) -> list[dict]:
