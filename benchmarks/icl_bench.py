@@ -53,12 +53,12 @@ def main():
     task = cfg.make_task()
     model = task.build_model(cfg).to(device)
     gen = torch.Generator(device=device).manual_seed(0)
-    batch, sgld_batch = task.sample(cfg.batch_size, gen), task.sample(llc["batch_size"], gen)
-    data = llc_data(cfg, args.n_data, llc["seed"], device)
+    batch, sgld_batch = task.sample(cfg.batch_size, gen), task.sample(llc.batch_size, gen)
+    data = llc_data(cfg, args.n_data, llc.seed, device)
     adam = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     short = cfg.replace(steps=args.steps, eval_every=args.steps, checkpoint_steps=(), eval_steps=())
-    settings = {**{k: v for k, v in llc.items() if k != "n_data"}, "num_draws": args.draws}
-    chain_steps = settings["num_chains"] * (args.draws + settings["num_burnin_steps"])
+    settings = llc.replace(num_draws=args.draws)
+    chain_steps = settings.num_chains * (args.draws + settings.num_burnin_steps)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
 
     runs = {"floor: forward+backward": lambda: B.time_steps(B.floor_step(model, task.loss, batch), args.steps,
@@ -69,11 +69,11 @@ def main():
             "SGLD floor: forward+backward": lambda: B.time_steps(B.floor_step(model, task.loss, sgld_batch),
                                                                   args.draws, device=device),
             "λ̂ at one checkpoint (estimate_llc)": lambda: B.timed(lambda: estimate_llc(
-                model, task.loss, data, device=str(device), warn=False, **settings), device)}
+                model, task.loss, data, settings, device=str(device), warn=False), device)}
     if gpu:
         runs[f"λ̂ at {STACK} checkpoints at once (stack={STACK})"] = lambda: B.timed(lambda: llc_over_checkpoints(
-            model, task.loss, data, [(i, state) for i in range(STACK)], stack=STACK, progress=False, warn=False,
-            device=str(device), **settings), device)
+            model, task.loss, data, [(i, state) for i in range(STACK)], settings, stack=STACK, progress=False,
+            warn=False, device=str(device)), device)
     times = {k: [] for k in runs}
     for repeat in range(args.repeats):  # alternate, starting each repeat with the next variant
         for name in list(runs)[repeat % len(runs):] + list(runs)[:repeat % len(runs)]:
@@ -81,7 +81,7 @@ def main():
             times[name].append(runs[name]())
 
     train_work = f"training: L2H4 (51,717 parameters), batch {cfg.batch_size}, {args.steps} steps"
-    sgld_work = (f"λ̂: m {llc['batch_size']}, {settings['num_chains']} chains x {args.draws} draws, "
+    sgld_work = (f"λ̂: m {llc.batch_size}, {settings.num_chains} chains x {args.draws} draws, "
                  f"{args.n_data:,} sequences (per chain-step of one checkpoint)")
     floor = B.step_row(train_work, "floor: forward+backward", args.steps, times["floor: forward+backward"])
     floor = B.step_row(train_work, "floor: forward+backward", args.steps, times["floor: forward+backward"], floor)
@@ -100,7 +100,7 @@ def main():
         rows.append(B.step_row(sgld_work, name, chain_steps * STACK, times[name], sgld_floor))
     adam_row, train_row, llc_row = rows[1], rows[2], rows[4]
     prefix = "gpu" if gpu else "cpu"
-    paper_chain_steps = llc["num_chains"] * (llc["num_draws"] + llc["num_burnin_steps"])
+    paper_chain_steps = llc.num_chains * (llc.num_draws + llc.num_burnin_steps)
     checkpoints = len(cfg.checkpoint_steps)
     ratios = B.time_ratios({"train() / floor fwd+bwd+Adam": (train_row, adam_row),
                             "λ̂ chain-step / SGLD floor": (llc_row, sgld_floor)}, device)

@@ -46,7 +46,7 @@ from plateau_lib.book import benchmarks as B
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import train
 from plateau_lib.engine.utils import cpu_threads
-from plateau_lib.llc import estimate_llc
+from plateau_lib.llc import SGLDConfig, estimate_llc
 from plateau_lib.plateau import metrics as M
 from plateau_lib.plateau.model import GPT
 
@@ -118,7 +118,8 @@ def main():
     from devinterp.slt.sampler import estimate_learning_coeff_with_summary
 
     nbeta = args.batch / math.log(args.batch)
-    hp = dict(epsilon=1e-4, gamma=100.0, nbeta=nbeta)
+    sgld = SGLDConfig(epsilon=1e-4, gamma=100.0, nbeta=nbeta, num_chains=args.chains, num_draws=args.draws,
+                      batch_size=args.batch, seed=0)
     work = args.chains * args.draws
     rows, ratios = [], {}
     for name in args.workloads:
@@ -130,9 +131,8 @@ def main():
 
         def ours(**kw):
             out = {}
-            times = B.timed(lambda: out.update(r=estimate_llc(
-                model, loss_fn, data, num_chains=args.chains, num_draws=args.draws, batch_size=args.batch, seed=0,
-                device=device, warn=False, **hp, **kw)), device)
+            times = B.timed(lambda: out.update(r=estimate_llc(model, loss_fn, data, sgld, device=device, warn=False,
+                                                              **kw)), device)
             return times, out["r"]
 
         def theirs():
@@ -141,7 +141,7 @@ def main():
             out = {}
             times = B.timed(lambda: out.update(r=estimate_learning_coeff_with_summary(
                 model, loader, evaluate=their_loss, sampling_method=SGLD,
-                optimizer_kwargs=dict(lr=hp["epsilon"], localization=hp["gamma"], nbeta=nbeta),
+                optimizer_kwargs=dict(lr=sgld.epsilon, localization=sgld.gamma, nbeta=nbeta),
                 num_chains=args.chains, num_draws=args.draws, seed=0, device=device, verbose=False)), device)
             return times, out["r"]
 
@@ -159,8 +159,8 @@ def main():
                   f"{1000 * times['ours'][-1][0] / work:.1f} ms, devinterp {1000 * times['devinterp'][-1][0] / work:.1f}"
                   f" ms per chain-step (wall)")
         warm_start = time.perf_counter()
-        estimate_llc(model, loss_fn, data, num_chains=1, num_draws=2, batch_size=args.batch, device=device,
-                     compile=True, warn=False, **hp)
+        estimate_llc(model, loss_fn, data, sgld.replace(num_chains=1, num_draws=2), device=device, compile=True,
+                     warn=False)
         compile_s = time.perf_counter() - warm_start
         compiled_times, compiled = ours(backend="sequential", compile=True)
         vmap_times, vmapped = ours(backend="vmap")

@@ -413,7 +413,7 @@ def _plateau_llc(args, parser) -> int:
     print(calibration[["step", "epsilon", "nbeta", "llc_final", "llc_se", "num_diverged", "converged", "flat",
                        "chosen"]].to_string(index=False), flush=True)
     chosen = chosen_setting(calibration)
-    used = {k: float(sgld[k]) for k in ("epsilon", "nbeta", "gamma")}
+    used = {k: float(getattr(sgld, k)) for k in ("epsilon", "nbeta", "gamma")}
     print(f"calibration: chose {chosen}, the preset uses {used} ({time.perf_counter() - t0:.0f} s)", flush=True)
     if args.calibrate_only:
         return 0

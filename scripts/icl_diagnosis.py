@@ -52,7 +52,7 @@ def main(argv=None) -> None:
         if args.chains is not None:
             if args.chains < 1:
                 parser.error(f"--chains must be a positive integer, got {args.chains}")
-            llc = {**llc, "num_chains": args.chains}
+            llc = llc.replace(num_chains=args.chains)
         diagnosis.llc_at([(c, args.stream or "cpu") for c in configs], args.llc_at, llc, budget_s=args.budget_s,
                          device=args.device)
         return

@@ -9,6 +9,7 @@ import torch
 from plateau_lib.engine.train import train
 from plateau_lib.icl import diagnosis
 from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
+from plateau_lib.llc import SGLDConfig
 
 TINY = ICL_PAPER.replace(d_model=8, n_head=2, batch_size=8, eval_batch=16, steps=990, eval_every=500,
                          checkpoint_steps=(0, 984), eval_steps=(10, 984), device="cpu")
@@ -51,7 +52,7 @@ def test_llc_rows_are_kept_and_not_redone(store, monkeypatch):
     calls = []
     real = diagnosis.llc_over_checkpoints
     monkeypatch.setattr(diagnosis, "llc_over_checkpoints", lambda *a, **k: calls.append(1) or real(*a, **k))
-    small = {**ICL_LLC_REDUCED, "num_chains": 2, "num_draws": 4, "num_burnin_steps": 0, "n_data": 64, "batch_size": 16}
+    small = ICL_LLC_REDUCED.replace(num_chains=2, num_draws=4, num_burnin_steps=0, n_data=64, batch_size=16)
     for _ in range(2):
         diagnosis.llc_at([(TINY, "cpu")], [984], llc=small)
     table = diagnosis.llc_table(TINY, "cpu")
@@ -60,18 +61,18 @@ def test_llc_rows_are_kept_and_not_redone(store, monkeypatch):
     trace = np.load(diagnosis.trace_path(TINY, "cpu", 984, small))
     assert trace.shape == (2, 4)  # chains x steps, the estimate is its window (0, 4)
     row = table.iloc[0]
-    assert diagnosis.window_llc(trace, row["init_loss"], small["nbeta"], 0, 4) == pytest.approx(row["llc_mean"], rel=1e-4)
-    monkeypatch.setattr(diagnosis, "ICL_LLC_REDUCED", {"num_burnin_steps": 2, "num_draws": 2})
+    assert diagnosis.window_llc(trace, row["init_loss"], small.nbeta, 0, 4) == pytest.approx(row["llc_mean"], rel=1e-4)
+    monkeypatch.setattr(diagnosis, "ICL_LLC_REDUCED", SGLDConfig(num_burnin_steps=1, num_draws=2))
     windows = diagnosis.estimator_windows(TINY, "cpu", small)  # every draw, and the last two, on the same chains
     assert windows["step"].tolist() == [984]
     assert windows["authors' window"].iloc[0] == pytest.approx(row["llc_mean"], rel=1e-4)
     assert windows["stages page's window"].iloc[0] == pytest.approx(
-        diagnosis.window_llc(trace, row["init_loss"], small["nbeta"], 2, 2))
+        diagnosis.window_llc(trace, row["init_loss"], small.nbeta, 1, 2))
     settled = diagnosis.last_draws(TINY, "cpu", small, draws=2)  # the whole window, and its last two draws
     assert settled["window"].iloc[0] == pytest.approx(row["llc_mean"], rel=1e-4)
     assert settled["last draws"].iloc[0] == pytest.approx(
-        diagnosis.window_llc(trace, row["init_loss"], small["nbeta"], 2, 2))
-    longer = {**small, "num_burnin_steps": 2}  # another budget at the same step is a new row
+        diagnosis.window_llc(trace, row["init_loss"], small.nbeta, 2, 2))
+    longer = small.replace(num_burnin_steps=2)  # another budget at the same step is a new row
     diagnosis.llc_at([(TINY, "cpu")], [984], llc=longer)
     assert len(calls) == 2 and diagnosis.llc_table(TINY, "cpu")["budget"].tolist() == [
         "2 chains x 4 draws after 0", "2 chains x 4 draws after 2"]
@@ -205,7 +206,7 @@ def test_the_seed_table_puts_every_seed_at_the_reduced_budget_beside_the_papers_
 
 def test_the_longer_budget_is_the_stages_runs_check_and_keeps_rows_of_its_own():
     from plateau_lib.icl import long_run
-    assert diagnosis.LLC_LONGER == {**ICL_LLC_REDUCED, "num_draws": long_run.CHECK_FACTOR * ICL_LLC_REDUCED["num_draws"]}
+    assert diagnosis.LLC_LONGER == ICL_LLC_REDUCED.replace(num_draws=long_run.CHECK_FACTOR * ICL_LLC_REDUCED.num_draws)
     assert diagnosis.budget_label(diagnosis.LLC_LONGER) != diagnosis.budget_label(ICL_LLC_REDUCED)
 
 

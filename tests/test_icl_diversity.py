@@ -11,6 +11,7 @@ from plateau_lib.engine.runs import TrainConfig
 
 from plateau_lib.engine.train import train
 from plateau_lib.icl import baselines, data, diversity, presets as icl_presets
+from plateau_lib.llc import SGLDConfig
 
 BASE = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4, "noise_var": 0.125, "n_root": 3},
                    n_layer=1, n_head=1, d_model=8, steps=20, batch_size=8, eval_every=10, eval_batch=16, device="cpu")
@@ -147,8 +148,8 @@ def test_llc_table_resumes_from_its_kept_rows(tmp_path, use_store):
     """Rows kept before an interruption are reused, not re-estimated; the finished table drops the partial."""
     use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     configs = icl_presets.configs(BASE, [2, math.inf])
-    llc = dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=8, num_chains=1, num_draws=5, num_burnin_steps=0,
-               n_data=32, seed=0)
+    llc = SGLDConfig(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=8, num_chains=1, num_draws=5,
+                     num_burnin_steps=0, n_data=32, seed=0)
     stored = diversity.llc_table(configs, llc)
     kept = pd.DataFrame([{"M": 2, "seed": 0, "step": 20, "llc_mean": 123.0, "llc_se": 0.0, "elapsed_s": 0.0}])
     stored.keep(kept)
@@ -163,8 +164,8 @@ def test_llc_over_training_estimates_every_checkpoint_and_the_final_weights_and_
     reused; a run without checkpoints is refused before any compute."""
     use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     runs = icl_presets.configs(BASE.replace(checkpoint_steps=(5, 10)), [4, 8])
-    llc = dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=8, num_chains=1, num_draws=5, num_burnin_steps=0,
-               n_data=32, seed=0)
+    llc = SGLDConfig(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=8, num_chains=1, num_draws=5,
+                     num_burnin_steps=0, n_data=32, seed=0)
     kept = pd.DataFrame([{"step": 5, "llc_mean": 123.0, "llc_se": 0.0, "elapsed_s": 0.0}])
     diversity.llc_training_rows(runs[(4, 0)], llc).keep(kept)
     assert diversity.llc_over_training(runs, llc, progress=False, only=[(8, 0)]) is None  # M = 4 not done yet

@@ -289,7 +289,7 @@ def test_the_paper_runs_findings_and_deviations_are_read_from_its_tables():
     higher = fake_run(llc={**development.PAPER_LLC, 500_000: 160.0})
     assert "rises again to 160.0 at the end" in stages_paper_run.paper_findings(higher, stages)
     run.meta.update(made_by="plateau_lib.icl.long_run", train_wall_s=18_000, llc_wall_s=36_000,
-                    llc={**presets.ICL_LLC_REDUCED})
+                    llc=presets.ICL_LLC_REDUCED.key_dict())
     assert stages_page.made_on_cpu(run) and not stages_page.made_on_cpu(fake_run())
     note = stages_paper_run.paper_cpu_note(run)
     assert "15.0 CPU-hours" in note and "8 of the 190 checkpoints" in note
@@ -301,7 +301,7 @@ def test_llc_is_judged_at_the_papers_moment_and_an_untrained_model_fails():
     """λ̂ is read at 40k (not at our own peak): a run that peaks at 80k with the paper's height is judged by its
     40k value. An untrained model's λ̂ (estimated here) and a λ̂ that never falls fail both claims."""
     from plateau_lib.icl.development import llc_data
-    from plateau_lib.llc import estimate_llc
+    from plateau_lib.llc import SGLDConfig, estimate_llc
     llc = pd.DataFrame({"step": [984, 40_292, 80_807, 499_999], "llc_mean": [18.0, 150.0, 169.3, 160.0]})
     assert stages_page.llc_at_paper_step(llc, 40_000, 500_000) == 150.0
     assert np.isnan(stages_page.llc_at_paper_step(llc.iloc[[0, 2, 3]], 40_000, 500_000))  # nearest is 2x away
@@ -310,8 +310,8 @@ def test_llc_is_judged_at_the_papers_moment_and_an_untrained_model_fails():
     cfg = presets.ICL_PAPER.replace(device="cpu")
     task = cfg.make_task()
     torch.manual_seed(cfg.seed)  # the untrained weights of the paper's seed, whatever ran before in this process
-    untrained = estimate_llc(task.build_model(cfg), task.loss, llc_data(cfg, 2**10, 0, "cpu"), epsilon=3e-4,
-                             gamma=20 / 3, nbeta=200 / 3, num_chains=2, num_draws=40, batch_size=128, seed=0)
+    sgld = SGLDConfig(epsilon=3e-4, gamma=20 / 3, nbeta=200 / 3, num_chains=2, num_draws=40, batch_size=128, seed=0)
+    untrained = estimate_llc(task.build_model(cfg), task.loss, llc_data(cfg, 2**10, 0, "cpu"), sgld)
     assert abs(untrained.llc_mean) < 20
     assert at_40k.judge(untrained.llc_mean, "paper") == "not reproduced"
     assert fall.judge(1.0, "paper") == "not reproduced"  # λ̂ that stays where it was at 40k

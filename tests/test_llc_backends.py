@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from plateau_lib.llc import estimate_llc, estimate_llc_stacked, llc_over_checkpoints, mala_acceptance_prob
+from plateau_lib.llc import SGLDConfig, estimate_llc, estimate_llc_stacked, llc_over_checkpoints, mala_acceptance_prob
 from plateau_lib.llc.golden import RegularModel, least_squares_fit, mse_loss, regular_data
 from plateau_lib.llc.sampler import make_generator
 from plateau_lib.plateau.model import GPT, GPTConfig
@@ -37,34 +37,37 @@ def lm_data(n=64, seed=0):
     return s[:, :-1], s[:, 1:]
 
 
-KW = dict(epsilon=3e-3, nbeta=20.0, gamma=50.0, weight_decay=0.01, num_draws=12, num_burnin_steps=2,
-          batch_size=16, seed=4, device="cpu", warn=False)
+SG = SGLDConfig(epsilon=3e-3, nbeta=20.0, gamma=50.0, weight_decay=0.01, num_draws=12, num_burnin_steps=2,
+                batch_size=16, seed=4)
+KW = dict(device="cpu", warn=False)
 
 
 # ------------------------------------------------------------------------------------------------ backends
 @pytest.mark.parametrize("share", [False, True])
 def test_backends_give_the_same_draws(share):
     """Same seed, same chain ids -> the same losses and MALA acceptances on either backend (float rounding)."""
-    runs = {b: estimate_llc(tiny_gpt(), lm_loss, lm_data(), chain_ids=[3, 1], share_batches=share, mala=True,
-                            backend=b, **KW) for b in ("sequential", "vmap")}
+    sgld = SG.replace(share_batches=share)
+    runs = {b: estimate_llc(tiny_gpt(), lm_loss, lm_data(), sgld, chain_ids=[3, 1], mala=True, backend=b, **KW)
+            for b in ("sequential", "vmap")}
     seq, vm = runs["sequential"], runs["vmap"]
     assert seq.hyperparams["backend"] == "sequential" and vm.hyperparams["backend"] == "vmap"
     np.testing.assert_allclose(seq.loss_trace_all, vm.loss_trace_all, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(seq.mala_accept, vm.mala_accept, rtol=1e-3, atol=1e-4)
     assert seq.llc_mean == pytest.approx(vm.llc_mean, rel=1e-4)
     assert not np.allclose(seq.loss_trace_all[0], seq.loss_trace_all[1])  # the chains differ
-    auto = estimate_llc(tiny_gpt(), lm_loss, lm_data(), chain_ids=[3, 1], share_batches=share, **KW)
+    auto = estimate_llc(tiny_gpt(), lm_loss, lm_data(), sgld, chain_ids=[3, 1], **KW)
     assert auto.hyperparams["backend"] == "sequential"  # auto on a CPU
     np.testing.assert_array_equal(auto.loss_trace_all, seq.loss_trace_all)
 
 
 def test_own_batches_are_the_default_and_make_the_standard_error_honest():
     data = lm_data()
-    res = estimate_llc(tiny_gpt(), lm_loss, data, num_chains=2, **KW)
+    res = estimate_llc(tiny_gpt(), lm_loss, data, SG.replace(num_chains=2), **KW)
     assert res.hyperparams["share_batches"] is False and res.independent_chains
-    shared = estimate_llc(tiny_gpt(), lm_loss, data, num_chains=2, share_batches=True, **KW)
+    shared = estimate_llc(tiny_gpt(), lm_loss, data, SG.replace(num_chains=2, share_batches=True), **KW)
     assert not shared.independent_chains and not shared.summary()["independent_chains"]
-    full = estimate_llc(tiny_gpt(), lm_loss, data, num_chains=2, share_batches=True, **{**KW, "batch_size": None})
+    full = estimate_llc(tiny_gpt(), lm_loss, data, SGLDConfig(**{**SG.key_dict(), "batch_size": None, "num_chains": 2,
+                                                                  "share_batches": True}), **KW)
     assert full.independent_chains  # full batch: nothing random is shared
 
 
@@ -73,12 +76,13 @@ def test_stacked_checkpoints_equal_one_at_a_time():
     """k checkpoints x C chains in one vmap computation: each checkpoint's own w*, the same seed at every
     checkpoint, and the numbers of one checkpoint at a time (either backend)."""
     checkpoints = {step: tiny_gpt(seed=step).state_dict() for step in (0, 1, 2)}
-    kw = dict(num_chains=3, progress=False, return_results=True, **KW)
-    stacked_table, stacked = llc_over_checkpoints(tiny_gpt(), lm_loss, lm_data(), checkpoints, stack=3,
+    kw = dict(progress=False, return_results=True, **KW)
+    sgld = SG.replace(num_chains=3)
+    stacked_table, stacked = llc_over_checkpoints(tiny_gpt(), lm_loss, lm_data(), checkpoints, sgld, stack=3,
                                                   backend="vmap", **kw)
     for backend in ("vmap", "sequential"):
-        table, alone = llc_over_checkpoints(tiny_gpt(), lm_loss, lm_data(), checkpoints, stack=1, backend=backend,
-                                            **kw)
+        table, alone = llc_over_checkpoints(tiny_gpt(), lm_loss, lm_data(), checkpoints, sgld, stack=1,
+                                            backend=backend, **kw)
         for step in checkpoints:
             np.testing.assert_allclose(stacked[step].loss_trace_all, alone[step].loss_trace_all, rtol=1e-5,
                                        atol=1e-6)
@@ -86,7 +90,7 @@ def test_stacked_checkpoints_equal_one_at_a_time():
         np.testing.assert_allclose(stacked_table.llc_mean, table.llc_mean, rtol=1e-4)
     assert len({round(r.init_loss, 6) for r in stacked.values()}) == 3  # each checkpoint its own w*
     # a chain's draws do not depend on the chains and checkpoints beside it
-    one = estimate_llc(tiny_gpt(seed=1), lm_loss, lm_data(), chain_ids=[2], backend="vmap", **KW)
+    one = estimate_llc(tiny_gpt(seed=1), lm_loss, lm_data(), SG, chain_ids=[2], backend="vmap", **KW)
     np.testing.assert_allclose(one.loss_trace_all[0], stacked[1].loss_trace_all[2], rtol=1e-5, atol=1e-6)
 
 
@@ -96,8 +100,9 @@ def test_kept_rows_are_the_rows_of_one_call_and_an_interrupted_call_resumes_from
     from plateau_lib.engine.cache import StoredTable
     use_store(committed=tmp_path / "committed", local=tmp_path / "local")
     checkpoints = {step: tiny_gpt(seed=step).state_dict() for step in (0, 1, 2)}
-    kw = dict(num_chains=2, progress=False, **KW)
-    plain = llc_over_checkpoints(tiny_gpt(), lm_loss, lm_data(), checkpoints, **kw)
+    kw = dict(progress=False, **KW)
+    sgld = SG.replace(num_chains=2)
+    plain = llc_over_checkpoints(tiny_gpt(), lm_loss, lm_data(), checkpoints, sgld, **kw)
     table, seen = StoredTable("demo_llc", {"demo": 1}), []
 
     def counted(model, batch):
@@ -106,13 +111,13 @@ def test_kept_rows_are_the_rows_of_one_call_and_an_interrupted_call_resumes_from
             raise KeyboardInterrupt
         return lm_loss(model, batch)
     with pytest.raises(KeyboardInterrupt):
-        llc_over_checkpoints(tiny_gpt(), counted, lm_data(), checkpoints, kept=table, **kw)
+        llc_over_checkpoints(tiny_gpt(), counted, lm_data(), checkpoints, sgld, kept=table, **kw)
     assert list(table.rows()["step"]) == [0]
-    resumed = llc_over_checkpoints(tiny_gpt(), lm_loss, lm_data(), checkpoints, kept=table, **kw)
+    resumed = llc_over_checkpoints(tiny_gpt(), lm_loss, lm_data(), checkpoints, sgld, kept=table, **kw)
     cols = ["step", "llc_mean", "llc_se", "init_loss"]
     pd.testing.assert_frame_equal(resumed[cols], plain[cols], rtol=1e-9)
     with pytest.raises(ValueError, match="parameter 'kept' keeps rows"):
-        llc_over_checkpoints(tiny_gpt(), lm_loss, lm_data(), checkpoints, kept=table, return_results=True, **kw)
+        llc_over_checkpoints(tiny_gpt(), lm_loss, lm_data(), checkpoints, sgld, kept=table, return_results=True, **kw)
 
 
 # ------------------------------------------------------------------------------------------------ MALA in float64
@@ -141,8 +146,8 @@ def test_mala_is_right_for_a_float64_model(backend):
     data = tuple(t.double() for t in regular_data(3, 1, n=200, seed=0))
     model = least_squares_fit(RegularModel(3), regular_data(3, 1, n=200, seed=0)).double()
     hp = dict(epsilon=2e-3, nbeta=30.0, gamma=5.0)
-    res = estimate_llc(model, mse_loss, data, num_chains=2, num_draws=25, seed=1, mala=True, backend=backend,
-                       device="cpu", warn=False, **hp)
+    res = estimate_llc(model, mse_loss, data, SGLDConfig(num_chains=2, num_draws=25, seed=1, **hp), mala=True,
+                       backend=backend, device="cpu", warn=False)
     assert res.loss_trace_all.dtype == np.float64
     for c in range(2):
         ref = mala_reference(least_squares_fit(RegularModel(3), regular_data(3, 1, n=200, seed=0)).double(), data,
@@ -157,27 +162,32 @@ def never_called(model, batch):
 
 
 @pytest.mark.parametrize("kwargs,word", [
-    (dict(backend="gpu"), "backend"), (dict(backend=None), "backend"), (dict(num_chains=0), "num_chains"),
+    (dict(backend="gpu"), "backend"), (dict(backend=None), "backend"), (dict(chain_ids=[1, 1]), "chain_ids"),
     (dict(tf32=True), "tf32"), (dict(cuda_graphs=True), "cuda_graphs"), (dict(runaway_sds=0.0), "runaway_sds"),
+    (dict(mala=True, sgld=SGLDConfig(num_draws=3, sampler="rmsprop_sgld")), "mala"),
 ])
 def test_bad_input_raises_before_sampling(kwargs, word):
+    kwargs = {"sgld": SGLDConfig(num_draws=3), "device": "cpu", **kwargs}
     with pytest.raises(ValueError, match=word):
-        estimate_llc(tiny_gpt(), never_called, lm_data(), **{**dict(num_draws=3, device="cpu"), **kwargs})
+        estimate_llc(tiny_gpt(), never_called, lm_data(), **kwargs)
+
+
+SHORT = SGLDConfig(num_draws=3)
 
 
 def test_bad_stacks_raise_before_sampling():
     wide = GPT(GPTConfig(vocab_size=7, block_size=6, n_layer=1, n_head=2, d_model=16))
     with pytest.raises(ValueError, match="shapes"):
-        estimate_llc_stacked([tiny_gpt(), wide], never_called, lm_data(), num_draws=3, device="cpu", backend="vmap")
+        estimate_llc_stacked([tiny_gpt(), wide], never_called, lm_data(), SHORT, device="cpu", backend="vmap")
     frozen = tiny_gpt()
     next(frozen.parameters()).requires_grad_(False)
     with pytest.raises(ValueError, match="shapes"):
-        estimate_llc_stacked([tiny_gpt(), frozen], never_called, lm_data(), num_draws=3, device="cpu")
+        estimate_llc_stacked([tiny_gpt(), frozen], never_called, lm_data(), SHORT, device="cpu")
     with pytest.raises(ValueError, match="models"):
-        estimate_llc_stacked([], never_called, lm_data(), num_draws=3, device="cpu")
+        estimate_llc_stacked([], never_called, lm_data(), SHORT, device="cpu")
     for stack in (0, 1.5):
         with pytest.raises(ValueError, match="stack"):
-            llc_over_checkpoints(tiny_gpt(), never_called, lm_data(), {0: tiny_gpt().state_dict()}, stack=stack)
+            llc_over_checkpoints(tiny_gpt(), never_called, lm_data(), {0: tiny_gpt().state_dict()}, SHORT, stack=stack)
 
 
 # ------------------------------------------------------------------------------------------------ imports
@@ -191,7 +201,8 @@ def llc_imports(name):
 def test_imports_run_one_way():
     assert llc_imports("result") == set()
     assert llc_imports("plots") == {"result"}
-    assert llc_imports("calibration") == {"estimator", "result"}
+    assert llc_imports("config") == {"sampler"}
+    assert llc_imports("calibration") == {"config", "estimator", "result"}
     assert "plots" not in llc_imports("estimator") | llc_imports("calibration") | llc_imports("callbacks")
     init = (LLC_DIR / "__init__.py").read_text()
     assert "__getattr__" not in init

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from plateau_lib.engine.tasks import make_task
-from plateau_lib.llc import estimate_llc
+from plateau_lib.llc import SGLDConfig, estimate_llc
 from plateau_lib.plateau.model import GPT, GPTConfig
 
 devinterp_sampler = pytest.importorskip("devinterp.slt.sampler")
@@ -48,8 +48,8 @@ def test_agrees_with_devinterp_v1(trained):
     model, data, init_loss = trained
     hp = dict(epsilon=1e-3, nbeta=20.0, gamma=100.0)
     chains, draws, batch = 8, 150, 64
-    ours = estimate_llc(model, lm_loss, data, num_chains=chains, num_draws=draws, batch_size=batch, seed=0,
-                        share_batches=False, init_loss=init_loss, device="cpu", **hp)
+    sgld = SGLDConfig(num_chains=chains, num_draws=draws, batch_size=batch, seed=0, share_batches=False, **hp)
+    ours = estimate_llc(model, lm_loss, data, sgld, init_loss=init_loss, device="cpu")
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(*data), batch_size=batch, shuffle=True)
     theirs = devinterp_sampler.estimate_learning_coeff_with_summary(
         model, loader, evaluate=lm_loss, sampling_method=SGLD,

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from plateau_lib.llc import LLCWarning
+from plateau_lib.llc import LLCWarning, SGLDConfig
 from plateau_lib.llc.failure_modes import planted_runaway
 from plateau_lib.llc.golden import golden_estimates
 from plateau_lib.llc.result import diverged_chains, summarize
@@ -60,12 +60,12 @@ def test_planted_runaway_chain_is_flagged_though_finite():
     """Four chains at ε = 1e-3 and one at ε = 0.05 on a small GPT: the fifth runs away (λ̂ about 3x the
     others) without a NaN and far below the loss bound, and is flagged and excluded with a warning."""
     s = torch.randint(0, 7, (256, 7), generator=torch.Generator().manual_seed(0))
-    kw = dict(epsilon=1e-3, gamma=50.0, nbeta=20.0, num_chains=5, num_draws=40, batch_size=32, seed=0, device="cpu")
+    sgld = SGLDConfig(epsilon=1e-3, gamma=50.0, nbeta=20.0, num_chains=5, num_draws=40, batch_size=32, seed=0)
     with pytest.warns(LLCWarning, match="1 of 5 chains diverged"):
-        res = planted_runaway(tiny_gpt(), lm_loss, (s[:, :-1], s[:, 1:]), runaway_epsilon=0.05, **kw)
+        res = planted_runaway(tiny_gpt(), lm_loss, (s[:, :-1], s[:, 1:]), sgld, 0.05, device="cpu")
     assert res.diverged.tolist() == [False] * 4 + [True]
     assert np.isfinite(res.loss_trace_all).all()
-    scale = max(abs(res.init_loss), res.hyperparams["num_params"] / (2 * kw["nbeta"]))
+    scale = max(abs(res.init_loss), res.hyperparams["num_params"] / (2 * sgld.nbeta))
     assert res.loss_trace_all.max() < res.init_loss + 10 * scale  # the old rule would have averaged it in
     assert res.llc_per_chain[4] > 2 * np.median(res.llc_per_chain[:4])
     assert res.llc_mean == pytest.approx(res.llc_per_chain[:4].mean())

@@ -15,7 +15,7 @@ from itertools import combinations
 import pytest
 import torch
 
-from plateau_lib.llc import estimate_llc
+from plateau_lib.llc import SGLDConfig, estimate_llc
 from plateau_lib.llc.dln import (DLNModel, bottleneck_layers, dln_data, dln_lambda, dln_truth, is_bottleneck_set,
     parameter_count, true_parameter)
 from plateau_lib.llc.golden import mse_loss, rrr_lambda
@@ -116,9 +116,8 @@ def test_sgld_known_answer():
     """λ̂ within 25 % of λ = 28 at the true parameter (settings in the module docstring)."""
     widths, r = [10, 8, 6, 8, 10], 2
     data = dln_data(widths, dln_truth(widths, r, seed=0), n=500, seed=0)
-    res = estimate_llc(true_parameter(widths, r, seed=0), mse_loss, data, epsilon=3e-5, nbeta=1e4, gamma=10.0,
-                       num_chains=4, num_draws=6000, num_burnin_steps=3000, seed=0, device="cpu", backend="vmap",
-                       warn=False)
+    sgld = SGLDConfig(epsilon=3e-5, nbeta=1e4, gamma=10.0, num_chains=4, num_draws=6000, num_burnin_steps=3000, seed=0)
+    res = estimate_llc(true_parameter(widths, r, seed=0), mse_loss, data, sgld, device="cpu", backend="vmap", warn=False)
     assert dln_lambda(widths, r) == 28.0
     assert not res.diverged.any()
     assert abs(res.llc_mean / 28.0 - 1) < 0.25, res.llc_mean

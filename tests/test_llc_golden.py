@@ -16,7 +16,7 @@ import os
 import pytest
 import torch
 
-from plateau_lib.llc import estimate_llc
+from plateau_lib.llc import SGLDConfig, estimate_llc
 from plateau_lib.llc.golden import (PolynomialModel, RegularModel, RRRModel, least_squares_fit, mse_loss,
     polynomial_data, polynomial_lambda, regular_data, rrr_data, rrr_lambda, train_full_batch)
 
@@ -30,8 +30,9 @@ BACKEND = os.environ.get("PLATEAU_GOLDEN_BACKEND", "vmap")
 @pytest.mark.parametrize("powers", [(0, 1), (0, 2), (0, 3)])
 def test_polynomial_normal_crossing(powers):
     lam = polynomial_lambda(powers)
-    res = estimate_llc(PolynomialModel(powers), mse_loss, polynomial_data(1000, seed=1), epsilon=1e-4, gamma=0.0,
-                       num_chains=64, num_draws=3000, num_burnin_steps=500, seed=0, device="cpu", backend=BACKEND)
+    sgld = SGLDConfig(epsilon=1e-4, gamma=0.0, num_chains=64, num_draws=3000, num_burnin_steps=500, seed=0)
+    res = estimate_llc(PolynomialModel(powers), mse_loss, polynomial_data(1000, seed=1), sgld, device="cpu",
+                       backend=BACKEND)
     assert not res.diverged.any()
     assert abs(res.llc_mean - lam) < 0.05, (powers, res.llc_mean, lam)
 
@@ -50,8 +51,8 @@ def test_reduced_rank_regression(mhn, expected):
     data = rrr_data(M, N, 1000, seed=0)
     model = RRRModel(M, H, N, seed=0)
     train_full_batch(model, data, steps=5000, lr=0.01)
-    res = estimate_llc(model, mse_loss, data, epsilon=1e-3, gamma=1.0, nbeta=50.0,
-                       num_chains=8, num_draws=2000, num_burnin_steps=200, seed=0, device="cpu", backend=BACKEND)
+    sgld = SGLDConfig(epsilon=1e-3, gamma=1.0, nbeta=50.0, num_chains=8, num_draws=2000, num_burnin_steps=200, seed=0)
+    res = estimate_llc(model, mse_loss, data, sgld, device="cpu", backend=BACKEND)
     assert not res.diverged.any()
     assert abs(res.llc_mean - expected) < 0.2 * expected, (mhn, res.llc_mean, expected)
 
@@ -61,8 +62,8 @@ def test_regular_model_d_over_2():
     model = least_squares_fit(RegularModel(9, 1), data)
     d = sum(p.numel() for p in model.parameters())
     assert d == 10
-    res = estimate_llc(model, mse_loss, data, epsilon=1e-4, gamma=0.0, num_chains=16, num_draws=2000,
-                       num_burnin_steps=200, seed=0, device="cpu", backend=BACKEND)
+    sgld = SGLDConfig(epsilon=1e-4, gamma=0.0, num_chains=16, num_draws=2000, num_burnin_steps=200, seed=0)
+    res = estimate_llc(model, mse_loss, data, sgld, device="cpu", backend=BACKEND)
     assert abs(res.llc_mean - d / 2) < 0.1 * d / 2, res.llc_mean
 
 
@@ -70,14 +71,14 @@ def test_regular_model_d_over_2():
 def test_frozen_weight_invariance_exact(point):
     """devinterp rllc_test: powers [1,1,0] and [1,1,10] with the last weight frozen at 1 are the same model."""
     data = polynomial_data(1000, seed=0)
-    kw = dict(epsilon=2e-4, gamma=1.0, num_chains=2, num_draws=100, seed=3, device="cpu")
-    a = estimate_llc(PolynomialModel((1, 1, 0), init=point, frozen=(2,)), mse_loss, data, **kw)
-    b = estimate_llc(PolynomialModel((1, 1, 10), init=point, frozen=(2,)), mse_loss, data, **kw)
+    sgld = SGLDConfig(epsilon=2e-4, gamma=1.0, num_chains=2, num_draws=100, seed=3)
+    a = estimate_llc(PolynomialModel((1, 1, 0), init=point, frozen=(2,)), mse_loss, data, sgld, device="cpu")
+    b = estimate_llc(PolynomialModel((1, 1, 10), init=point, frozen=(2,)), mse_loss, data, sgld, device="cpu")
     assert a.hyperparams["num_params"] == b.hyperparams["num_params"] == 2
     assert (a.loss_trace == b.loss_trace).all()
     assert a.llc_mean == b.llc_mean
     # and freezing matters: the unrestricted 3-parameter model gives a different estimate
-    c = estimate_llc(PolynomialModel((1, 1, 10), init=point), mse_loss, data, **kw)
+    c = estimate_llc(PolynomialModel((1, 1, 10), init=point), mse_loss, data, sgld, device="cpu")
     assert c.hyperparams["num_params"] == 3 and abs(c.llc_mean - a.llc_mean) > 1e-3
 
 
@@ -127,9 +128,8 @@ def test_devinterps_settings_overshoot_the_quadratic_case_by_the_predicted_discr
     from plateau_lib.llc.golden import GOLDEN_SGLD, PolynomialModel, mse_loss, polynomial_data, quadratic_ratio
     x, y = polynomial_data(1000, seed=1)
     f = GOLDEN_SGLD["paper"]["polynomial"]
-    res = estimate_llc(PolynomialModel((0, 1)), mse_loss, (x, y), epsilon=f["epsilon"], gamma=0.0,
-                       num_chains=f["num_chains"], num_draws=f["num_draws"], seed=42, warn=False, backend="vmap",
-                       device="cpu")
+    sgld = SGLDConfig(epsilon=f["epsilon"], gamma=0.0, num_chains=f["num_chains"], num_draws=f["num_draws"], seed=42)
+    res = estimate_llc(PolynomialModel((0, 1)), mse_loss, (x, y), sgld, warn=False, backend="vmap", device="cpu")
     predicted = quadratic_ratio(f["epsilon"], default_nbeta(1000), float((x ** 2).mean()))
     assert predicted == pytest.approx(1.13, abs=0.01)
     assert res.llc_mean / 0.5 == pytest.approx(predicted, rel=0.02)

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from plateau_lib.llc import estimate_llc
+from plateau_lib.llc import SGLDConfig, estimate_llc
 from plateau_lib.llc.dln import dln_data, dln_lambda, dln_truth, true_parameter
 from plateau_lib.llc.golden import mse_loss
 from plateau_lib.llc.sampler import RMSPROP_ALPHA, RMSPROP_DELTA, SGLDStep
 
-from test_llc_backends import KW, lm_data, lm_loss, tiny_gpt
+from test_llc_backends import KW, SG, lm_data, lm_loss, tiny_gpt
 
 torch.set_num_threads(1)
 
@@ -53,11 +53,11 @@ def test_plain_sgld_is_the_unpreconditioned_step():
 
 
 def test_backends_give_the_same_rmsprop_draws():
-    kw = {k: v for k, v in KW.items() if k != "epsilon"}
-    runs = {b: estimate_llc(tiny_gpt(), lm_loss, lm_data(), chain_ids=[3, 1], backend=b, epsilon=3e-4,
-                            sampler="rmsprop_sgld", **kw) for b in ("sequential", "vmap")}
+    sgld = SG.replace(epsilon=3e-4)
+    runs = {b: estimate_llc(tiny_gpt(), lm_loss, lm_data(), sgld.replace(sampler="rmsprop_sgld"), chain_ids=[3, 1],
+                            backend=b, **KW) for b in ("sequential", "vmap")}
     np.testing.assert_allclose(runs["sequential"].loss_trace_all, runs["vmap"].loss_trace_all, rtol=1e-5, atol=1e-6)
-    plain = estimate_llc(tiny_gpt(), lm_loss, lm_data(), chain_ids=[3, 1], epsilon=3e-4, **kw)
+    plain = estimate_llc(tiny_gpt(), lm_loss, lm_data(), sgld, chain_ids=[3, 1], **KW)
     assert not np.allclose(plain.loss_trace_all[:, 3:], runs["sequential"].loss_trace_all[:, 3:])
     assert runs["vmap"].hyperparams["sampler"] == "rmsprop_sgld"
 
@@ -66,15 +66,16 @@ def test_rmsprop_sgld_finds_half_the_dimension_of_a_regular_model():
     """One linear layer 3 → 2 at its true parameter is regular: λ = d/2 = 3. Measured: λ̂ ÷ λ = 1.05 ± 0.03 at
     ε = 1e-6 (about 5 s); ε = 3e-6 gives 1.09 (the discretization bias grows with ε)."""
     widths, rank = [3, 2], 2
-    res = estimate_llc(true_parameter(widths, rank), mse_loss, dln_data(widths, dln_truth(widths, rank), n=500),
-                       epsilon=1e-6, nbeta=1e4, gamma=10.0, num_chains=4, num_draws=6000, num_burnin_steps=3000,
-                       init_loss=0.0, sampler="rmsprop_sgld", device="cpu", warn=False)
+    sgld = SGLDConfig(epsilon=1e-6, nbeta=1e4, gamma=10.0, num_chains=4, num_draws=6000, num_burnin_steps=3000,
+                      sampler="rmsprop_sgld")
+    res = estimate_llc(true_parameter(widths, rank), mse_loss, dln_data(widths, dln_truth(widths, rank), n=500), sgld,
+                       init_loss=0.0, device="cpu", warn=False)
     assert dln_lambda(widths, rank) == 3.0
     assert res.llc_mean / 3.0 == pytest.approx(1.0, abs=0.1)
 
 
-@pytest.mark.parametrize("kwargs, word", [({"sampler": "adam"}, "sampler must be one of"),
-                                          ({"sampler": "rmsprop_sgld", "mala": True}, "mala=True")])
-def test_bad_sampler_input_raises_before_sampling(kwargs, word):
+@pytest.mark.parametrize("sampler, run, word", [("adam", {}, "sampler must be one of"),
+                                               ("rmsprop_sgld", {"mala": True}, "mala=True")])
+def test_bad_sampler_input_raises_before_sampling(sampler, run, word):
     with pytest.raises(ValueError, match=word):
-        estimate_llc(tiny_gpt(), lm_loss, lm_data(), **{**KW, **kwargs})
+        estimate_llc(tiny_gpt(), lm_loss, lm_data(), SG.replace(sampler=sampler), **KW, **run)

@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from plateau_lib.llc import LLCWarning, default_nbeta, estimate_llc, mala_acceptance_prob
+from plateau_lib.llc import LLCWarning, SGLDConfig, default_nbeta, estimate_llc, mala_acceptance_prob
 from plateau_lib.llc.estimator import summarize
 from plateau_lib.llc.golden import (PolynomialModel, RegularModel, least_squares_fit, mse_loss, polynomial_data,
     regular_data)
@@ -34,24 +34,30 @@ def lm_data(n=64, seed=0):
 
 
 REG = regular_data(3, 1, n=200, seed=0)
-KW = dict(epsilon=1e-3, gamma=10.0, num_chains=2, num_draws=5, seed=0, device="cpu")
+SG = SGLDConfig(epsilon=1e-3, gamma=10.0, num_chains=2, num_draws=5, seed=0)
 
 
 # ------------------------------------------------------------------------------------------------ bad input
-@pytest.mark.parametrize("kwargs,word", [
-    (dict(epsilon=0.0), "epsilon"), (dict(epsilon=-1e-3), "epsilon"), (dict(epsilon=float("nan")), "epsilon"),
-    (dict(lr=0.0), "epsilon"), (dict(nbeta=0.0), "nbeta"), (dict(nbeta=-2.0), "nbeta"),
-    (dict(gamma=-1.0), "gamma"), (dict(localization=-1.0), "gamma"), (dict(num_chains=0), "num_chains"),
-    (dict(num_chains=1.5), "num_chains"), (dict(num_draws=0), "num_draws"),
-    (dict(num_burnin_steps=5), "num_burnin_steps"), (dict(num_burnin_steps=9), "num_burnin_steps"),
-    (dict(num_steps_bw_draws=0), "num_steps_bw_draws"), (dict(weight_decay=-1.0), "weight_decay"),
-    (dict(batch_size=0), "batch_size"), (dict(seed=-1), "seed"), (dict(chain_ids=[]), "chain_ids"),
-    (dict(epsilon=1e-3, lr=1e-3), "epsilon or lr"),
+@pytest.mark.parametrize("fields,run,word", [
+    (dict(epsilon=0.0), {}, "epsilon"), (dict(epsilon=-1e-3), {}, "epsilon"), (dict(epsilon=float("nan")), {}, "epsilon"),
+    (dict(nbeta=0.0), {}, "nbeta"), (dict(nbeta=-2.0), {}, "nbeta"), (dict(gamma=-1.0), {}, "gamma"),
+    (dict(num_chains=0), {}, "num_chains"), (dict(num_chains=1.5), {}, "num_chains"), (dict(num_draws=0), {}, "num_draws"),
+    (dict(num_burnin_steps=5), {}, "num_burnin_steps"), (dict(num_burnin_steps=9), {}, "num_burnin_steps"),
+    (dict(num_steps_bw_draws=0), {}, "num_steps_bw_draws"), (dict(weight_decay=-1.0), {}, "weight_decay"),
+    (dict(batch_size=0), {}, "batch_size"), (dict(seed=-1), {}, "seed"), ({}, dict(chain_ids=[]), "chain_ids"),
+    ({}, dict(init_loss_batches=0), "init_loss_batches"), ({}, dict(max_loss_ratio=0.0), "max_loss_ratio"),
+    ({}, dict(init_loss=float("inf")), "init_loss"),
 ])
-def test_bad_hyperparameters_raise_before_sampling(kwargs, word):
-    kw = {**KW, **kwargs}
+def test_bad_settings_raise_before_sampling(fields, run, word):
     with pytest.raises(ValueError, match=word):
-        estimate_llc(RegularModel(3), mse_loss, REG, **kw)
+        estimate_llc(RegularModel(3), mse_loss, REG, SG.replace(**fields), device="cpu", **run)
+
+
+def test_settings_must_be_an_sgld_config():
+    with pytest.raises(ValueError, match="sgld must be an SGLDConfig"):
+        estimate_llc(RegularModel(3), mse_loss, REG, {"epsilon": 1e-3}, device="cpu")
+    with pytest.raises(TypeError, match="lr"):  # devinterp's spellings are not run options
+        estimate_llc(RegularModel(3), mse_loss, REG, SG, lr=1e-3)
 
 
 def test_no_trainable_parameters():
@@ -59,30 +65,30 @@ def test_no_trainable_parameters():
     for p in model.parameters():
         p.requires_grad_(False)
     with pytest.raises(ValueError, match="no trainable parameters"):
-        estimate_llc(model, mse_loss, REG, **KW)
+        estimate_llc(model, mse_loss, REG, SG, device="cpu")
 
 
 def test_loss_not_scalar():
     with pytest.raises(ValueError, match="scalar"):
-        estimate_llc(RegularModel(3), lambda m, b: (m(b[0]) - b[1]) ** 2, REG, **KW)
+        estimate_llc(RegularModel(3), lambda m, b: (m(b[0]) - b[1]) ** 2, REG, SG, device="cpu")
     with pytest.raises(ValueError, match="scalar"):
-        estimate_llc(RegularModel(3), lambda m, b: 1.0, REG, **KW)
+        estimate_llc(RegularModel(3), lambda m, b: 1.0, REG, SG, device="cpu")
 
 
 def test_bad_data():
     with pytest.raises(ValueError, match="first dimension"):
-        estimate_llc(RegularModel(3), mse_loss, (REG[0], REG[1][:10]), **KW)
+        estimate_llc(RegularModel(3), mse_loss, (REG[0], REG[1][:10]), SG, device="cpu")
     with pytest.raises(ValueError, match="data must be"):
-        estimate_llc(RegularModel(3), mse_loss, [1, 2, 3], **KW)
+        estimate_llc(RegularModel(3), mse_loss, [1, 2, 3], SG, device="cpu")
 
 
 def test_default_nbeta_is_devinterps():
     assert default_nbeta(1000) == pytest.approx(144.7648, abs=1e-3)
     assert default_nbeta(1024) == pytest.approx(147.7320, abs=1e-3)
     assert default_nbeta(1) == 1.0
-    res = estimate_llc(RegularModel(3), mse_loss, REG, batch_size=32, warn=False, **KW)
+    res = estimate_llc(RegularModel(3), mse_loss, REG, SG.replace(batch_size=32), warn=False, device="cpu")
     assert res.hyperparams["nbeta"] == pytest.approx(32 / math.log(32))
-    res = estimate_llc(RegularModel(3), mse_loss, REG, warn=False, **KW)  # full batch: n / ln n
+    res = estimate_llc(RegularModel(3), mse_loss, REG, SG, warn=False, device="cpu")  # full batch: n / ln n
     assert res.hyperparams["nbeta"] == pytest.approx(200 / math.log(200))
 
 
@@ -119,8 +125,8 @@ def reference_chain(model, loss_fn, data, chain, *, epsilon, nbeta, gamma, weigh
 def test_chains_equal_plain_single_chain_loop(backend):
     data = lm_data(64)
     hp = dict(epsilon=3e-3, nbeta=20.0, gamma=50.0, weight_decay=0.01)
-    res = estimate_llc(tiny_gpt(), lm_loss, data, num_chains=3, num_draws=30, batch_size=16, seed=7,
-                       share_batches=True, device="cpu", backend=backend, **hp)
+    res = estimate_llc(tiny_gpt(), lm_loss, data, SGLDConfig(num_chains=3, num_draws=30, batch_size=16, seed=7,
+                                                             share_batches=True, **hp), device="cpu", backend=backend)
     for c in range(3):
         ref = reference_chain(tiny_gpt(), lm_loss, data, c, steps=30, seed=7, batch_size=16, **hp)
         np.testing.assert_allclose(res.loss_trace_all[c], ref, rtol=1e-4, atol=1e-5)
@@ -132,11 +138,10 @@ def test_chains_equal_plain_single_chain_loop(backend):
 @pytest.mark.parametrize("backend", ["sequential", "vmap"])
 def test_chain_alone_equals_chain_in_batch(share, backend):
     data = lm_data(64)
-    kw = dict(epsilon=3e-3, nbeta=20.0, gamma=50.0, num_draws=25, batch_size=16, seed=3, device="cpu",
-              share_batches=share, backend=backend)
-    together = estimate_llc(tiny_gpt(), lm_loss, data, num_chains=4, **kw)
+    sgld = SGLDConfig(epsilon=3e-3, nbeta=20.0, gamma=50.0, num_draws=25, batch_size=16, seed=3, share_batches=share)
+    together = estimate_llc(tiny_gpt(), lm_loss, data, sgld.replace(num_chains=4), device="cpu", backend=backend)
     for c in (0, 2):
-        alone = estimate_llc(tiny_gpt(), lm_loss, data, chain_ids=[c], **kw)
+        alone = estimate_llc(tiny_gpt(), lm_loss, data, sgld, chain_ids=[c], device="cpu", backend=backend)
         np.testing.assert_allclose(alone.loss_trace_all[0], together.loss_trace_all[c], rtol=1e-5, atol=1e-6)
         assert alone.llc_per_chain[0] == pytest.approx(together.llc_per_chain[c], rel=1e-4, abs=1e-4)
 
@@ -144,10 +149,10 @@ def test_chain_alone_equals_chain_in_batch(share, backend):
 # ------------------------------------------------------------------------------------------------ seeding
 def test_same_seed_same_numbers_and_different_seed_different():
     data = lm_data(64)
-    kw = dict(epsilon=3e-3, gamma=50.0, num_chains=2, num_draws=10, batch_size=16, device="cpu")
-    a = estimate_llc(tiny_gpt(), lm_loss, data, seed=11, **kw)
-    b = estimate_llc(tiny_gpt(), lm_loss, data, seed=11, **kw)
-    c = estimate_llc(tiny_gpt(), lm_loss, data, seed=12, **kw)
+    sgld = SGLDConfig(epsilon=3e-3, gamma=50.0, num_chains=2, num_draws=10, batch_size=16)
+    a = estimate_llc(tiny_gpt(), lm_loss, data, sgld.replace(seed=11), device="cpu")
+    b = estimate_llc(tiny_gpt(), lm_loss, data, sgld.replace(seed=11), device="cpu")
+    c = estimate_llc(tiny_gpt(), lm_loss, data, sgld.replace(seed=12), device="cpu")
     assert (a.loss_trace_all == b.loss_trace_all).all()
     assert not np.allclose(a.loss_trace_all, c.loss_trace_all)
 
@@ -167,7 +172,7 @@ class Offset(nn.Module):
 def test_same_noise_and_batches_at_every_checkpoint(backend):
     """Two different 'checkpoints' with the same seed receive the same noise and the same batches."""
     x = torch.arange(40.0).reshape(40, 1)
-    kw = dict(epsilon=1e-2, gamma=0.0, nbeta=1.0, num_chains=3, num_draws=20, batch_size=4, seed=5, device="cpu")
+    kw = dict(epsilon=1e-2, gamma=0.0, nbeta=1.0, num_chains=3, num_draws=20, batch_size=4, seed=5)
     from plateau_lib.llc.sampler import make_batches, sgld_sample
     loss = lambda m, b: m(b)  # noqa: E731 - loss = mean of the batch: the batch sequence is visible
     out = sgld_sample([Offset(0.0), Offset(3.0)], loss, make_batches(x, 4, torch.device("cpu")), weight_decay=0.0,
@@ -179,8 +184,8 @@ def test_same_noise_and_batches_at_every_checkpoint(backend):
     torch.testing.assert_close(outs[0]["loss"], outs[1]["loss"])  # same batches
     # shared batches: every chain sees the same batch; unshared: they differ
     assert (outs[0]["loss"][0] == outs[0]["loss"][1]).all()
-    shared = estimate_llc(Offset(0.0), loss, x, share_batches=True, **kw)
-    own = estimate_llc(Offset(0.0), loss, x, share_batches=False, **kw)
+    shared = estimate_llc(Offset(0.0), loss, x, SGLDConfig(share_batches=True, **kw), device="cpu")
+    own = estimate_llc(Offset(0.0), loss, x, SGLDConfig(share_batches=False, **kw), device="cpu")
     assert (shared.loss_trace_all[0] == shared.loss_trace_all[2]).all()
     assert not (own.loss_trace_all[0] == own.loss_trace_all[2]).all()
     # without replacement within an epoch: 10 batches of 4 cover the 40 examples once
@@ -195,8 +200,9 @@ def test_callable_data_online():
         gen_batches.append(s)
         return s[:, :-1], s[:, 1:]
 
-    res = estimate_llc(tiny_gpt(), lm_loss, sample_batch, epsilon=3e-3, gamma=50.0, num_chains=2, num_draws=10,
-                       seed=0, device="cpu", init_loss_batches=4)
+    res = estimate_llc(tiny_gpt(), lm_loss, sample_batch, SGLDConfig(epsilon=3e-3, gamma=50.0, num_chains=2,
+                                                                     num_draws=10, seed=0),
+                       device="cpu", init_loss_batches=4)
     assert res.hyperparams["nbeta"] == pytest.approx(16 / math.log(16))
     assert np.isfinite(res.llc_mean) and res.loss_trace.shape == (2, 10)
 
@@ -204,8 +210,9 @@ def test_callable_data_online():
 # ------------------------------------------------------------------------------------------------ estimator
 def test_estimator_formula_and_draw_selection():
     data = lm_data(64)
-    res = estimate_llc(tiny_gpt(), lm_loss, data, epsilon=3e-3, gamma=50.0, nbeta=10.0, num_chains=3, num_draws=6,
-                       num_burnin_steps=4, num_steps_bw_draws=2, batch_size=16, seed=0, device="cpu")
+    res = estimate_llc(tiny_gpt(), lm_loss, data, SGLDConfig(epsilon=3e-3, gamma=50.0, nbeta=10.0, num_chains=3,
+                                                             num_draws=6, num_burnin_steps=4, num_steps_bw_draws=2,
+                                                             batch_size=16, seed=0), device="cpu")
     assert res.loss_trace_all.shape == (3, 4 + 6 * 2)
     np.testing.assert_array_equal(res.loss_trace, res.loss_trace_all[:, 4::2])
     per_chain = 10.0 * (res.loss_trace.mean(1) - res.init_loss)
@@ -222,8 +229,8 @@ def test_estimator_formula_and_draw_selection():
     with torch.no_grad():
         assert res.init_loss == pytest.approx(lm_loss(tiny_gpt(), data).item(), rel=1e-5)
     # with no burn-in, draw 0 is the loss at w* (on the first batch)
-    r0 = estimate_llc(tiny_gpt(), lm_loss, data, epsilon=3e-3, gamma=50.0, num_chains=2, num_draws=3, seed=0,
-                      device="cpu")
+    r0 = estimate_llc(tiny_gpt(), lm_loss, data, SGLDConfig(epsilon=3e-3, gamma=50.0, num_chains=2, num_draws=3,
+                                                            seed=0), device="cpu")
     assert r0.loss_trace[0, 0] == pytest.approx(res.init_loss, rel=1e-5)  # full batch: first batch = all data
 
 
@@ -241,8 +248,8 @@ def test_real_run_divergence():
     """A step size far too large for a steep quartic: every chain blows up, no estimate, a warning."""
     data = polynomial_data(200, seed=0)
     with pytest.warns(LLCWarning, match="diverged"):
-        res = estimate_llc(PolynomialModel((2, 2), init=(0.5, 0.5)), mse_loss, data, epsilon=5.0, gamma=0.0,
-                           num_chains=3, num_draws=30, seed=0, device="cpu")
+        res = estimate_llc(PolynomialModel((2, 2), init=(0.5, 0.5)), mse_loss, data,
+                           SGLDConfig(epsilon=5.0, gamma=0.0, num_chains=3, num_draws=30, seed=0), device="cpu")
     assert res.diverged.all() and math.isnan(res.llc_mean)
 
 
@@ -251,15 +258,15 @@ def test_negative_llc_warns():
     data = regular_data(5, 1, n=500, seed=0)
     torch.manual_seed(0)
     with pytest.warns(LLCWarning, match="negative"):
-        res = estimate_llc(RegularModel(5), mse_loss, data, epsilon=1e-3, gamma=0.0, num_chains=2,
-                           num_draws=50, seed=0, device="cpu")
+        res = estimate_llc(RegularModel(5), mse_loss, data,
+                           SGLDConfig(epsilon=1e-3, gamma=0.0, num_chains=2, num_draws=50, seed=0), device="cpu")
     assert res.llc_mean < 0
 
 
 def test_model_not_modified():
     model = tiny_gpt()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    estimate_llc(model, lm_loss, lm_data(32), epsilon=1e-2, gamma=1.0, num_chains=2, num_draws=5, seed=0,
+    estimate_llc(model, lm_loss, lm_data(32), SGLDConfig(epsilon=1e-2, gamma=1.0, num_chains=2, num_draws=5, seed=0),
                  device="cpu")
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k])
@@ -282,13 +289,12 @@ def test_mala_acceptance_formula(args, expected):
 def test_mala_in_a_run_tracks_step_size():
     data = regular_data(3, 1, n=500, seed=0)
     model = least_squares_fit(RegularModel(3), data)
-    small = estimate_llc(model, mse_loss, data, epsilon=1e-5, gamma=1.0, num_chains=2, num_draws=200, seed=0,
-                         device="cpu", mala=True)
-    large = estimate_llc(model, mse_loss, data, epsilon=3e-3, gamma=1.0, num_chains=2, num_draws=200, seed=0,
-                         device="cpu", mala=True)
+    sgld = SGLDConfig(gamma=1.0, num_chains=2, num_draws=200, seed=0)
+    small = estimate_llc(model, mse_loss, data, sgld.replace(epsilon=1e-5), device="cpu", mala=True)
+    large = estimate_llc(model, mse_loss, data, sgld.replace(epsilon=3e-3), device="cpu", mala=True)
     assert small.mala_accept.shape == (2, 199)
     assert small.mala_mean > 0.95 and large.mala_mean < small.mala_mean
-    assert np.isnan(estimate_llc(model, mse_loss, data, **KW).mala_mean)
+    assert np.isnan(estimate_llc(model, mse_loss, data, SG, device="cpu").mala_mean)
 
 
 # ------------------------------------------------------------------------------------------------ page helpers
@@ -317,16 +323,17 @@ def test_llc_callback_same_seed_and_fresh_seed():
     """On an unchanged model the same-seed callback repeats its estimate; the fresh-seed one does not, and
     uses seed + FRESH_SEED_OFFSET + step."""
     model = least_squares_fit(RegularModel(3), REG)
-    kw = dict(epsilon=1e-3, gamma=10.0, num_chains=2, num_draws=8, batch_size=50, device="cpu", warn=False)
-    same = callbacks.LLCCallback(mse_loss, REG, [1, 2], seed=5, progress=False, **kw)
-    fresh = callbacks.LLCCallback(mse_loss, REG, [1, 2], seed=5, progress=False, fresh_seed=True, **kw)
+    sgld = SGLDConfig(epsilon=1e-3, gamma=10.0, num_chains=2, num_draws=8, batch_size=50, seed=5)
+    same = callbacks.LLCCallback(mse_loss, REG, [1, 2], sgld, progress=False, device="cpu", warn=False)
+    fresh = callbacks.LLCCallback(mse_loss, REG, [1, 2], sgld, progress=False, fresh_seed=True, device="cpu", warn=False)
     for step in range(4):
         same(step, model)
         fresh(step, model)
     assert same.seed_at(2) == 5 and fresh.seed_at(2) == 5 + callbacks.FRESH_SEED_OFFSET + 2
     assert same.results[1].llc_mean == same.results[2].llc_mean
     assert fresh.results[1].llc_mean != fresh.results[2].llc_mean
-    direct = estimate_llc(model, mse_loss, REG, seed=5 + callbacks.FRESH_SEED_OFFSET + 2, **kw)
+    direct = estimate_llc(model, mse_loss, REG, sgld.replace(seed=5 + callbacks.FRESH_SEED_OFFSET + 2), device="cpu",
+                          warn=False)
     assert fresh.results[2].llc_mean == direct.llc_mean
     assert list(fresh.table().step) == [1, 2] and list(fresh.table().columns) == callbacks.LLC_COLUMNS
 
@@ -343,9 +350,9 @@ def test_llc_over_training_compares_the_seedings():
     cfg = TrainConfig(d_model=8, steps=4, batch_size=8, eval_every=2, eval_batch=8, lr=1e-3, device="cpu")
     seqs = cfg.make_task().sample(64, torch.Generator().manual_seed(0))
     from plateau_lib.plateau.llc_transformer import sequence_loss
-    curve, run = callbacks.train_with_online_llc(cfg, sequence_loss, seqs, [2, 4], seed=0, progress=False, epsilon=1e-3,
-                                             gamma=100.0, num_chains=2, num_draws=4, batch_size=16, device="cpu",
-                                             warn=False)
+    sgld = SGLDConfig(epsilon=1e-3, gamma=100.0, num_chains=2, num_draws=4, batch_size=16, seed=0)
+    curve, run = callbacks.train_with_online_llc(cfg, sequence_loss, seqs, [2, 4], sgld, progress=False, device="cpu",
+                                                 warn=False)
     assert sorted(curve.seeding.unique()) == sorted([callbacks.SAME_SEED, callbacks.FRESH_SEED])
     assert len(curve) == 4 and set(curve.step) == {2, 4}
     assert run.meta["wall_time_s"] > 0 and run.metrics.step.max() == 4 and run.meta["commit"] and run.meta["date"]
@@ -374,10 +381,10 @@ def test_naive_scores_on_a_quadratic_loss():
 
 def test_burn_in_table_rows():
     model = least_squares_fit(RegularModel(3), REG)
-    kw = dict(epsilon=1e-3, gamma=10.0, num_chains=2, seed=0, device="cpu", warn=False)
-    table = mistakes.burn_in_table(model, mse_loss, REG, (6, 2, 6), num_draws=99, **kw)
+    sgld = SGLDConfig(epsilon=1e-3, gamma=10.0, num_chains=2, num_draws=99, seed=0)
+    table = mistakes.burn_in_table(model, mse_loss, REG, (6, 2, 6), sgld, device="cpu", warn=False)
     assert list(zip(table.draws, table["burn-in"])) == [(2, 0), (2, 1), (6, 0), (6, 3)]
-    direct = estimate_llc(model, mse_loss, REG, num_draws=6, num_burnin_steps=3, **kw)
+    direct = estimate_llc(model, mse_loss, REG, sgld.replace(num_draws=6, num_burnin_steps=3), device="cpu", warn=False)
     assert table["λ̂"].iloc[3] == direct.llc_mean
 
 
@@ -405,7 +412,7 @@ def test_run_failure_modes_records_warnings_without_printing():
                            failure_modes.NEGATIVE]
     with warnings.catch_warnings():
         warnings.simplefilter("error", LLCWarning)
-        results = failure_modes.run_failure_modes(cases, mse_loss, REG, num_chains=2, num_draws=20, seed=0,
+        results = failure_modes.run_failure_modes(cases, mse_loss, REG, SGLDConfig(num_chains=2, num_draws=20, seed=0),
                                                   device="cpu")
     assert results[failure_modes.ESCAPED].llc_mean < 0 and results[failure_modes.ESCAPED].warnings
     assert results[failure_modes.NOT_CONVERGED].hyperparams["epsilon"] == 1e-6
@@ -490,3 +497,10 @@ def test_calibration_criteria_on_a_hand_built_sweep():
     assert "are met by: ε = 0.001, nβ = 10" in calibration_page.criteria_note(checked)
     none = calibration.criteria(sweep.assign(mala_mean=0.3))
     assert calibration_page.criteria_note(none).startswith("**No cell of this sweep meets the page's own criteria**")
+    # one definition of flat in ε: the page's criteria and the step-size rule read it alike (the rule also takes
+    # the smallest ε, which has no neighbour, as flat when healthy)
+    flat = calibration.flat_in_epsilon(sweep.iloc[::-1])
+    assert flat.isna().tolist() == [False, True, False, False, True] and flat.dropna().tolist() == [True, False, True]
+    rule = calibration.mark_choice(sweep.assign(negative=False)).set_index(["nbeta", "epsilon"])
+    assert rule.loc[(10.0, 1e-4), "flat"] and rule.loc[(10.0, 1e-3), "flat"] and not rule.loc[(10.0, 1e-2), "flat"]
+    assert not rule.loc[(50.0, 1e-3), "flat"]  # flat in ε, but a chain diverged: not healthy

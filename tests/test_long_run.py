@@ -18,7 +18,7 @@ from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
 
 TINY = ICL_PAPER.replace(d_model=16, n_head=2, steps=60, batch_size=16, eval_every=10, eval_batch=32,
                          checkpoint_steps=(0, 5, 20, 40, 60), eval_steps=(5,))
-TINY_LLC = {**ICL_LLC_REDUCED, "batch_size": 16, "num_chains": 2, "num_draws": 8, "num_burnin_steps": 2, "n_data": 64}
+TINY_LLC = ICL_LLC_REDUCED.replace(batch_size=16, num_chains=2, num_draws=8, num_burnin_steps=2, n_data=64)
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def child(cfg, call: str, *args: str) -> subprocess.Popen:
                                            "checkpoint_steps", "eval_steps")}
     script = (f"import sys; from pathlib import Path; from plateau_lib.engine import cache; from plateau_lib.icl import long_run\n"
               f"cache.use(cache.Store({str(cache.current().committed)!r}, {str(cache.current().local)!r}))\n"
-              f"from plateau_lib.icl.presets import ICL_PAPER\n"
+              f"from plateau_lib.icl.presets import ICL_PAPER; from plateau_lib.llc import SGLDConfig\n"
               f"cfg = ICL_PAPER.replace(**{fields!r})\n"
               f"long_run.{call}\n")
     return subprocess.Popen([sys.executable, "-c", script, *args], env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -149,13 +149,13 @@ def test_a_state_saved_under_another_device_name_resumes(home):
 def test_a_state_made_at_another_budget_keeps_its_check_apart(home):
     """A committed check made at an earlier SGLD budget is neither restored as the current budget's nor lost:
     it moves to budget_check_earlier.csv with its budget named, and the current check starts empty."""
-    old = {**TINY_LLC, "num_burnin_steps": 0}
+    old = TINY_LLC.replace(num_burnin_steps=0)
     long_run.kept(TINY, old, long_run.CHECK_KIND).keep(
         pd.DataFrame([{"step": 5, "reduced": 15.8, "longer": 18.5, "relative difference": 0.145, "draws": 8,
                        "longer draws": 32, "chains": 2, "elapsed_s": 1.0}]))
     long_run.save(TINY, old)
     new_machine()
-    new = {**TINY_LLC, "num_burnin_steps": 2}
+    new = TINY_LLC.replace(num_burnin_steps=2)
     long_run.restore(TINY, new)
     assert long_run.budget_table(TINY, new).empty
     long_run.save(TINY, new)
@@ -163,7 +163,7 @@ def test_a_state_made_at_another_budget_keeps_its_check_apart(home):
     assert earlier[["budget", "step", "relative difference"]].values.tolist() == [
         ["2 chains x 8 draws, no burn-in steps", 5, 0.145]]
     assert not (long_run.state_folder(TINY) / "budget_check.csv").exists()
-    assert long_run.progress(TINY)["llc"] == new
+    assert long_run.progress(TINY)["llc"] == new.key_dict()
     long_run.save(TINY, new)   # saved again: still kept, once
     assert len(pd.read_csv(long_run.state_folder(TINY) / "budget_check_earlier.csv")) == 1
 

@@ -10,6 +10,7 @@ from plateau_lib.engine import cache, costs as run_costs
 from plateau_lib.engine.analysis import Analysis
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.train import Stopped
+from plateau_lib.llc import SGLDConfig
 from plateau_lib.plateau import presets
 
 TINY = TrainConfig(task_kwargs={"n": 4, "p": 5}, d_model=8, steps=4, batch_size=8, eval_every=2, eval_batch=8)
@@ -83,8 +84,8 @@ def test_a_stopped_queue_resumes_from_its_packed_partial_state(tiny_queue, tmp_p
 ICL = TrainConfig(task="icl_regression", task_kwargs={"D": 2, "K": 4}, n_layer=2, n_head=2, d_model=16,
                   schedule="one_cycle", lr=3e-3, batch_size=32, steps=20, eval_every=10, eval_batch=64,
                   checkpoint_steps=(0, 5, 10, 15, 20), eval_steps=(0, 5, 10, 15, 20))
-ICL_LLC = dict(epsilon=1e-3, gamma=100.0, nbeta=10.0, batch_size=16, num_chains=1, num_draws=4, num_burnin_steps=0,
-               n_data=64, seed=0)
+ICL_LLC = SGLDConfig(epsilon=1e-3, gamma=100.0, nbeta=10.0, batch_size=16, num_chains=1, num_draws=4,
+                     num_burnin_steps=0, n_data=64, seed=0)
 
 
 @pytest.fixture

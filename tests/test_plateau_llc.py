@@ -8,6 +8,7 @@ import pytest
 
 from plateau_lib.engine import cache
 from plateau_lib.llc.calibration import chosen_setting, mark_choice
+from plateau_lib.llc import SGLDConfig
 from plateau_lib.plateau import llc_across, presets
 
 
@@ -21,16 +22,16 @@ def test_presets_are_valid(preset):
         assert list(steps) == sorted(set(steps)) and steps[0] == 0 and steps[-1] == cfg.steps
     base = presets.MWS_PAPER if preset == "paper" else presets.MWS_CPU
     assert runs[0].replace(steps=base.steps, checkpoint_steps=()) == base  # only the length and checkpoints differ
-    assert {"epsilon", "nbeta", "gamma", "batch_size", "num_chains", "num_draws", "n_data", "seed"} <= set(sgld)
+    assert isinstance(sgld, SGLDConfig) and sgld.n_data is not None and sgld.batch_size is not None
 
 
 def test_paper_preset_is_the_papers_config_with_the_calibrated_sgld():
     runs, sgld = presets.plateau_llc("paper")
     cfg = runs[0]
     assert (cfg.d_model, cfg.lr, cfg.batch_size, cfg.steps) == (256, 1e-4, 256, 400)
-    assert sgld["batch_size"] == 1024
+    assert sgld.batch_size == 1024
     long = presets.PLATEAU_LLC_SGLD["cpu_long"]
-    assert all(sgld[k] == long[k] for k in ("epsilon", "nbeta", "gamma"))
+    assert (sgld.epsilon, sgld.nbeta, sgld.gamma) == (long.epsilon, long.nbeta, long.gamma)
 
 
 @pytest.mark.parametrize("checkpoints", [[0, 100, 700], [-5, 10], [], [10.5], [0, 100, 200, 300]])

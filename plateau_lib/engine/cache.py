@@ -305,9 +305,10 @@ def _commit(store: Store, folder: str, missing: str, ignore=None) -> Path:
 
 def keyed(spec):
     """``spec`` with every training config in it (anything with ``key_dict``, at any depth of its dicts, lists and
-    tuples) replaced by its ``cache_key``: a stored table names the runs it was made from by their keys."""
+    tuples) replaced by its ``cache_key``: a stored table names the runs it was made from by their keys. Settings
+    (``key_inline``, e.g. an ``SGLDConfig``) are replaced by their ``key_dict()`` itself."""
     if hasattr(spec, "key_dict"):
-        return cache_key(spec)
+        return spec.key_dict() if getattr(spec, "key_inline", False) else cache_key(spec)
     if isinstance(spec, dict):
         return {k: keyed(v) for k, v in spec.items()}
     if isinstance(spec, (list, tuple)):

@@ -1,5 +1,6 @@
-"""What every chapter's presets share: the preset names, their checks, the SGLD settings' overrides and
-Hoogland et al.'s log + linear checkpoint schedule. Each chapter's own configs live in its ``presets`` module
+"""What every chapter's presets share: the preset names, their checks and Hoogland et al.'s log + linear
+checkpoint schedule (SGLD settings are ``plateau_lib.llc.SGLDConfig``s, overridden with their ``replace``).
+Each chapter's own configs live in its ``presets`` module
 (``plateau_lib.plateau.presets``, ``plateau_lib.icl.presets``, ``plateau_lib.llm.presets``, ``plateau_lib.llc.presets``):
 ``paper`` is the paper's config exactly; ``cpu`` is the smallest config that still shows the phenomenon on a
 2-core laptop; ``cpu_long`` (some pages) a committed long CPU run. Every field can be overridden.
@@ -30,14 +31,6 @@ def reserved(overrides, names):
     clash = sorted(set(overrides or {}) & set(names))
     if clash:
         raise ValueError(f"parameter 'overrides' may not set {clash}: the page sets them itself")
-
-
-def sgld(settings: dict, fields: dict) -> dict:
-    """A copy of the SGLD ``settings`` with ``fields`` applied (None ignored); unknown names are an error."""
-    unknown = sorted(set(fields) - set(settings))
-    if unknown:
-        raise ValueError(f"unknown SGLD setting(s) {unknown}; allowed: {sorted(settings)}")
-    return {**settings, **{k: v for k, v in fields.items() if v is not None}}
 
 
 def log_linear_steps(total: int, n_log: int, n_linear: int) -> tuple:

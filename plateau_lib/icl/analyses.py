@@ -7,6 +7,7 @@ from functools import partial
 
 from plateau_lib.engine.analysis import Analysis
 from plateau_lib.icl import development, diversity, presets
+from plateau_lib.llc import SGLDConfig
 
 
 def _stages(cfg, llc, device: str, stack: int, deadline: float | None) -> None:
@@ -19,13 +20,13 @@ def _diversity(configs, llc, grid, device: str, stack: int, deadline: float | No
     diversity.llc_vs_M(configs, llc, progress=False, deadline=deadline)
 
 
-def stages(cfg, llc: dict) -> Analysis:
+def stages(cfg, llc: SGLDConfig) -> Analysis:
     """λ̂ and structure at every checkpoint of the stages run ``cfg`` (``development.run``)."""
     return Analysis("icl_stages", "λ̂ and structure at every checkpoint", (cfg,), (development.stored(cfg, llc),),
                     partial(_stages, cfg, llc))
 
 
-def transient_ridge(configs: dict, llc: dict, grid: dict = presets.DIVERSITY_CALIBRATION) -> Analysis:
+def transient_ridge(configs: dict, llc: SGLDConfig, grid: dict = presets.DIVERSITY_CALIBRATION) -> Analysis:
     """The sweep ``configs``' SGLD calibration over ``grid``, then λ̂ of every run at the end of training."""
     return Analysis("transient_ridge", "SGLD calibration and λ̂ against M", tuple(configs.values()),
                     (diversity.llc_table(configs, llc), diversity.calibration_table(configs, llc, grid)),

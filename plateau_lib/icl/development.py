@@ -21,6 +21,7 @@ from plateau_lib.engine import cache
 from plateau_lib.engine.runs import TrainConfig, TrainResult
 from plateau_lib.engine.utils import resolve_device
 from plateau_lib.llc.callbacks import llc_at_run_checkpoints
+from plateau_lib.llc.config import SGLDConfig
 
 KIND = "icl_stages"
 VERSION = 1
@@ -55,7 +56,7 @@ class Development:
     meta: dict
 
 
-def llc_spec(cfg: TrainConfig, llc: dict) -> dict:
+def llc_spec(cfg: TrainConfig, llc: SGLDConfig) -> dict:
     """What a developmental run's tables depend on: the training run (its key) and the SGLD setting."""
     return {"train": cfg, "llc": llc, "version": VERSION}
 
@@ -130,13 +131,13 @@ def head_types(scores: pd.DataFrame, steps, typed: float = TYPED) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-def stored(cfg: TrainConfig, llc: dict) -> cache.StoredTable:
+def stored(cfg: TrainConfig, llc: SGLDConfig) -> cache.StoredTable:
     """A developmental run's stored tables (``llc``: λ̂ at every checkpoint, ``structure``), keyed by ``llc_spec``;
     its λ̂ rows are kept in it while they are estimated."""
     return cache.StoredTable(KIND, llc_spec(cfg, llc))
 
 
-def load(cfg: TrainConfig, llc: dict) -> Development | None:
+def load(cfg: TrainConfig, llc: SGLDConfig) -> Development | None:
     """The stored run (committed first, then local) with its training result, or None; never computes."""
     found, run = stored(cfg, llc).load(), cache.current().result(cfg)  # loads only: never trains
     if found is None or run is None:
@@ -145,7 +146,7 @@ def load(cfg: TrainConfig, llc: dict) -> Development | None:
     return Development(run, tables["llc"], tables["structure"], meta)
 
 
-def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = True, stack: int = 1,
+def run(cfg: TrainConfig, llc: SGLDConfig, use_cache: bool = True, progress: bool = True, stack: int = 1,
         deadline: float | None = None) -> Development:
     """Train ``cfg`` (through the cache), then estimate the LLC and read the structure at every checkpoint;
     ``stack`` checkpoints per batched SGLD computation (``llc_over_checkpoints``; worth it on a GPU only); past
@@ -156,11 +157,9 @@ def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = Tr
             return found
     device = resolve_device(cfg.device)
     table = stored(cfg, llc)
-    settings = {k: v for k, v in llc.items() if k != "n_data"}
-    data = llc_data(cfg, llc["n_data"], llc["seed"], device)
-    done, train, ckpts = llc_at_run_checkpoints(cfg, cfg.make_task().loss, data, table, use_cache=use_cache,
-                                                progress=progress, stack=stack, deadline=deadline,
-                                                device=str(device), **settings)
+    data = llc_data(cfg, llc.n_data, llc.seed, device)
+    done, train, ckpts = llc_at_run_checkpoints(cfg, cfg.make_task().loss, data, table, llc, use_cache=use_cache,
+                                                progress=progress, stack=stack, deadline=deadline, device=str(device))
     structure = pd.DataFrame([structure_row(s, torch.load(p, weights_only=True)) for s, p in sorted(ckpts.items())])
     save(cfg, llc, done, structure, device=str(device), train_wall_s=train.meta["wall_time_s"],
          llc_wall_s=round(float(done["elapsed_s"].sum()), 1))
@@ -168,11 +167,11 @@ def run(cfg: TrainConfig, llc: dict, use_cache: bool = True, progress: bool = Tr
     return Development(train, tables["llc"], tables["structure"], {**meta, "cache": None})
 
 
-def save(cfg: TrainConfig, llc: dict, rows: pd.DataFrame, structure: pd.DataFrame, **fields) -> Path:
+def save(cfg: TrainConfig, llc: SGLDConfig, rows: pd.DataFrame, structure: pd.DataFrame, **fields) -> Path:
     """Store a developmental run locally (``stored``: ``llc.csv`` sorted by step, ``structure.csv``, and meta with the
     settings, ``fields`` such as the device and wall times, and the provenance); its kept rows are dropped."""
-    meta = {"config": cfg.to_dict(), "llc": llc, "train_key": cache.cache_key(cfg), "version": VERSION, **fields,
-            "torch": torch.__version__}
+    meta = {"config": cfg.to_dict(), "llc": llc.key_dict(), "train_key": cache.cache_key(cfg), "version": VERSION,
+            **fields, "torch": torch.__version__}
     return stored(cfg, llc).save({"llc": rows.sort_values("step").reset_index(drop=True), "structure": structure},
                                  meta)
 

@@ -28,7 +28,7 @@ from plateau_lib.engine.utils import atomic_path, git_commit, resolve_device, wr
 from plateau_lib.icl import data, long_run
 from plateau_lib.icl.development import llc_data, structure_row
 from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER
-from plateau_lib.llc import llc_over_checkpoints, summarize
+from plateau_lib.llc import SGLDConfig, llc_over_checkpoints, summarize
 
 KIND = "icl_diagnosis"
 TARGET_STEPS = (1_000, 5_000, 10_000, 20_000, 40_000, 80_000, 126_000, 200_000, 250_000, 320_000, 400_000, 500_000)
@@ -151,26 +151,26 @@ def llc_table(cfg: TrainConfig, stream: str = "cpu") -> pd.DataFrame:
 # Hoogland et al.'s estimator as their code ran it (reference §5.1): 5,000 draws averaged from the first (no
 # burn-in), from n = 2^20 sequences, at 2 chains instead of 10 (about 22 minutes a checkpoint on one CPU core).
 # Its loss traces also give the stages page's window (200 steps of burn-in, then 800 draws) on the same chains.
-LLC_AS_RUN = {**ICL_LLC_PAPER, "num_chains": 2}
+LLC_AS_RUN = ICL_LLC_PAPER.replace(num_chains=2)
 # The stages run's budget check: the reduced budget's chains 4x longer (icl.long_run.CHECK_FACTOR), where a rising
 # chain's window reads λ̂ low; seed 1's 320k reads 154.0 so.
-LLC_LONGER = {**ICL_LLC_REDUCED, "num_draws": long_run.CHECK_FACTOR * ICL_LLC_REDUCED["num_draws"]}
+LLC_LONGER = ICL_LLC_REDUCED.replace(num_draws=long_run.CHECK_FACTOR * ICL_LLC_REDUCED.num_draws)
 LATE_DRAWS = 1_000  # the draws after these steps are read apart: nearer equilibrium where the chains rise slowly
 
 
-def budget_label(llc: dict) -> str:
+def budget_label(llc: SGLDConfig) -> str:
     """``"4 chains x 800 draws after 200"``: an SGLD budget as ``llc.csv`` records it."""
-    return f"{llc['num_chains']} chains x {llc['num_draws']} draws after {llc['num_burnin_steps']}"
+    return f"{llc.num_chains} chains x {llc.num_draws} draws after {llc.num_burnin_steps}"
 
 
-def trace_path(cfg: TrainConfig, stream: str, step: int, llc: dict) -> Path:
+def trace_path(cfg: TrainConfig, stream: str, step: int, llc: SGLDConfig) -> Path:
     """Where ``llc_at`` keeps the SGLD loss at every step of each chain (chains x steps, float32)."""
-    tag = f"{llc['num_chains']}x{llc['num_draws']}+{llc['num_burnin_steps']}"
+    tag = f"{llc.num_chains}x{llc.num_draws}+{llc.num_burnin_steps}"
     return state_folder(cfg, stream) / f"trace_{step:06d}_{tag}.npy"
 
 
-def llc_at(runs: list[tuple[TrainConfig, str]], steps, llc: dict = ICL_LLC_REDUCED, budget_s: float = float("inf"),
-           device: str = "cpu"):
+def llc_at(runs: list[tuple[TrainConfig, str]], steps, llc: SGLDConfig = ICL_LLC_REDUCED,
+           budget_s: float = float("inf"), device: str = "cpu"):
     """λ̂ at the kept checkpoints ``steps`` of each (config, data stream) run with an SGLD budget (default
     ``ICL_LLC_REDUCED``, the stages page's: the paper's ε, γ, nβ; 4 chains x 800 draws after 200), one row at a
     time, each kept in the run's ``llc.csv`` as it is made with its chains' loss traces (``trace_path``); a rerun
@@ -179,7 +179,7 @@ def llc_at(runs: list[tuple[TrainConfig, str]], steps, llc: dict = ICL_LLC_REDUC
     bad = [s for s in steps if s not in KEPT_STEPS]
     if bad:
         raise ValueError(f"steps {bad} are not kept checkpoints; allowed: {KEPT_STEPS}")
-    deadline, settings = time.time() + budget_s, {k: v for k, v in llc.items() if k != "n_data"}
+    deadline = time.time() + budget_s
     budget = budget_label(llc)
     for step in steps:
         for cfg, stream in runs:
@@ -188,9 +188,9 @@ def llc_at(runs: list[tuple[TrainConfig, str]], steps, llc: dict = ICL_LLC_REDUC
             if (step, budget) in made or time.time() > deadline:
                 continue
             model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
-            data = tuple(t.to(device) for t in llc_data(cfg, llc["n_data"], llc["seed"], "cpu"))
-            row, results = llc_over_checkpoints(model, loss, data, [(step, load_checkpoint(cfg, step, stream))],
-                                                progress=False, device=device, return_results=True, **settings)
+            data = tuple(t.to(device) for t in llc_data(cfg, llc.n_data, llc.seed, "cpu"))
+            row, results = llc_over_checkpoints(model, loss, data, [(step, load_checkpoint(cfg, step, stream))], llc,
+                                                progress=False, device=device, return_results=True)
             row["budget"] = budget
             with atomic_path(trace_path(cfg, stream, step, llc)) as tmp:
                 with open(tmp, "wb") as f:
@@ -216,42 +216,43 @@ def window_llc(trace: np.ndarray, init_loss: float, nbeta: float, start: int, dr
     return summarize(trace[:, :start + draws], init_loss, hyper, range(len(trace)), 0.0, warn=False).llc_mean
 
 
-def estimator_windows(cfg: TrainConfig, stream: str = "cpu", llc: dict = LLC_AS_RUN) -> pd.DataFrame:
+def estimator_windows(cfg: TrainConfig, stream: str = "cpu", llc: SGLDConfig = LLC_AS_RUN) -> pd.DataFrame:
     """For each step with a ``llc`` row and its traces: λ̂ over the authors' window (every draw from the first),
     over the stages page's (``ICL_LLC_REDUCED``: 800 draws after 200 steps) and over the draws after the first
     1,000 steps (nearer the chains' equilibrium), all on the same chains."""
     table = llc_table(cfg, stream)
     rows = []
     if not table.empty:
-        book = (ICL_LLC_REDUCED["num_burnin_steps"], ICL_LLC_REDUCED["num_draws"])
+        book = (ICL_LLC_REDUCED.num_burnin_steps, ICL_LLC_REDUCED.num_draws)
         num_params = parameters(cfg)
         for row in table[table["budget"] == budget_label(llc)].itertuples():
             path = trace_path(cfg, stream, int(row.step), llc)
             if not path.exists():
                 continue
             trace = np.load(path)
-            windows = {"authors' window": (0, llc["num_draws"]), "stages page's window": book,
+            windows = {"authors' window": (0, llc.num_draws), "stages page's window": book,
                        "after 1,000 steps": (LATE_DRAWS, trace.shape[1] - LATE_DRAWS)}
             rows.append({"step": int(row.step)} | {
-                name: window_llc(trace, row.init_loss, llc["nbeta"], start, draws, num_params) if draws > 0
+                name: window_llc(trace, row.init_loss, llc.nbeta, start, draws, num_params) if draws > 0
                 else float("nan") for name, (start, draws) in windows.items()})
     return pd.DataFrame(rows, columns=["step", "authors' window", "stages page's window", "after 1,000 steps"])
 
 
-def last_draws(cfg: TrainConfig, stream: str = "cpu", llc: dict = ICL_LLC_REDUCED, draws: int = 200) -> pd.DataFrame:
+def last_draws(cfg: TrainConfig, stream: str = "cpu", llc: SGLDConfig = ICL_LLC_REDUCED,
+               draws: int = 200) -> pd.DataFrame:
     """For each ``llc`` row with its traces: λ̂ over the row's own window (after the burn-in) and over its last
     ``draws`` draws alone. A chain still rising reads higher over its last draws, so its window reads λ̂ low."""
     rows = []
     table = llc_table(cfg, stream)
     if "budget" in table:
-        burn_in, total = llc["num_burnin_steps"], llc["num_burnin_steps"] + llc["num_draws"]
+        burn_in, total = llc.num_burnin_steps, llc.num_burnin_steps + llc.num_draws
         for row in table[table["budget"] == budget_label(llc)].itertuples():
             path = trace_path(cfg, stream, int(row.step), llc)
             if path.exists():
                 trace = np.load(path)
                 rows.append({"step": int(row.step),
-                             "window": window_llc(trace, row.init_loss, llc["nbeta"], burn_in, total - burn_in),
-                             "last draws": window_llc(trace, row.init_loss, llc["nbeta"], total - draws, draws)})
+                             "window": window_llc(trace, row.init_loss, llc.nbeta, burn_in, total - burn_in),
+                             "last draws": window_llc(trace, row.init_loss, llc.nbeta, total - draws, draws)})
     return pd.DataFrame(rows, columns=["step", "window", "last draws"])
 
 
@@ -345,7 +346,7 @@ STEP_40K = 40_292  # the kept checkpoint at the paper's 40k (end of LR2, the λ�
 END_STEP = ICL_PAPER.steps - 1  # the last checkpoint
 
 
-def llc_by_seed(llc: pd.DataFrame, llc_setting: dict = ICL_LLC_REDUCED, operands: str = "float32") -> dict:
+def llc_by_seed(llc: pd.DataFrame, llc_setting: SGLDConfig = ICL_LLC_REDUCED, operands: str = "float32") -> dict:
     """``{seed: λ̂ by step}`` of ``llc`` (``llc_rows``) at one SGLD budget (``llc_setting``, default the stages
     page's reduced one) and one precision of the matrix products; a seed without such rows is absent."""
     if llc.empty:

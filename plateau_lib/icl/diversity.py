@@ -32,8 +32,8 @@ from plateau_lib.icl import baselines, data
 
 from plateau_lib.icl.development import llc_data
 from plateau_lib.icl.presets import check_Ms, INF
-from plateau_lib.llc import calibration_sweep, estimate_llc
-from plateau_lib.llc.calibration import chosen_setting, mark_choice
+from plateau_lib.llc import SGLDConfig, calibration_sweep, estimate_llc
+from plateau_lib.llc.calibration import FLAT_TOL, chosen_setting, mark_choice
 from plateau_lib.llc.callbacks import llc_at_run_checkpoints, llc_row
 from plateau_lib.llc.result import traces_table
 
@@ -184,32 +184,29 @@ def final_model(cfg):
     return model, cfg.make_task(), resolve_device(cfg.device)
 
 
-def llc_table(configs: dict, llc: dict) -> cache.StoredTable:
+def llc_table(configs: dict, llc: SGLDConfig) -> cache.StoredTable:
     """The stored λ̂-against-M table of ``configs`` at the SGLD setting ``llc``."""
     return cache.StoredTable(LLC_KIND, table_spec(configs, llc=llc))
 
 
-def load_llc(configs: dict, llc: dict):
+def load_llc(configs: dict, llc: SGLDConfig):
     """The stored LLC-vs-M table and its meta (committed first, then local), or None; never computes."""
     found = llc_table(configs, llc).load()
     return None if found is None else (found[0]["llc"], found[1])
 
 
-def llc_vs_M(configs: dict, llc: dict, use_cache: bool = True, progress: bool = True,
+def llc_vs_M(configs: dict, llc: SGLDConfig, use_cache: bool = True, progress: bool = True,
              deadline: float | None = None) -> tuple[pd.DataFrame, dict]:
     """λ̂ of every run's final weights on data from its own training distribution q_M, one SGLD setting ``llc``
-    for every M (``n_data`` fixed sequences, ``development.llc_data``; the other keys go to the estimator).
+    for every M (its ``n_data`` fixed sequences, ``development.llc_data``).
     Returns (one row per (M, seed) with ``init_loss``, the model's loss on q_M; meta). Each row is kept as
     soon as it is estimated, so an interrupted table resumes (past ``deadline`` it stops there). Trains what is not
     cached locally."""
-    settings = {name: v for name, v in llc.items() if name != "n_data"}
-
     def row(runs):
         (M, seed), = runs
         cfg = configs[(M, seed)]
         model, task, device = final_model(cfg)
-        res = estimate_llc(model, task.loss, llc_data(cfg, llc["n_data"], llc["seed"], device), device=str(device),
-                           **settings)
+        res = estimate_llc(model, task.loss, llc_data(cfg, llc.n_data, llc.seed, device), llc, device=str(device))
         return pd.DataFrame([{"M": M, "seed": seed, **llc_row(cfg.steps, res)}])
 
     def compute():
@@ -222,12 +219,12 @@ def llc_vs_M(configs: dict, llc: dict, use_cache: bool = True, progress: bool = 
     return tables["llc"], meta
 
 
-def calibration_table(configs: dict, llc: dict, grid: dict) -> cache.StoredTable:
+def calibration_table(configs: dict, llc: SGLDConfig, grid: dict) -> cache.StoredTable:
     """The stored SGLD calibration on the calibrated runs of ``configs`` (``calibration_runs``)."""
     return cache.StoredTable(CALIBRATION_KIND, table_spec(calibration_runs(configs), llc=llc, grid=grid))
 
 
-def load_calibration(configs: dict, llc: dict, grid: dict):
+def load_calibration(configs: dict, llc: SGLDConfig, grid: dict):
     """The stored calibration (table, traces, meta) of these runs, or None; never computes."""
     found = calibration_table(configs, llc, grid).load()
     return None if found is None else (found[0]["table"], found[0]["traces"], found[1])
@@ -236,24 +233,24 @@ def load_calibration(configs: dict, llc: dict, grid: dict):
 LLC_TRAINING_KIND = "icl_llc_over_training"
 
 
-def llc_over_training_table(runs: dict, llc: dict) -> cache.StoredTable:
+def llc_over_training_table(runs: dict, llc: SGLDConfig) -> cache.StoredTable:
     """The stored λ̂-over-training table of ``runs`` at the SGLD setting ``llc``."""
     return cache.StoredTable(LLC_TRAINING_KIND, table_spec(runs, llc=llc))
 
 
-def load_llc_over_training(runs: dict, llc: dict):
+def load_llc_over_training(runs: dict, llc: SGLDConfig):
     """The stored λ̂-over-training table of ``runs`` and its meta (committed first, then local), or None."""
     found = llc_over_training_table(runs, llc).load()
     return None if found is None else (found[0]["llc"], found[1])
 
 
-def llc_training_rows(cfg, llc: dict) -> cache.StoredTable:
+def llc_training_rows(cfg, llc: SGLDConfig) -> cache.StoredTable:
     """One run's λ̂-over-training rows, kept as they are estimated (keyed by the run and the SGLD setting only,
     so processes that share the runs out fill the same rows)."""
     return cache.StoredTable(LLC_TRAINING_KIND, {"run": cfg, "llc": llc, "version": LLC_VERSION})
 
 
-def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: bool = True, only=None):
+def llc_over_training(runs: dict, llc: SGLDConfig, use_cache: bool = True, progress: bool = True, only=None):
     """λ̂ over training: for each run ``{(M, seed): cfg}`` (with ``checkpoint_steps``), λ̂ at every checkpoint
     and at the final weights, on data from its own q_M, one SGLD setting ``llc`` for all (the sweep's, so the
     points compare with λ̂ against M). Returns (tidy rows: M, seed, step, llc_mean, llc_se, init_loss, ...;
@@ -270,7 +267,6 @@ def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: b
     stored = llc_over_training_table(runs, llc)
     if use_cache and (found := stored.load()) is not None:
         return found[0]["llc"], found[1]
-    settings = {name: v for name, v in llc.items() if name != "n_data"}
     frames, parts, complete = [], [], True
     for (M, seed), cfg in runs.items():
         parts.append(llc_training_rows(cfg, llc))
@@ -280,10 +276,10 @@ def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: b
             frames.append(rows.assign(M=M, seed=seed))
             continue
         device = resolve_device(cfg.device)
-        data_ = llc_data(cfg, llc["n_data"], llc["seed"], device)
-        rows, _, _ = llc_at_run_checkpoints(cfg, cfg.make_task().loss, data_, parts[-1], with_final=True,
+        data_ = llc_data(cfg, llc.n_data, llc.seed, device)
+        rows, _, _ = llc_at_run_checkpoints(cfg, cfg.make_task().loss, data_, parts[-1], llc, with_final=True,
                                             progress=progress, desc=f"λ̂ over training, M = {label_M(M)}, seed {seed}",
-                                            device=str(device), **settings)
+                                            device=str(device))
         frames.append(rows.assign(M=M, seed=seed))
     if not complete:
         return None
@@ -296,18 +292,16 @@ def llc_over_training(runs: dict, llc: dict, use_cache: bool = True, progress: b
     return load_llc_over_training(runs, llc)
 
 
-def llc_calibration(configs: dict, llc: dict, grid: dict, use_cache: bool = True, progress: bool = True):
+def llc_calibration(configs: dict, llc: SGLDConfig, grid: dict, use_cache: bool = True, progress: bool = True):
     """The SGLD calibration on these models (``llc.calibration.calibration_sweep`` over ``grid``'s epsilons,
     nbetas and gammas, the rest of ``llc`` fixed) for each run of ``configs`` (pick a few M). Returns
     (table: one row per (M, seed, cell); traces: λ̂ running mean per draw, tidy; meta), stored."""
-    fixed = {k: v for k, v in llc.items() if k not in ("n_data", "epsilon", "nbeta", "gamma")}
-
     def compute():
         tables, traces = [], []
         for (M, seed), cfg in configs.items():
             model, task, device = final_model(cfg)
-            table, results = calibration_sweep(model, task.loss, llc_data(cfg, llc["n_data"], llc["seed"], device),
-                                               progress=progress, device=str(device), **grid, **fixed)
+            table, results = calibration_sweep(model, task.loss, llc_data(cfg, llc.n_data, llc.seed, device), llc,
+                                               progress=progress, device=str(device), **grid)
             tables.append(table.assign(M=M, seed=seed))
             traces.append(traces_table(results).assign(M=M, seed=seed))
         table, trace = pd.concat(tables, ignore_index=True), pd.concat(traces, ignore_index=True)
@@ -344,10 +338,7 @@ def ideal_losses(task_kwargs: dict, Ms, n: int = 8192, seed: int = 0) -> pd.Data
 CALIBRATION_MS = (2, 8, INF)  # the runs the SGLD setting is calibrated on (low, intermediate, ∞); kept if present
 
 
-FLAT_TOLERANCE = 0.1  # the sweep's calibration: λ̂ within 10% of the next smaller ε's counts as flat
-
-
-def chosen_epsilon(table: pd.DataFrame, flat_tolerance: float = FLAT_TOLERANCE) -> float | None:
+def chosen_epsilon(table: pd.DataFrame, flat_tolerance: float = FLAT_TOL) -> float | None:
     """The step size ε the book's one step-size rule (``llc.calibration.mark_choice``, flat at every calibrated M)
     picks from the sweep's calibration ``table``; None if none qualifies. Past it, λ̂ grows with ε: the chains
     leave the local basin."""

@@ -21,6 +21,7 @@ from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.sweep import sweep
 from plateau_lib.icl import diversity as div, presets as icl_presets
 from plateau_lib.icl.claims import claims_of
+from plateau_lib.llc import SGLDConfig
 from plateau_lib.icl.presets import DIVERSITY, diversity, DIVERSITY_LLC, DIVERSITY_MS, DIVERSITY_PAPER
 
 LABELS = {"cpu": "live cpu sweep", "cpu_long": "long CPU sweep", "cpu_d8": "CPU transient sweep (D = 8, width 64)",
@@ -33,7 +34,7 @@ class Sweep:
     final evaluations, and the LLC table (None where it was not computed); t_crit comes from ``transients``."""
     preset: str
     configs: dict
-    llc: dict
+    llc: SGLDConfig
     results: dict
     curves: pd.DataFrame
     final: pd.DataFrame
@@ -55,7 +56,8 @@ def assemble(preset, configs, llc, results, llc_found) -> Sweep:
     return Sweep(preset, configs, llc, results, curves, div.final(curves), table, meta)
 
 
-def sweep_settings(preset: str, Ms=None, seeds=None, steps=None, overrides=None, **llc_fields) -> tuple[dict, dict]:
+def sweep_settings(preset: str, Ms=None, seeds=None, steps=None, overrides=None,
+                   **llc_fields) -> tuple[dict, SGLDConfig]:
     """``presets.diversity`` with the pages' knobs: ``steps`` (None: the preset's) rebuilds the log + linear
     evaluation steps for the new length; ``seeds`` None is [0]."""
     Ms, seeds = parsed(Ms, "Ms"), int_list(seeds, "seeds", [0])
@@ -396,7 +398,7 @@ def settings_table(s: Sweep) -> pd.DataFrame:
              for k in TASK_SETTINGS]
     rows += [{"setting": f"training {k}", "this sweep": cfg[k], "paper preset": ref[k]} for k in SETTINGS]
     rows += [{"setting": f"SGLD {k}", "this sweep": setting_text(v), "paper preset": setting_text(DIVERSITY_LLC["paper"].get(k))}
-             for k, v in s.llc.items()]
+             for k, v in s.llc.key_dict().items()]
     table = pd.DataFrame(rows).set_index("setting").map(setting_text)
     table["changed"] = np.where(table["this sweep"] != table["paper preset"], "≠", "")
     return table

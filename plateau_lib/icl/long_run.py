@@ -53,7 +53,7 @@ from plateau_lib.engine.train import Stopped
 from plateau_lib.engine.utils import atomic_path, git_commit, write_json
 from plateau_lib.icl import development
 from plateau_lib.icl.development import PAPER_POINTS
-from plateau_lib.llc import llc_over_checkpoints
+from plateau_lib.llc import SGLDConfig, llc_over_checkpoints
 
 LLC_KIND = "icl_long_llc"      # the λ̂ rows being made (``kept``), resumable
 CHECK_KIND = "icl_llc_budget"  # the reduced budget against a 4x longer chain
@@ -105,7 +105,7 @@ def check_steps(cfg: TrainConfig, rows: pd.DataFrame | None = None, check: pd.Da
     return steps
 
 
-def kept(cfg: TrainConfig, llc: dict, kind: str = LLC_KIND) -> cache.StoredTable:
+def kept(cfg: TrainConfig, llc: SGLDConfig, kind: str = LLC_KIND) -> cache.StoredTable:
     """The rows of ``kind`` (λ̂, or the budget check's) made so far for ``cfg`` at ``llc``, kept as they are made."""
     return cache.StoredTable(kind, development.llc_spec(cfg, llc))
 
@@ -118,12 +118,12 @@ def progress(cfg: TrainConfig) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def restore(cfg: TrainConfig, llc: dict) -> int:
+def restore(cfg: TrainConfig, llc: SGLDConfig) -> int:
     """Copy the committed state into this session's working folders, unless they already hold as much;
     returns the step the training resumes from (0 if nothing is committed)."""
     src = state_folder(cfg)
     step = carried.restore(src, run_folder(cfg))
-    same_budget = (progress(cfg) or {}).get("llc") == llc
+    same_budget = (progress(cfg) or {}).get("llc") == llc.key_dict()
     for kind, name in ((LLC_KIND, "llc.csv"), (CHECK_KIND, "budget_check.csv")):
         committed = pd.read_csv(src / name) if (src / name).exists() and same_budget else pd.DataFrame()
         if len(committed) > len(kept(cfg, llc, kind).rows()):
@@ -139,7 +139,7 @@ def _train_seconds(cfg: TrainConfig, resume: Path) -> float:
     return float(torch.load(resume, weights_only=True)["elapsed"]) if resume.exists() else 0.0
 
 
-def save(cfg: TrainConfig, llc: dict) -> Path:
+def save(cfg: TrainConfig, llc: SGLDConfig) -> Path:
     """Copy this session's state into ``state_folder`` (atomically): the newer resume state, the λ̂ and check rows,
     and the selected checkpoints reached with no λ̂ row yet. CPU-hours count the training's time and every row's."""
     dst, run = state_folder(cfg), run_folder(cfg)
@@ -179,7 +179,7 @@ def save(cfg: TrainConfig, llc: dict) -> Path:
             "step": cfg.steps if finished else step,
             "steps": cfg.steps, "cpu_hours": round(cpu_s / 3600, 3),
             "llc_rows": len(have), "llc_checkpoints": len(llc_steps(cfg)),
-            "checks": len(checked), "check_steps": len(to_check), "llc": llc,
+            "checks": len(checked), "check_steps": len(to_check), "llc": llc.key_dict(),
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "commit": git_commit()})
     if done:
         write_development(cfg, llc, checked_rows(rows, check), structure)
@@ -233,7 +233,7 @@ def structure_table(cfg: TrainConfig) -> pd.DataFrame:
     return table.sort_values("step").reset_index(drop=True) if len(table) else pd.DataFrame()
 
 
-def write_development(cfg: TrainConfig, llc: dict, rows: pd.DataFrame, structure: pd.DataFrame) -> Path:
+def write_development(cfg: TrainConfig, llc: SGLDConfig, rows: pd.DataFrame, structure: pd.DataFrame) -> Path:
     """The finished run as a developmental run in ``results/`` (``development.load(cfg, llc)`` reads it): λ̂ at
     the selected checkpoints, their structure, and meta with the CPU-hours of training and of λ̂ (its budget
     checks included)."""
@@ -246,7 +246,7 @@ def write_development(cfg: TrainConfig, llc: dict, rows: pd.DataFrame, structure
     return development.stored(cfg, llc).commit()
 
 
-def finished_run(cfg: TrainConfig, llc: dict):
+def finished_run(cfg: TrainConfig, llc: SGLDConfig):
     """The finished run as a ``development.Development`` (λ̂ at the selected checkpoints at budget ``llc``), or None
     while it is in progress."""
     if (progress(cfg) or {}).get("status") != "finished":
@@ -273,7 +273,7 @@ def evaluations(cfg: TrainConfig) -> pd.DataFrame:
     return metrics
 
 
-def _newer_rows(cfg: TrainConfig, llc: dict, kind: str, name: str) -> pd.DataFrame:
+def _newer_rows(cfg: TrainConfig, llc: SGLDConfig, kind: str, name: str) -> pd.DataFrame:
     """The rows of ``kind`` made so far, by step: this session's, else the committed state's ``name``."""
     rows = kept(cfg, llc, kind).rows()
     path = state_folder(cfg) / name
@@ -282,49 +282,48 @@ def _newer_rows(cfg: TrainConfig, llc: dict, kind: str, name: str) -> pd.DataFra
     return newer.sort_values("step").reset_index(drop=True) if len(newer) else pd.DataFrame()
 
 
-def llc_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
+def llc_table(cfg: TrainConfig, llc: SGLDConfig) -> pd.DataFrame:
     """λ̂ rows made so far."""
     return _newer_rows(cfg, llc, LLC_KIND, "llc.csv")
 
 
-def shown_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
+def shown_table(cfg: TrainConfig, llc: SGLDConfig) -> pd.DataFrame:
     """λ̂ rows made so far as the page shows them (``checked_rows``: the longer chains' where the check failed)."""
     return checked_rows(llc_table(cfg, llc), budget_table(cfg, llc))
 
 
-def budget_curves(cfg: TrainConfig, llc: dict) -> dict:
+def budget_curves(cfg: TrainConfig, llc: SGLDConfig) -> dict:
     """The λ̂ curve on each SGLD budget: as the page shows it (the longer chains' where the budget check failed)
     and at the reduced budget everywhere (the stages are found on each: ``stages_page.boundaries_by_budget``)."""
     return {"as shown (4x longer chains where the check failed)": shown_table(cfg, llc),
             "reduced budget at every checkpoint": llc_table(cfg, llc)}
 
 
-def budget_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
+def budget_table(cfg: TrainConfig, llc: SGLDConfig) -> pd.DataFrame:
     """The reduced budget's check rows made so far (none from a committed state made at another budget)."""
-    if (progress(cfg) or {}).get("llc", llc) != llc:
+    if (progress(cfg) or {}).get("llc", llc.key_dict()) != llc.key_dict():
         rows = kept(cfg, llc, CHECK_KIND).rows()
         return rows.sort_values("step").reset_index(drop=True) if len(rows) else pd.DataFrame()
     return _newer_rows(cfg, llc, CHECK_KIND, "budget_check.csv")
 
 
-def budget_label(llc: dict) -> str:
-    return (f"{llc['num_chains']} chains x {llc['num_draws']} draws, "
-            f"{llc.get('num_burnin_steps', 0) or 'no'} burn-in steps")
+def budget_label(llc: SGLDConfig) -> str:
+    return f"{llc.num_chains} chains x {llc.num_draws} draws, {llc.num_burnin_steps or 'no'} burn-in steps"
 
 
-def earlier_budget_table(cfg: TrainConfig, llc: dict) -> pd.DataFrame:
+def earlier_budget_table(cfg: TrainConfig, llc: SGLDConfig) -> pd.DataFrame:
     """The check rows of budgets tried before ``llc`` (the committed state's ``budget_check_earlier.csv``, plus
     its ``budget_check.csv`` when that state was made at another budget), each row with its ``budget``."""
     folder, state = state_folder(cfg), progress(cfg) or {}
     tables = [pd.read_csv(folder / "budget_check_earlier.csv")] if (folder / "budget_check_earlier.csv").exists() else []
-    if state.get("llc", llc) != llc and (folder / "budget_check.csv").exists():
-        tables.append(pd.read_csv(folder / "budget_check.csv").assign(budget=budget_label(state["llc"])))
+    if state.get("llc", llc.key_dict()) != llc.key_dict() and (folder / "budget_check.csv").exists():
+        tables.append(pd.read_csv(folder / "budget_check.csv").assign(budget=budget_label(SGLDConfig(**state["llc"]))))
     return pd.concat(tables, ignore_index=True).drop_duplicates(["budget", "step"]) if tables else pd.DataFrame()
 
 
 # ---- the work -------------------------------------------------------------------------------------------
 
-def train(cfg: TrainConfig, llc: dict, budget_s: float, progress_bar: bool = True) -> int:
+def train(cfg: TrainConfig, llc: SGLDConfig, budget_s: float, progress_bar: bool = True) -> int:
     """Restore, train until ``budget_s`` seconds have passed (or the end), save; returns the step reached."""
     restore(cfg, llc)
     t0 = time.time()
@@ -343,7 +342,7 @@ def _checkpoint(cfg: TrainConfig, step: int) -> Path | None:
                  if p.exists()), None)
 
 
-def claim(cfg: TrainConfig, llc: dict, step: int, kind: str = LLC_KIND) -> bool:
+def claim(cfg: TrainConfig, llc: SGLDConfig, step: int, kind: str = LLC_KIND) -> bool:
     """Claim ``step``'s row of table ``kind`` (λ̂ rows or the budget check's) for this process: a file beside the
     rows naming its pid, made only if none exists. A claim of a process no longer running is taken over (a killed
     job's step is not lost)."""
@@ -381,14 +380,14 @@ def shard_order(steps: list[int], shard: tuple[int, int]) -> list[int]:
     return [*steps[k::n], *(s for s in steps if s not in steps[k::n])]
 
 
-def next_step(cfg: TrainConfig, llc: dict, order: list[int], have: set, n: int, kind: str) -> int | None:
+def next_step(cfg: TrainConfig, llc: SGLDConfig, order: list[int], have: set, n: int, kind: str) -> int | None:
     """The first step of ``order`` with no row of table ``kind`` yet whose checkpoint is here and which this process
     may take (``claim``ed, when ``n`` > 1 processes share the table); None when there is none."""
     return next((s for s in order if s not in have and _checkpoint(cfg, s) is not None
                  and (n == 1 or claim(cfg, llc, s, kind))), None)
 
 
-def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False, shard: tuple[int, int] = (0, 1)
+def estimate(cfg: TrainConfig, llc: SGLDConfig, budget_s: float, wait: bool = False, shard: tuple[int, int] = (0, 1)
              ) -> pd.DataFrame:
     """λ̂ at every selected checkpoint that exists and has no row yet, each row kept at once; stops at the
     budget (and with ``wait`` waits for the training's next checkpoint until then). Saves the state. Refused
@@ -401,17 +400,16 @@ def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False, s
     check = budget_table(cfg, llc)
     failed = [] if check.empty else check.loc[check["relative difference"] >= CHECK_TOLERANCE, "step"].tolist()
     if failed:
-        raise ValueError(f"the reduced SGLD budget ({llc['num_chains']} chains x {llc['num_draws']} draws) failed its check at "
+        raise ValueError(f"the reduced SGLD budget ({llc.num_chains} chains x {llc.num_draws} draws) failed its check at "
                          f"step(s) {failed}: it differs from chains {CHECK_FACTOR}x longer by {CHECK_TOLERANCE:.0%} or more "
                          "(budget_check.csv); raise icl.presets.ICL_LLC_REDUCED's num_draws before estimating λ̂ rows")
     deadline = time.time() + budget_s
     model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
-    settings = {k: v for k, v in llc.items() if k != "n_data"}
-    data = development.llc_data(cfg, llc["n_data"], llc["seed"], "cpu")
+    data = development.llc_data(cfg, llc.n_data, llc.seed, "cpu")
 
     def rows(steps):
-        return llc_over_checkpoints(model, loss, data, [(s, _checkpoint(cfg, s)) for s in steps],
-                                    progress=False, device="cpu", **settings)
+        return llc_over_checkpoints(model, loss, data, [(s, _checkpoint(cfg, s)) for s in steps], llc,
+                                    progress=False, device="cpu")
     try:
         while time.time() < deadline:
             done = llc_table(cfg, llc)
@@ -430,7 +428,7 @@ def estimate(cfg: TrainConfig, llc: dict, budget_s: float, wait: bool = False, s
     return llc_table(cfg, llc)
 
 
-def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR, shard: tuple[int, int] = (0, 1)
+def budget_check(cfg: TrainConfig, llc: SGLDConfig, factor: int = CHECK_FACTOR, shard: tuple[int, int] = (0, 1)
                  ) -> pd.DataFrame:
     """At ``check_steps``: λ̂ from chains ``factor`` times longer than the reduced budget's, and the same chains'
     estimate after the reduced budget's draws (their first ``num_draws``: the reduced run itself, since the
@@ -438,23 +436,22 @@ def budget_check(cfg: TrainConfig, llc: dict, factor: int = CHECK_FACTOR, shard:
     ``shard`` as in ``estimate``: n processes share the steps by claims."""
     restore(cfg, llc)
     n = shard[1]
-    long = {**llc, "num_draws": llc["num_draws"] * factor}
+    long = llc.replace(num_draws=llc.num_draws * factor)
     model, loss = cfg.make_task().build_model(cfg), cfg.make_task().loss
-    settings = {k: v for k, v in long.items() if k != "n_data"}
-    data = development.llc_data(cfg, llc["n_data"], llc["seed"], "cpu")
+    data = development.llc_data(cfg, llc.n_data, llc.seed, "cpu")
 
     def rows(steps):
         out = []
         for s in steps:
-            _, results = llc_over_checkpoints(model, loss, data, [(s, _checkpoint(cfg, s))], progress=False,
-                                              device="cpu", return_results=True, **settings)
+            _, results = llc_over_checkpoints(model, loss, data, [(s, _checkpoint(cfg, s))], long, progress=False,
+                                              device="cpu", return_results=True)
             res = results[s]
             ok = ~res.diverged
-            short = float(np.mean(res.llc_running[ok, llc["num_draws"] - 1]))
-            half = float(np.mean(res.llc_running[ok, long["num_draws"] // 2 - 1]))
+            short = float(np.mean(res.llc_running[ok, llc.num_draws - 1]))
+            half = float(np.mean(res.llc_running[ok, long.num_draws // 2 - 1]))
             out.append({"step": s, "reduced": short, "longer": res.llc_mean,
                         "relative difference": relative_difference(short, res.llc_mean),
-                        "draws": llc["num_draws"], "longer draws": long["num_draws"], "chains": llc["num_chains"],
+                        "draws": llc.num_draws, "longer draws": long.num_draws, "chains": llc.num_chains,
                         "elapsed_s": res.elapsed_s, "longer_se": res.llc_se, "longer at half its draws": half})
         return pd.DataFrame(out)
     while True:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import math
 import numbers
 
-from plateau_lib.engine.presets import log_linear_steps, preset_of, sgld
+from plateau_lib.engine.presets import log_linear_steps, preset_of
 from plateau_lib.engine.runs import TrainConfig
+from plateau_lib.llc.config import SGLDConfig
 
 # In-context linear regression stages (Hoogland et al., reference icl_regression.md §2.2, §5.1): the L2H4
 # model (51,717 parameters), D = 4, K = 8, sigma^2 = 0.125, M = infinity, Adam with the one-cycle triangle
@@ -33,11 +34,11 @@ ICL_STAGES = {"paper": ICL_PAPER, "cpu_long": ICL_CPU_LONG, "cpu": ICL_CPU}
 # SGLD at each checkpoint (reference §5.1): epsilon 3e-4, gamma = 2 * 0.001 / epsilon, nbeta = 2 * 0.01 / epsilon,
 # per-token MSE, the same seed at every checkpoint, no burn-in (as the published code ran: its num_burn_in key
 # was ignored), draws from a fixed set of n sequences of the training distribution.
-ICL_LLC_PAPER = dict(epsilon=3e-4, gamma=20 / 3, nbeta=200 / 3, batch_size=1024, num_chains=10, num_draws=5000,
-                     num_burnin_steps=0, n_data=2**20, seed=0)
+ICL_LLC_PAPER = SGLDConfig(epsilon=3e-4, gamma=20 / 3, nbeta=200 / 3, batch_size=1024, num_chains=10, num_draws=5000,
+                           num_burnin_steps=0, n_data=2**20, seed=0)
 ICL_LLC = {"paper": ICL_LLC_PAPER,
-           "cpu_long": {**ICL_LLC_PAPER, "batch_size": 256, "num_chains": 4, "num_draws": 200, "n_data": 2**14},
-           "cpu": {**ICL_LLC_PAPER, "batch_size": 128, "num_chains": 3, "num_draws": 60, "n_data": 2**12}}
+           "cpu_long": ICL_LLC_PAPER.replace(batch_size=256, num_chains=4, num_draws=200, n_data=2**14),
+           "cpu": ICL_LLC_PAPER.replace(batch_size=128, num_chains=3, num_draws=60, n_data=2**12)}
 # λ̂ along the paper run made on a CPU (plateau_lib.icl.long_run): the paper's epsilon, gamma, nbeta and m, a reduced
 # budget (4 chains x 800 draws after 200 burn-in steps, instead of 10 x 5,000) from 2^18 fixed sequences, at about
 # 40 of the 190 checkpoints; checked against chains 4x longer at the paper's five points and at the rows whose chains
@@ -45,13 +46,13 @@ ICL_LLC = {"paper": ICL_LLC_PAPER,
 # the paper text's ratio (it discards 1,000 of 5,000). Smaller budgets failed the check at step 984, where the chains
 # still rise slowly from w* (budget_check_earlier.csv): 400 draws, no burn-in: 14.5%; 400 draws after 100: 7.6%;
 # a 1/n fit of those two predicts about 4% at 800. About 9 min a checkpoint on one core.
-ICL_LLC_REDUCED = {**ICL_LLC_PAPER, "num_chains": 4, "num_draws": 800, "num_burnin_steps": 200, "n_data": 2**18}
+ICL_LLC_REDUCED = ICL_LLC_PAPER.replace(num_chains=4, num_draws=800, num_burnin_steps=200, n_data=2**18)
 
 
-def icl_stages(preset: str, overrides: dict | None = None, **llc_fields) -> tuple[TrainConfig, dict]:
+def icl_stages(preset: str, overrides: dict | None = None, **llc_fields) -> tuple[TrainConfig, SGLDConfig]:
     """The stages page's training config and SGLD settings for ``preset`` ("paper", "cpu" or "cpu_long"),
     with ``overrides`` of TrainConfig fields and ``llc_fields`` of the SGLD settings (None ignored)."""
-    return ICL_STAGES[preset_of(preset, ICL_STAGES)].replace(**(overrides or {})), sgld(ICL_LLC[preset], llc_fields)
+    return ICL_STAGES[preset_of(preset, ICL_STAGES)].replace(**(overrides or {})), ICL_LLC[preset].replace(**llc_fields)
 
 
 # Task diversity and the transient ridge (Carroll et al.; Raventós et al.; reference icl_regression.md §4.1,
@@ -102,14 +103,14 @@ DIVERSITY = {"paper": DIVERSITY_PAPER, "cpu_long": DIVERSITY_CPU_LONG, "cpu": DI
              "cpu_d8_50k": DIVERSITY_CPU_D8_50K}
 # SGLD at the final weights of every M (one setting for all M; Carroll's are unpublished): calibrated on these
 # models by ``python -m plateau_lib diversity`` (the grid below), shown on the transient-ridge page.
-DIVERSITY_LLC = {"paper": dict(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=1024, num_chains=8, num_draws=2000,
-                               num_burnin_steps=0, n_data=2**18, seed=0),
-                 "cpu_long": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=256, num_chains=4, num_draws=400,
-                                  num_burnin_steps=0, n_data=2**14, seed=0),
-                 "cpu": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=128, num_chains=2, num_draws=100,
-                             num_burnin_steps=0, n_data=2**12, seed=0),
-                 "cpu_d8": dict(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=256, num_chains=4, num_draws=400,
-                                num_burnin_steps=0, n_data=2**14, seed=0)}
+DIVERSITY_LLC = {"paper": SGLDConfig(epsilon=1e-4, gamma=100.0, nbeta=None, batch_size=1024, num_chains=8,
+                                     num_draws=2000, num_burnin_steps=0, n_data=2**18, seed=0),
+                 "cpu_long": SGLDConfig(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=256, num_chains=4,
+                                        num_draws=400, num_burnin_steps=0, n_data=2**14, seed=0),
+                 "cpu": SGLDConfig(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=128, num_chains=2, num_draws=100,
+                                   num_burnin_steps=0, n_data=2**12, seed=0),
+                 "cpu_d8": SGLDConfig(epsilon=3e-4, gamma=100.0, nbeta=None, batch_size=256, num_chains=4,
+                                      num_draws=400, num_burnin_steps=0, n_data=2**14, seed=0)}
 DIVERSITY_LLC["cpu_d8_50k"] = DIVERSITY_LLC["cpu_d8"]
 DIVERSITY_CALIBRATION = dict(epsilons=[1e-4, 3e-4, 1e-3, 3e-3], nbetas=[None], gammas=[100.0])
 
@@ -158,12 +159,13 @@ def more_seeds(preset: str) -> dict:
     return configs(base, extra["Ms"], extra["seeds"])
 
 
-def diversity(preset: str, Ms=None, seeds=(0,), overrides: dict | None = None, **llc_fields) -> tuple[dict, dict]:
+def diversity(preset: str, Ms=None, seeds=(0,), overrides: dict | None = None,
+              **llc_fields) -> tuple[dict, SGLDConfig]:
     """The task-diversity sweep of ``preset`` (a key of ``DIVERSITY``): ``{(M, seed): config}`` and the
     SGLD settings, with ``overrides`` of TrainConfig fields (task fields go in ``task_kwargs``) and
     ``llc_fields`` of the SGLD settings (None ignored)."""
     base = DIVERSITY[preset_of(preset, DIVERSITY)].replace(**(overrides or {}))
-    return configs(base, DIVERSITY_MS[preset] if Ms is None else Ms, seeds), sgld(DIVERSITY_LLC[preset], llc_fields)
+    return configs(base, DIVERSITY_MS[preset] if Ms is None else Ms, seeds), DIVERSITY_LLC[preset].replace(**llc_fields)
 
 
 

@@ -11,9 +11,10 @@ from plateau_lib.icl import long_run
 from plateau_lib.icl.development import PAPER_LLC, PAPER_POINTS, PAPER_WEIGHT_NORM
 from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER
 from plateau_lib.icl.stages_page import MATCH_FACTOR, boundary_table, min_step, run_steps
+from plateau_lib.llc import SGLDConfig
 
 
-def paper_in_progress_note(cfg, llc: dict) -> str:
+def paper_in_progress_note(cfg, llc: SGLDConfig) -> str:
     """A paragraph on the paper's run being made on a CPU: the step reached, CPU-hours, λ̂ rows; '' without one."""
     state = long_run.progress(cfg)
     if state is None or state["status"] != "in progress":
@@ -25,13 +26,13 @@ def paper_in_progress_note(cfg, llc: dict) -> str:
                     f"; budget checks at {state.get('checks', 0)} of {state.get('check_steps', 0)} checkpoints.**"
                     if rows_done else ".**") if trained
                 else f"**In progress: through step {state['step']:,} of {state['steps']:,}.**")
-    burn = llc.get("num_burnin_steps", 0)
+    burn = llc.num_burnin_steps
     return (f"{headline} The paper's own training run "
             f"(seed 1, one-cycle to 3e-3, batch 256, the 190 checkpoints), computed on one CPU core in several stretches "
             f"and committed with its resume state after each (`python -m plateau_lib stages-run`; "
             f"{state['cpu_hours']:.1f} CPU-hours so far). λ̂ is estimated at {state['llc_checkpoints']} of its checkpoints "
-            f"at a reduced SGLD budget (the paper's ε, γ, nβ and m = {llc['batch_size']:,}; {llc['num_chains']} chains × "
-            f"{llc['num_draws']} draws{f' after {burn} burn-in steps' if burn else ''} from {llc['n_data']:,} fixed "
+            f"at a reduced SGLD budget (the paper's ε, γ, nβ and m = {llc.batch_size:,}; {llc.num_chains} chains × "
+            f"{llc.num_draws} draws{f' after {burn} burn-in steps' if burn else ''} from {llc.n_data:,} fixed "
             "sequences instead of 10 × 5,000 from 2²⁰): "
             f"{state['llc_rows']} rows so far. "
             + (f"The budget is checked against chains {long_run.CHECK_FACTOR}× longer at the paper's five points and at "
@@ -82,7 +83,7 @@ def show_budget_check() -> None:
                 _check_view(earlier, ["budget", "step"]))
     if not check.empty:
         display(Markdown(f"The reduced budget against chains {long_run.CHECK_FACTOR}× longer (same seed; the "
-                         f"reduced estimate is the same chains after their first {ICL_LLC_REDUCED['num_draws']} draws). "
+                         f"reduced estimate is the same chains after their first {ICL_LLC_REDUCED.num_draws} draws). "
                          f"Budget: {long_run.budget_label(ICL_LLC_REDUCED)}. "
                          f"It is made at the paper's five points, at every row whose chains disagree (standard "
                          f"error over chains above {long_run.RECHECK_SE:g}) and next to every failed check, until "
@@ -107,12 +108,12 @@ def paper_cpu_note(dev) -> str:
             f"- λ̂ at {len(dev.llc)} of the {len(ICL_PAPER.checkpoint_steps)} checkpoints (log-spaced, evenly spaced, and "
             "the nearest to the paper's 1k, 40k, 126k, 320k and the end), so the GP fit of the stages has fewer points;\n"
             f"- {llc['num_chains']} chains × {llc['num_draws']} draws{f' after {burn} burn-in steps' if burn else ''} "
-            f"instead of {ICL_LLC_PAPER['num_chains']} × {ICL_LLC_PAPER['num_draws']:,}, checked against chains "
+            f"instead of {ICL_LLC_PAPER.num_chains} × {ICL_LLC_PAPER.num_draws:,}, checked against chains "
             "4× longer at the paper's five points, at every row whose chains disagree and next to every failed "
             "check (the table below)"
             + (f"; where that check failed ({longer} checkpoints), the λ̂ shown is the longer chains'" if longer else "")
             + ";\n"
-            f"- {llc['n_data']:,} fixed sequences for SGLD instead of {ICL_LLC_PAPER['n_data']:,}.\n\n"
+            f"- {llc['n_data']:,} fixed sequences for SGLD instead of {ICL_LLC_PAPER.n_data:,}.\n\n"
             "The paper's ε, γ, nβ and SGLD batch are kept. Its verdicts are given in the paper column below.")
 
 

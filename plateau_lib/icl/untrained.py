@@ -18,27 +18,27 @@ from plateau_lib.engine.train import untrained
 from plateau_lib.icl import diversity_page, stages_page
 from plateau_lib.icl.development import Development, llc_data
 from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
-from plateau_lib.llc import llc_over_checkpoints
+from plateau_lib.llc import SGLDConfig, llc_over_checkpoints
 
 LLC_KIND = "icl_untrained_llc"
 SWEEP_KIND = "icl_untrained_sweep"
 
 
-def llc_table(cfg=ICL_PAPER, llc: dict = ICL_LLC_REDUCED) -> cache.StoredTable:
+def llc_table(cfg=ICL_PAPER, llc: SGLDConfig = ICL_LLC_REDUCED) -> cache.StoredTable:
     """The stored λ̂ of ``cfg``'s untrained model at the SGLD setting ``llc``."""
     return cache.StoredTable(LLC_KIND, {"config": cfg, "llc": llc})
 
 
-def untrained_llc(cfg=ICL_PAPER, llc: dict = ICL_LLC_REDUCED, compute: bool = False) -> pd.DataFrame | None:
+def untrained_llc(cfg=ICL_PAPER, llc: SGLDConfig = ICL_LLC_REDUCED, compute: bool = False) -> pd.DataFrame | None:
     """λ̂ at ``cfg``'s initial weights (one row, step 0) with the SGLD setting ``llc``: stored, else computed when
     ``compute`` (and stored locally), else None."""
     stored = llc_table(cfg, llc)
     if (found := stored.load()) is not None or not compute:
         return None if found is None else found[0]["llc"]
     run = untrained(cfg)
-    task, settings = cfg.make_task(), {k: v for k, v in llc.items() if k != "n_data"}
-    row = llc_over_checkpoints(task.build_model(cfg), task.loss, llc_data(cfg, llc["n_data"], llc["seed"], "cpu"),
-                               [(0, run.final_state)], progress=False, device="cpu", **settings)
+    task = cfg.make_task()
+    row = llc_over_checkpoints(task.build_model(cfg), task.loss, llc_data(cfg, llc.n_data, llc.seed, "cpu"),
+                               [(0, run.final_state)], llc, progress=False, device="cpu")
     stored.save({"llc": row}, {"what": "λ̂ of the untrained model (the baseline of the stages page's λ̂ claims)"})
     return row
 

@@ -1,8 +1,9 @@
 """SGLD estimation of the local learning coefficient (LLC), model-agnostic.
 
-Imports run one way: sampler -> estimator -> callbacks, calibration; result (no matplotlib) <- all;
+Imports run one way: sampler -> config -> estimator -> callbacks, calibration; result (no matplotlib) <- all;
 plots (matplotlib) reads results and is imported on its own (``from plateau_lib.llc import plots``).
 
+- :class:`SGLDConfig` (config.py): the SGLD settings of an estimate, typed and validated; presets are SGLDConfigs.
 - :func:`estimate_llc`, :func:`estimate_llc_stacked` (estimator.py): the estimate at one w*, or at
   several checkpoints as one batched computation.
 - :class:`LLCResult`, :func:`summarize`, the divergence rule (result.py): the estimate with its diagnostics.
@@ -19,10 +20,11 @@ plots (matplotlib) reads results and is imported on its own (``from plateau_lib.
 """
 from plateau_lib.llc.calibration import calibration_sweep
 from plateau_lib.llc.callbacks import LLCCallback, llc_over_checkpoints
+from plateau_lib.llc.config import SGLDConfig
 from plateau_lib.llc.estimator import default_nbeta, estimate_llc, estimate_llc_stacked
 from plateau_lib.llc.result import LLCResult, LLCWarning, summarize
 from plateau_lib.llc.sampler import chain_seed, mala_acceptance_prob, sgld_sample
 
-__all__ = ["LLCResult", "LLCWarning", "default_nbeta", "estimate_llc", "estimate_llc_stacked", "summarize",
-           "chain_seed", "mala_acceptance_prob", "sgld_sample", "llc_over_checkpoints", "LLCCallback",
+__all__ = ["SGLDConfig", "LLCResult", "LLCWarning", "default_nbeta", "estimate_llc", "estimate_llc_stacked",
+           "summarize", "chain_seed", "mala_acceptance_prob", "sgld_sample", "llc_over_checkpoints", "LLCCallback",
            "calibration_sweep"]

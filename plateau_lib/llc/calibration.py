@@ -7,6 +7,7 @@ escape to lower loss), no divergence, MALA acceptance near 0.9, and a final LLC 
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import warnings
 from typing import Callable, Sequence
@@ -15,6 +16,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from plateau_lib.engine.utils import in_book_build
+from plateau_lib.llc.config import SGLDConfig
 from plateau_lib.llc.estimator import estimate_llc
 from plateau_lib.llc.result import LLCResult, LLCWarning, converged
 
@@ -27,13 +29,13 @@ def sweep_row(res: LLCResult, last_draws: int) -> dict:
             "elapsed_s": res.elapsed_s}
 
 
-def calibration_sweep(model, loss_fn: Callable, data, *, epsilons: Sequence[float], nbetas: Sequence[float | None],
-                      gammas: Sequence[float], last_draws: int | None = None, progress: bool = True,
-                      **llc_kwargs) -> tuple[pd.DataFrame, dict]:
-    """Run :func:`estimate_llc` on every (epsilon, nbeta, gamma) cell with the same seed.
+def calibration_sweep(model, loss_fn: Callable, data, sgld: SGLDConfig, *, epsilons: Sequence[float],
+                      nbetas: Sequence[float | None], gammas: Sequence[float], last_draws: int | None = None,
+                      progress: bool = True, **run) -> tuple[pd.DataFrame, dict]:
+    """Run :func:`estimate_llc` on every (epsilon, nbeta, gamma) cell, the rest of ``sgld`` (seed included) fixed.
 
     last_draws: draws averaged into ``llc_final`` (default: the last quarter of ``num_draws``).
-    llc_kwargs: everything else for :func:`estimate_llc` (num_chains, num_draws, batch_size, seed, mala...).
+    run: the estimator's run options (device, mala, ...).
     Returns ``(table, results)``: a tidy DataFrame with one row per cell (epsilon, nbeta, gamma,
     llc_final, llc_mean, llc_se, num_diverged, mala_mean, negative, converged, elapsed_s) and
     ``{(epsilon, nbeta, gamma): LLCResult}``. Warnings of individual cells are collected in the results
@@ -42,13 +44,12 @@ def calibration_sweep(model, loss_fn: Callable, data, *, epsilons: Sequence[floa
     cells = list(itertools.product(epsilons, nbetas, gammas))
     if not cells:
         raise ValueError("epsilons, nbetas and gammas must each hold at least one value")
-    num_draws = llc_kwargs.get("num_draws", 200)
-    last = max(1, num_draws // 4) if last_draws is None else int(last_draws)
+    last = max(1, sgld.num_draws // 4) if last_draws is None else int(last_draws)
     rows, results = [], {}
     for eps, nb, gam in tqdm(cells, desc="calibration sweep", disable=not progress or in_book_build()):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LLCWarning)
-            res = estimate_llc(model, loss_fn, data, epsilon=eps, nbeta=nb, gamma=gam, **llc_kwargs)
+            res = estimate_llc(model, loss_fn, data, dataclasses.replace(sgld, epsilon=eps, nbeta=nb, gamma=gam), **run)
         results[(eps, nb, gam)] = res
         rows.append(sweep_row(res, last))
     return pd.DataFrame(rows), results
@@ -63,28 +64,38 @@ def middle_epsilon(epsilons: Sequence[float]) -> float:
 
 
 MIN_MALA = 0.8   # devinterp's guidance is an acceptance of about 0.9; below this the step size is too large
-FLAT_TOL = 0.10  # λ̂ within 10 % of the next smaller ε's at the same nβ and γ: flat in ε
+FLAT_TOL = 0.10  # λ̂ within 10 % of the next smaller ε's (same nβ, γ and ``over``): flat in ε
+
+
+def flat_in_epsilon(table: pd.DataFrame, over: Sequence[str] = (), tolerance: float = FLAT_TOL) -> pd.Series:
+    """The book's one definition of *flat in ε*, row by row of a ``calibration_sweep`` table (index kept): True
+    where ``llc_final`` is within ``tolerance`` (relative) of the next smaller ε's at the same nβ, γ and columns
+    ``over``; <NA> at the smallest ε, which has no neighbour."""
+    keys = [*over, "nbeta", "gamma"]
+    t = table.sort_values([*keys, "epsilon"])
+    previous = t.groupby(keys, dropna=False)["llc_final"].shift(1)
+    close = ((t["llc_final"] - previous).abs() <= tolerance * previous.abs()).astype("boolean")
+    return close.mask(previous.isna()).reindex(table.index)
 
 
 def criteria(sweep: pd.DataFrame, min_mala: float = MIN_MALA, flat_tol: float = FLAT_TOL) -> pd.DataFrame:
-    """The calibration page's criteria, cell by cell of ``calibration_sweep``'s table: ``flat in ε`` (``llc_final``
-    within ``flat_tol`` of the next smaller ε's at the same nβ and γ; the smallest ε has no neighbour and is not
-    flat), ``MALA ok`` (acceptance >= ``min_mala``; NaN when not recorded: not ok), no diverged chain, converged,
-    and ``meets the criteria`` (all four)."""
+    """The calibration page's criteria, cell by cell of ``calibration_sweep``'s table: ``flat in ε``
+    (``flat_in_epsilon``; the smallest ε has no neighbour and is not flat), ``MALA ok`` (acceptance >=
+    ``min_mala``; NaN when not recorded: not ok), no diverged chain, converged, and ``meets the criteria``
+    (all four)."""
     out = sweep.sort_values(["nbeta", "gamma", "epsilon"]).copy()
-    smaller = out.groupby(["nbeta", "gamma"], dropna=False)["llc_final"].shift(1)
-    out["flat in ε"] = ((out["llc_final"] / smaller - 1).abs() <= flat_tol).fillna(False)
+    out["flat in ε"] = flat_in_epsilon(out, tolerance=flat_tol).fillna(False).astype(bool)
     out["MALA ok"] = out["mala_mean"].astype(float) >= min_mala
     out["meets the criteria"] = (out["flat in ε"] & out["MALA ok"] & (out["num_diverged"] == 0)
                                  & out["converged"].astype(bool))
     return out.sort_index()
 
 
-def mark_choice(table: pd.DataFrame, over: str | Sequence[str] = (), flat_tolerance: float = 0.25) -> pd.DataFrame:
+def mark_choice(table: pd.DataFrame, over: str | Sequence[str] = (), flat_tolerance: float = FLAT_TOL) -> pd.DataFrame:
     """The book's one step-size rule. ``table``: a ``calibration_sweep`` table, one row per cell and per value of the
     columns ``over`` (e.g. the checkpoint ``step``, or the number of tasks ``M``). Adds ``healthy`` (no diverged
-    chain, λ̂ > 0, traces converged), ``flat`` (healthy, and λ̂ within ``flat_tolerance`` of the next smaller ε's
-    at the same nβ, γ and ``over``; the smallest ε is flat when healthy) and ``chosen``.
+    chain, λ̂ > 0, traces converged), ``flat`` (healthy and ``flat_in_epsilon`` at ``flat_tolerance``; the smallest
+    ε is flat when healthy) and ``chosen``.
 
     A setting (ε, nβ, γ) qualifies when it is flat at every value of ``over``; of those, the largest nβ (the
     colder posterior), then the largest ε (the fastest mixing). None qualifies -> nothing chosen."""
@@ -92,9 +103,7 @@ def mark_choice(table: pd.DataFrame, over: str | Sequence[str] = (), flat_tolera
     t = table.copy()
     t["healthy"] = (t["num_diverged"] == 0) & ~t["negative"].astype(bool) & t["converged"].astype(bool)
     t = t.sort_values([*over, "nbeta", "gamma", "epsilon"]).reset_index(drop=True)
-    previous = t.groupby([*over, "nbeta", "gamma"])["llc_final"].shift(1)
-    close = (t["llc_final"] - previous).abs() <= flat_tolerance * previous.abs()
-    t["flat"] = t["healthy"] & (previous.isna() | close)
+    t["flat"] = t["healthy"] & flat_in_epsilon(t, over, flat_tolerance).fillna(True).astype(bool)
     ok = t.groupby(["nbeta", "gamma", "epsilon"])["flat"].all()
     ok = ok[ok]
     t["chosen"] = False

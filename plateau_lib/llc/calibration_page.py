@@ -10,6 +10,7 @@ from plateau_lib.book.panels import try_it
 from plateau_lib.engine.utils import git_commit, resolve_device
 from plateau_lib.llc import golden
 from plateau_lib.llc.calibration import FLAT_TOL, MIN_MALA
+from plateau_lib.llc.config import SGLDConfig
 from plateau_lib.llc.estimator import estimate_llc
 from plateau_lib.llc.plots import plot_traces
 
@@ -64,8 +65,8 @@ def golden_run(case: str, epsilon: float, gamma: float, nbeta: float, draws: int
         raise ValueError(f"unknown golden case {case!r}; allowed: {list(GOLDEN_CASES)}")
     powers = GOLDEN_CASES[case]
     res = estimate_llc(golden.PolynomialModel(powers), golden.mse_loss, golden.polynomial_data(1000, seed=1),
-                       epsilon=epsilon, gamma=gamma, nbeta=nbeta, num_chains=8, num_draws=draws,
-                       num_burnin_steps=draws // 6, seed=seed, warn=False, backend="vmap", device="cpu")
+                       SGLDConfig(epsilon=epsilon, gamma=gamma, nbeta=nbeta, num_chains=8, num_draws=draws,
+                                  num_burnin_steps=draws // 6, seed=seed), warn=False, backend="vmap", device="cpu")
     lam = golden.polynomial_lambda(powers)
     fig = plot_traces(res, true_llc=lam, title=f"{case}: λ̂ = {res.llc_mean:.3g} ± {res.llc_se:.2g} "
                                                f"(÷ λ = {res.llc_mean / lam:.2f})")

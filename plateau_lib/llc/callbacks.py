@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from plateau_lib.engine.cache import current
 from plateau_lib.engine.train import train
 from plateau_lib.engine.utils import git_commit, in_book_build
+from plateau_lib.llc.config import SGLDConfig
 from plateau_lib.llc.estimator import estimate_llc, estimate_llc_stacked
 from plateau_lib.llc.result import LLCResult
 
@@ -46,10 +47,10 @@ def llc_row(step: int, res: LLCResult) -> dict:
             "elapsed_s": res.elapsed_s}
 
 
-def llc_over_checkpoints(model: nn.Module, loss_fn: Callable, data, checkpoints, *, stack: int = 1,
-                         progress: bool = True, return_results: bool = False, kept=None,
-                         deadline: float | None = None, desc: str = "LLC over checkpoints", **llc_kwargs):
-    """Estimate the LLC at each checkpoint with the same seed.
+def llc_over_checkpoints(model: nn.Module, loss_fn: Callable, data, checkpoints, sgld: SGLDConfig, *,
+                         stack: int = 1, progress: bool = True, return_results: bool = False, kept=None,
+                         deadline: float | None = None, desc: str = "LLC over checkpoints", **run):
+    """Estimate the LLC at each checkpoint at the SGLD settings ``sgld`` (one seed for all).
 
     model: an instance of the architecture (its weights are not changed; copies are loaded).
     checkpoints: ``{step: state_dict | nn.Module | path}`` or a list of ``(step, ...)`` pairs; paths are
@@ -60,7 +61,7 @@ def llc_over_checkpoints(model: nn.Module, loss_fn: Callable, data, checkpoints,
     kept: a ``cache.StoredTable`` to keep the rows in as each group is estimated: rows it already holds are not
         estimated again (an interrupted run resumes), and past ``deadline`` (a ``time.time()``) it stops once its
         rows are kept (``StoredTable.build``). Not with ``return_results``.
-    llc_kwargs: passed to :func:`estimate_llc` (``seed`` included: the same at every checkpoint).
+    run: the estimator's run options (device, backend, ...).
     Returns a tidy DataFrame (one row per checkpoint: step, llc_mean, llc_se, llc_std, num_diverged,
     init_loss, mala_mean, elapsed_s) and, with ``return_results``, also ``{step: LLCResult}``.
     """
@@ -74,7 +75,7 @@ def llc_over_checkpoints(model: nn.Module, loss_fn: Callable, data, checkpoints,
             raise ValueError("parameter 'kept' keeps rows, not LLCResults: give return_results=False with it")
         by_step = dict(items)
         return kept.build(list(by_step), lambda steps: llc_over_checkpoints(
-            model, loss_fn, data, [(s, by_step[s]) for s in steps], stack=stack, progress=False, **llc_kwargs),
+            model, loss_fn, data, [(s, by_step[s]) for s in steps], sgld, stack=stack, progress=False, **run),
             group=stack, progress=progress, desc=desc, deadline=deadline)
     groups = [items[i:i + stack] for i in range(0, len(items), stack)]
     rows, results = [], {}
@@ -85,7 +86,7 @@ def llc_over_checkpoints(model: nn.Module, loss_fn: Callable, data, checkpoints,
             work = copy.deepcopy(model)
             work.load_state_dict(_load_state(ckpt))
             models.append(work)
-        for (step, _), res in zip(group, estimate_llc_stacked(models, loss_fn, data, **llc_kwargs)):
+        for (step, _), res in zip(group, estimate_llc_stacked(models, loss_fn, data, sgld, **run)):
             results[step] = res
             rows.append(llc_row(step, res))
         bar.update(len(group))
@@ -94,47 +95,46 @@ def llc_over_checkpoints(model: nn.Module, loss_fn: Callable, data, checkpoints,
     return (df, results) if return_results else df
 
 
-def llc_at_run_checkpoints(cfg, loss_fn: Callable, data, kept, *, with_final: bool = False, use_cache: bool = True,
-                           progress: bool = True, stack: int = 1, deadline: float | None = None,
-                           desc: str = "λ̂ at checkpoints", **llc_kwargs):
+def llc_at_run_checkpoints(cfg, loss_fn: Callable, data, kept, sgld: SGLDConfig, *, with_final: bool = False,
+                           use_cache: bool = True, progress: bool = True, stack: int = 1,
+                           deadline: float | None = None, desc: str = "λ̂ at checkpoints", **run):
     """λ̂ at every checkpoint of the training run ``cfg`` (``cfg.checkpoint_steps``; ``with_final``: its final
     weights too, at ``cfg.steps``), one seed for all (:func:`llc_over_checkpoints`, ``stack`` checkpoints per
     batched computation). The run is trained through the store where its checkpoints are missing
     (``Store.trained_checkpoints``, the current store's), and the rows are kept in the stored table ``kept`` as they are made: an
-    interrupted estimate resumes, and past ``deadline`` it stops once they are kept. ``llc_kwargs`` go to
-    :func:`estimate_llc`. Returns ``(rows, TrainResult, {step: checkpoint path})``."""
-    run, ckpts = current().trained_checkpoints(cfg, use_cache, progress)
-    states = {**ckpts, cfg.steps: run.final_state} if with_final else ckpts
-    rows = llc_over_checkpoints(cfg.make_task().build_model(cfg), loss_fn, data, dict(sorted(states.items())),
-                                stack=stack, progress=progress, kept=kept, deadline=deadline, desc=desc, **llc_kwargs)
-    return rows, run, ckpts
+    interrupted estimate resumes, and past ``deadline`` it stops once they are kept. ``run``: the estimator's run
+    options. Returns ``(rows, TrainResult, {step: checkpoint path})``."""
+    trained, ckpts = current().trained_checkpoints(cfg, use_cache, progress)
+    states = {**ckpts, cfg.steps: trained.final_state} if with_final else ckpts
+    rows = llc_over_checkpoints(cfg.make_task().build_model(cfg), loss_fn, data, dict(sorted(states.items())), sgld,
+                                stack=stack, progress=progress, kept=kept, deadline=deadline, desc=desc, **run)
+    return rows, trained, ckpts
 
 
 class LLCCallback:
     """Estimate the LLC online at chosen training steps, without writing checkpoints.
 
     Call ``callback(step, model)`` from the training loop after each optimizer step (or pass it to a
-    trainer that does); at steps in ``steps`` it runs :func:`estimate_llc` on the live model (which is
-    left untouched) with the same seed every time. ``table()`` gives the tidy LLC-over-training table;
-    ``results`` maps step -> :class:`LLCResult`.
+    trainer that does); at steps in ``steps`` it runs :func:`estimate_llc` at the SGLD settings ``sgld`` on the
+    live model (which is left untouched) with the same seed every time (``run``: the estimator's run options).
+    ``table()`` gives the tidy LLC-over-training table; ``results`` maps step -> :class:`LLCResult`.
 
-    fresh_seed: use the seed ``seed + FRESH_SEED_OFFSET + step`` at each step instead (new noise and
+    fresh_seed: use the seed ``sgld.seed + FRESH_SEED_OFFSET + step`` at each step instead (new noise and
     batches at every step, as a hand-made loop does; its curve carries each step's own sampling error).
 
     Example::
 
-        cb = LLCCallback(loss_fn, data, steps=[0, 100, 200], epsilon=1e-3, gamma=100, num_draws=100)
+        cb = LLCCallback(loss_fn, data, [0, 100, 200], SGLDConfig(epsilon=1e-3, gamma=100, num_draws=100))
         for step in range(201):
             ...; opt.step()
             cb(step, model)
         cb.table()
     """
 
-    def __init__(self, loss_fn: Callable, data, steps: Iterable[int], *, progress: bool = True,
-                 fresh_seed: bool = False, **llc_kwargs):
-        self.loss_fn, self.data = loss_fn, data
-        self.seed = llc_kwargs.pop("seed", 0)
-        self.fresh_seed, self.llc_kwargs = bool(fresh_seed), llc_kwargs
+    def __init__(self, loss_fn: Callable, data, steps: Iterable[int], sgld: SGLDConfig, *, progress: bool = True,
+                 fresh_seed: bool = False, **run):
+        self.loss_fn, self.data, self.sgld, self.run = loss_fn, data, sgld, run
+        self.fresh_seed = bool(fresh_seed)
         self.steps = sorted({int(s) for s in steps})
         if not self.steps or self.steps[0] < 0:
             raise ValueError(f"steps must be a non-empty collection of non-negative integers, got {steps!r}")
@@ -144,13 +144,13 @@ class LLCCallback:
 
     def seed_at(self, step: int) -> int:
         """The SGLD seed used at ``step``."""
-        return self.seed + FRESH_SEED_OFFSET + step if self.fresh_seed else self.seed
+        return self.sgld.seed + FRESH_SEED_OFFSET + step if self.fresh_seed else self.sgld.seed
 
     def __call__(self, step: int, model: nn.Module) -> LLCResult | None:
         if step not in self._pending:
             return None
         was_training = model.training
-        res = estimate_llc(model, self.loss_fn, self.data, seed=self.seed_at(step), **self.llc_kwargs)
+        res = estimate_llc(model, self.loss_fn, self.data, self.sgld.replace(seed=self.seed_at(step)), **self.run)
         model.train(was_training)
         self._pending.discard(step)
         self.results[step] = res
@@ -190,17 +190,17 @@ SAME_SEED = "same seed every step"
 FRESH_SEED = "fresh seed every step (hand-made)"
 
 
-def train_with_online_llc(cfg, loss_fn: Callable, data, steps: Iterable[int], *, seed: int = 0, progress: bool = True,
-                      **llc_kwargs) -> tuple[pd.DataFrame, object]:
+def train_with_online_llc(cfg, loss_fn: Callable, data, steps: Iterable[int], sgld: SGLDConfig, *,
+                          progress: bool = True, **run) -> tuple[pd.DataFrame, object]:
     """Train ``cfg`` once (``plateau_lib.engine.train``) with two online LLC callbacks: the same seed at every step,
     and a fresh seed per step. Returns the tidy curve (one row per (seeding, step), column ``seeding``) and
     the TrainResult of the run (not cached: the callbacks need the live model).
     """
-    same = LLCCallback(loss_fn, data, steps, seed=seed, progress=False, **llc_kwargs)
-    fresh = LLCCallback(loss_fn, data, steps, seed=seed, progress=False, fresh_seed=True, **llc_kwargs)
+    same = LLCCallback(loss_fn, data, steps, sgld, progress=False, **run)
+    fresh = LLCCallback(loss_fn, data, steps, sgld, progress=False, fresh_seed=True, **run)
     ticks = StepProgress(same.steps, per_step=2, progress=progress)
-    run = train(cfg, callbacks=[same, fresh, ticks], progress=False)
-    run.meta.update(commit=git_commit(), date=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    result = train(cfg, callbacks=[same, fresh, ticks], progress=False)
+    result.meta.update(commit=git_commit(), date=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     curve = pd.concat([same.table().assign(seeding=SAME_SEED), fresh.table().assign(seeding=FRESH_SEED)],
                       ignore_index=True)
-    return curve, run
+    return curve, result

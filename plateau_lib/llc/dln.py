@@ -31,6 +31,8 @@ from itertools import accumulate
 import torch
 import torch.nn as nn
 
+from plateau_lib.llc.config import SGLDConfig
+
 
 def _check_widths(widths) -> list[int]:
     if (not isinstance(widths, (list, tuple)) or len(widths) < 2
@@ -163,7 +165,8 @@ DLN_CASES = {"1k": ([20, 16, 12, 16, 20], 3), "10k": ([64, 48, 40, 48, 64], 5),
              "100k": ([200, 160, 120, 160, 200], 10), "1M": ([640, 500, 400, 500, 640], 20)}
 # One setting for every size (SGLD's was chosen on the 256-weight case of tests/test_llc_dln.py). RMSProp-SGLD's
 # preconditioner is nearly 1/δ = 10 here (the loss gradients near w* are far below δ = 0.1), so its ε is a tenth of
-# SGLD's: the same effective step.
+# SGLD's: the same effective step. DLN_SGLD and DLN_EPSILON are the stored tables' spec as written before SGLDConfig
+# (``dln_config`` makes the settings of a sampler from them).
 DLN_SGLD = dict(nbeta=1e4, gamma=10.0, num_chains=4, num_draws=6000, num_burnin_steps=3000, batch_size=64, seed=0)
 DLN_EPSILON = {"sgld": 3e-5, "rmsprop_sgld": 3e-6}
 DLN_DATA = dict(n=4096, seed=0)
@@ -177,17 +180,26 @@ def dln_table(cases: dict = DLN_CASES) -> "cache.StoredTable":
                                         "version": 1})
 
 
-def dln_rows(case: str, sampler: str, cases: dict = DLN_CASES) -> "pd.DataFrame":
-    """λ̂ of one DLN case with one sampler, per chain, at :func:`true_parameter` on noiseless data."""
-    import pandas as pd
+def dln_config(sampler: str = "sgld", **fields) -> SGLDConfig:
+    """The DLN sweep's settings for ``sampler`` (``DLN_SGLD`` at its step size ``DLN_EPSILON``), ``fields`` changed."""
+    return SGLDConfig(epsilon=DLN_EPSILON[sampler], sampler=sampler, **DLN_SGLD).replace(**fields)
 
+
+def dln_result(case: str, sgld: SGLDConfig, cases: dict = DLN_CASES):
+    """The LLCResult of one DLN case at :func:`true_parameter` on noiseless data (L(w*) = 0), on the CPU."""
     from plateau_lib.llc.estimator import estimate_llc
     from plateau_lib.llc.golden import mse_loss
     widths, rank = cases[case]
-    model = true_parameter(widths, rank)
     data = dln_data(widths, dln_truth(widths, rank), **DLN_DATA)
-    res = estimate_llc(model, mse_loss, data, epsilon=DLN_EPSILON[sampler], sampler=sampler, device="cpu",
-                       init_loss=0.0, warn=False, **DLN_SGLD)
+    return estimate_llc(true_parameter(widths, rank), mse_loss, data, sgld, device="cpu", init_loss=0.0, warn=False)
+
+
+def dln_rows(case: str, sampler: str, cases: dict = DLN_CASES) -> "pd.DataFrame":
+    """λ̂ of one DLN case with one sampler, per chain (:func:`dln_result`)."""
+    import pandas as pd
+
+    widths, rank = cases[case]
+    res = dln_result(case, dln_config(sampler), cases)
     lam = dln_lambda(widths, rank)
     return pd.DataFrame({"case": case, "sampler": sampler, "d": parameter_count(widths), "λ": lam,
                          "chain": res.chain_ids, "λ̂": res.llc_per_chain, "λ̂ ÷ λ": res.llc_per_chain / lam,
@@ -269,20 +281,17 @@ def dln_check_estimates(large: bool = False, cases: dict = DLN_CASES, compute: b
     """The checks' per-chain rows (stored; else computed and kept one by one when ``compute``; else None)."""
     import pandas as pd
 
-    from plateau_lib.llc.estimator import estimate_llc
-    from plateau_lib.llc.golden import mse_loss
     stored = dln_check_table(large, cases)
     if (found := stored.load()) is not None or not compute:
         return None if found is None else found[0]["chains"]
     names, checks = (DLN_LARGE_CASES, DLN_LARGE_CHECKS) if large else (DLN_CHECK_CASES, DLN_CHECKS)
-    base = {"epsilon": DLN_EPSILON["sgld"], **DLN_SGLD, **(DLN_LARGE_BASE if large else {})}
+    base = dln_config(**(DLN_LARGE_BASE if large else {}))
 
     def rows(chunk):
         out = []
         for case, check in chunk:
             widths, rank = cases[case]
-            res = estimate_llc(true_parameter(widths, rank), mse_loss, dln_data(widths, dln_truth(widths, rank),
-                               **DLN_DATA), device="cpu", init_loss=0.0, warn=False, **{**base, **checks[check]})
+            res = dln_result(case, base.replace(**checks[check]), cases)
             lam = dln_lambda(widths, rank)
             out.append(pd.DataFrame({"case": case, "check": check, "d": parameter_count(widths), "chain": res.chain_ids,
                                      "λ̂ ÷ λ": res.llc_per_chain / lam, "diverged": res.diverged}))

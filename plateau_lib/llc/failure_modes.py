@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from plateau_lib.llc.config import SGLDConfig
 from plateau_lib.llc.estimator import estimate_llc
 from plateau_lib.llc.result import LLCResult, LLCWarning, combine, converged
 
@@ -35,29 +36,33 @@ def failure_cases(trained, early) -> dict:
             NEGATIVE: (early, dict(epsilon=1e-4, nbeta=2000.0, gamma=1000.0))}
 
 
-def run_failure_modes(cases: dict, loss_fn: Callable, data, **llc_kwargs) -> dict:
-    """``estimate_llc`` on every case of :func:`failure_cases` (``llc_kwargs``: chains, draws, seed...).
+def run_failure_modes(cases: dict, loss_fn: Callable, data, sgld: SGLDConfig, **run) -> dict:
+    """``estimate_llc`` on every case of :func:`failure_cases`: ``sgld`` (chains, draws, seed...) with the case's
+    settings; ``run``: the estimator's run options.
 
     Returns ``{case: LLCResult}``; the warnings each case raised are in ``result.warnings``, not printed.
     """
     results = {}
     for name, (model, hp) in cases.items():
-        run = planted_runaway if "runaway_epsilon" in hp else estimate_llc
+        hp = dict(hp)
+        runaway = hp.pop("runaway_epsilon", None)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LLCWarning)
-            results[name] = run(model, loss_fn, data, **{**llc_kwargs, **hp})
+            results[name] = (estimate_llc(model, loss_fn, data, sgld.replace(**hp), **run) if runaway is None else
+                             planted_runaway(model, loss_fn, data, sgld.replace(**hp), runaway, **run))
     return results
 
 
-def planted_runaway(model, loss_fn, data, *, runaway_epsilon: float, num_chains: int = 4, warn: bool = True,
-                    **llc_kwargs) -> LLCResult:
-    """``num_chains - 1`` chains at ``llc_kwargs``' epsilon and one more (the last chain id) at
-    ``runaway_epsilon``, judged together (``result.combine``): the divergence rule must catch the odd one."""
-    if num_chains < 2:
-        raise ValueError(f"num_chains must be at least 2 (healthy chains and the planted one), got {num_chains!r}")
-    healthy = estimate_llc(model, loss_fn, data, num_chains=num_chains - 1, warn=False, **llc_kwargs)
-    planted = estimate_llc(model, loss_fn, data, chain_ids=[num_chains - 1], warn=False,
-                           **{**llc_kwargs, "epsilon": runaway_epsilon})
+def planted_runaway(model, loss_fn, data, sgld: SGLDConfig, runaway_epsilon: float, *, warn: bool = True,
+                    **run) -> LLCResult:
+    """``sgld.num_chains - 1`` chains at ``sgld`` and one more (the last chain id) at ``runaway_epsilon``, judged
+    together (``result.combine``): the divergence rule must catch the odd one."""
+    n = sgld.num_chains
+    if n < 2:
+        raise ValueError(f"num_chains must be at least 2 (healthy chains and the planted one), got {n!r}")
+    healthy = estimate_llc(model, loss_fn, data, sgld.replace(num_chains=n - 1), warn=False, **run)
+    planted = estimate_llc(model, loss_fn, data, sgld.replace(epsilon=runaway_epsilon), chain_ids=[n - 1], warn=False,
+                           **run)
     return combine([healthy, planted], warn=warn)
 
 

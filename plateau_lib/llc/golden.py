@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from plateau_lib.llc.config import SGLDConfig
 from plateau_lib.llc.estimator import default_nbeta, estimate_llc
 
 
@@ -184,7 +185,8 @@ GOLDEN_FIGURE = "LLC golden models"
 POLYNOMIAL_POWERS = [(0, 1), (0, 2), (0, 3), (1, 2)]  # (1, 2): two active weights, a hard case
 HARD_POWERS = {(1, 2)}
 RRR_SHAPES = [(5, 3, 5), (3, 8, 4)]  # (M, H, N)
-# The SGLD settings of each family of golden models. ``paper``: devinterp's own tests (devinterp.md §7: G1
+# The SGLD settings of each family of golden models (recipes for an SGLDConfig: None = the page's chains or draws,
+# ``burnin_part``: burn-in = draws // part). ``paper``: devinterp's own tests (devinterp.md §7: G1
 # sampler_accuracy_test, G3 rrr_test; seed 42, no burn-in; devinterp has no regular-model test, so that model
 # takes the polynomials' settings). ``cpu``: the book's, with a step size small enough that the quadratic case's
 # discretization bias (``quadratic_ratio``) is 3%, burn-in, and the page's chains and draws where None.
@@ -229,19 +231,19 @@ def golden_estimates(settings: dict, seed: int = 0, device: str = "cpu", preset:
     """
     if preset not in GOLDEN_SGLD:
         raise ValueError(f"preset must be one of {list(GOLDEN_SGLD)}, got {preset!r}")
-    sgld = GOLDEN_SGLD[preset]
-    seed = seed if sgld["seed"] is None else sgld["seed"]
+    recipe = GOLDEN_SGLD[preset]
+    seed = seed if recipe["seed"] is None else recipe["seed"]
 
     def run(model, data, family):
-        f = dict(sgld[family])
+        f = dict(recipe[family])
         chains = f.pop("num_chains") or settings["golden_chains"]
         draws = (f.pop("num_draws") or settings["golden_draws"]) * draws_factor
         part = f.pop("burnin_part")  # burn-in: draws // part (None: none, draws averaged from the first)
         burnin = 0 if part is None else draws // part
         # many chains of tiny models: the cost of a step is Python overhead, so batching the chains (vmap) is
         # about 10x faster than the sequential CPU default here; the two give the same draws
-        return estimate_llc(model, mse_loss, data, num_chains=chains, num_draws=draws, num_burnin_steps=burnin,
-                            seed=seed, device=device, warn=False, backend="vmap", **f)
+        sgld = SGLDConfig(num_chains=chains, num_draws=draws, num_burnin_steps=burnin, seed=seed, **f)
+        return estimate_llc(model, mse_loss, data, sgld, device=device, warn=False, backend="vmap")
 
     out = []
     poly = polynomial_data(1000, seed=1)

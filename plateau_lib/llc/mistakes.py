@@ -9,12 +9,14 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
+from plateau_lib.llc.config import SGLDConfig
 from plateau_lib.llc.estimator import estimate_llc
 
 SIGMAS = (1e-3, 3e-3, 1e-2)
@@ -58,16 +60,15 @@ def naive_table(models: dict, loss_fn: Callable, batch, nbeta: float, **kwargs) 
                          for row in naive_scores(model, loss_fn, batch, nbeta, **kwargs)])
 
 
-def burn_in_table(model, loss_fn: Callable, data, draws: Sequence[int], **llc_kwargs) -> pd.DataFrame:
+def burn_in_table(model, loss_fn: Callable, data, draws: Sequence[int], sgld: SGLDConfig, **run) -> pd.DataFrame:
     """λ̂ ± SE for each number of draws, with no burn-in and with ``draws // 2`` burn-in steps.
 
-    llc_kwargs: the rest of :func:`estimate_llc` (epsilon, gamma, chains, seed, ...), the same for every row;
-    ``num_draws`` and ``num_burnin_steps`` in it are ignored (each row sets them).
+    sgld: the settings of every row, but for ``num_draws`` and ``num_burnin_steps`` (each row sets them);
+    run: the estimator's run options.
     """
-    llc_kwargs = {k: v for k, v in llc_kwargs.items() if k not in ("num_draws", "num_burnin_steps")}
     rows = []
     for d in sorted({int(d) for d in draws}):
         for burn in sorted({0, d // 2}):
-            r = estimate_llc(model, loss_fn, data, num_draws=d, num_burnin_steps=burn, **llc_kwargs)
+            r = estimate_llc(model, loss_fn, data, dataclasses.replace(sgld, num_draws=d, num_burnin_steps=burn), **run)
             rows.append({"draws": d, "burn-in": burn, "λ̂": r.llc_mean, "SE": r.llc_se})
     return pd.DataFrame(rows)

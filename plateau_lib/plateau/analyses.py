@@ -7,12 +7,13 @@ from functools import partial
 
 from plateau_lib.engine.analysis import Analysis
 from plateau_lib.llc.calibration import chosen_setting
+from plateau_lib.llc.config import SGLDConfig
 from plateau_lib.plateau import llc_across, presets, probe
 
 
 def _plateau(runs, sgld, device: str, stack: int, deadline: float | None) -> None:
     calibration, _ = llc_across.calibrate(runs[min(runs)], presets.PLATEAU_LLC_CALIBRATION, sgld, device=device)
-    chosen, used = chosen_setting(calibration), {k: float(sgld[k]) for k in ("epsilon", "nbeta", "gamma")}
+    chosen, used = chosen_setting(calibration), {k: float(getattr(sgld, k)) for k in ("epsilon", "nbeta", "gamma")}
     if chosen != used:  # the page's λ̂ must use the calibrated setting: a person decides
         print(f"plateau_llc: the calibration chose {chosen}, the preset uses {used}; update "
               "plateau.presets.PLATEAU_LLC_SGLD, then run the queue again (calibration made, λ̂ not run)", flush=True)
@@ -25,7 +26,7 @@ def _probe(configs, settings, device: str, stack: int, deadline: float | None) -
                        deadline=deadline)
 
 
-def plateau_llc(runs: dict, sgld: dict) -> Analysis:
+def plateau_llc(runs: dict, sgld: SGLDConfig) -> Analysis:
     """The SGLD calibration on the first seed's run, then λ̂ at every checkpoint of every seed's."""
     calibrated = llc_across.calibration_table(runs[min(runs)], presets.PLATEAU_LLC_CALIBRATION, sgld)
     return Analysis("plateau_llc", "SGLD calibration and λ̂ at every checkpoint", tuple(runs.values()),

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from plateau_lib.engine.presets import check_preset, preset_of, reserved, sgld
+from plateau_lib.engine.presets import check_preset, preset_of, reserved
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.stages import GP_MIN_POINTS
+from plateau_lib.llc.config import SGLDConfig
 
 # The paper's MWS config (tf-loss-plateau ``src/configs/mws.yaml``): 1 layer, 1 head, d_model 256,
 # Adam lr 1e-4, batch 256, 400 steps, linear attention.
@@ -317,12 +318,12 @@ PLATEAU_LLC_CHECKPOINTS = {
 PLATEAU_LLC_STEPS = {"cpu": 350, "cpu_long": 600, "paper": 400}
 PLATEAU_LLC_SEEDS = {"cpu": [0], "cpu_long": SEEDS, "paper": SEEDS}
 PLATEAU_LLC_SGLD = {
-    "cpu": dict(epsilon=3e-3, nbeta=100.0, gamma=100.0, batch_size=64, num_chains=2, num_draws=40,
-                num_burnin_steps=10, n_data=1024, seed=0),
-    "cpu_long": dict(epsilon=3e-3, nbeta=100.0, gamma=100.0, batch_size=64, num_chains=3, num_draws=80,
-                     num_burnin_steps=20, n_data=2048, seed=0),
-    "paper": dict(epsilon=3e-3, nbeta=100.0, gamma=100.0, batch_size=1024, num_chains=8, num_draws=200,
-                  num_burnin_steps=50, n_data=2**14, seed=0)}
+    "cpu": SGLDConfig(epsilon=3e-3, nbeta=100.0, gamma=100.0, batch_size=64, num_chains=2, num_draws=40,
+                      num_burnin_steps=10, n_data=1024, seed=0),
+    "cpu_long": SGLDConfig(epsilon=3e-3, nbeta=100.0, gamma=100.0, batch_size=64, num_chains=3, num_draws=80,
+                           num_burnin_steps=20, n_data=2048, seed=0),
+    "paper": SGLDConfig(epsilon=3e-3, nbeta=100.0, gamma=100.0, batch_size=1024, num_chains=8, num_draws=200,
+                        num_burnin_steps=50, n_data=2**14, seed=0)}
 # The calibration grid, at the checkpoint nearest the middle of seed 0's plateau and at the end of its run.
 PLATEAU_LLC_CALIBRATION = dict(epsilons=[3e-4, 1e-3, 3e-3], nbetas=[25.0, 100.0], gammas=[100.0])
 
@@ -341,18 +342,10 @@ def plateau_llc_runs(preset: str, seeds=None, checkpoints=None) -> dict:
     return {s: cfg.replace(seed=s) for s in (PLATEAU_LLC_SEEDS[preset] if seeds is None else seeds)}
 
 
-def plateau_llc(preset: str, seeds=None, checkpoints=None, **sgld_fields) -> tuple[dict, dict]:
+def plateau_llc(preset: str, seeds=None, checkpoints=None, **sgld_fields) -> tuple[dict, SGLDConfig]:
     """The plateau-LLC page's runs (``plateau_llc_runs``) and SGLD settings for ``preset``, with ``sgld_fields``
-    of the SGLD settings (None ignored; unknown names and counts that are not positive integers raise a ValueError)."""
-    runs = plateau_llc_runs(preset, seeds, checkpoints)
-    settings = sgld(PLATEAU_LLC_SGLD[preset], sgld_fields)
-    for name in ("batch_size", "num_chains", "num_draws", "n_data"):
-        if not isinstance(settings[name], int) or isinstance(settings[name], bool) or settings[name] < 1:
-            raise ValueError(f"SGLD setting {name!r} must be a positive integer, got {settings[name]!r}")
-    if not 0 <= settings["num_burnin_steps"] < settings["num_draws"]:
-        raise ValueError(f"parameter 'num_draws' must exceed the preset's {settings['num_burnin_steps']} burn-in "
-                         f"steps (num_burnin_steps), got {settings['num_draws']}")
-    return runs, settings
+    changed (``SGLDConfig.replace``: None ignored; unknown names and bad values raise a ValueError)."""
+    return plateau_llc_runs(preset, seeds, checkpoints), PLATEAU_LLC_SGLD[preset].replace(**sgld_fields)
 
 
 CONFIG_FIELDS = ["task_kwargs", "n_layer", "n_head", "d_model", "softmax", "optimizer", "lr", "steps", "batch_size",
