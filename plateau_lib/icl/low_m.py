@@ -360,7 +360,8 @@ TESTS_KIND = "icl_low_m_tests"
 def mechanism_answers(table: pd.DataFrame) -> pd.DataFrame:
     """``mechanism_table``'s tests as the opening box's questions and answers: "M = 1: ignores the context" and
     "holds (0.0123, pass mark < 0.05)"."""
-    return pd.DataFrame({"question": [f"{m}: {h}" for m, h in zip(table["M"], table["hypothesis"])],
+    hypotheses = table["hypothesis"].str.replace("p_k", "pₖ")  # tables stored before the subscript was typeset
+    return pd.DataFrame({"question": [f"{m}: {h}" for m, h in zip(table["M"], hypotheses)],
                          "answer": [f"{'holds' if ok else 'fails'} ({value:.3g}, pass mark {mark})"
                                     for ok, value, mark in zip(table["holds"], table["value"], table["tolerance"])]})
 
