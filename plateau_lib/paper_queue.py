@@ -484,8 +484,9 @@ def run_slurm_queue(executor, pages=None, gpus_per_job: int = 1, time_min: int =
             continue
         for job in done:
             g, round_, before = jobs.pop(job)
-            names = job.result()[0]
-            written += _received(g, job.result(), store)
+            outcome = job.result()
+            names = outcome[0]
+            written += _received(g, outcome, store)
             rest = [e for e in g.entries if e.folder not in names]
             if not rest:
                 continue

@@ -102,8 +102,8 @@ def committed_values(figure: str, shown: dict) -> dict:
     for preset, page_configs in shown.items():
         wanted = nudged(page_configs)
         extra = extras(figure, preset, wanted)
-        found = {label: r for label, cfg in wanted.items()
-                 for r in pages.committed_runs({label: cfg}, extra[label]).values()}
+        found = {label: current().committed_result(cfg, extra[label]) for label, cfg in wanted.items()}
+        found = {label: r for label, r in found.items() if r is not None}
         if len(found) == len(wanted):
             values[preset] = measure(found, wanted)
     return values
