@@ -166,14 +166,14 @@ def test_seed_llc_points_keep_the_other_float32_seeds_with_both_points_at_the_st
             (2, "float32", budget, diagnosis.STEP_40K, 169.0),  # no end yet: left out
             (3, "bfloat16", budget, diagnosis.STEP_40K, 170.0), (3, "bfloat16", budget, diagnosis.END_STEP, 120.0)]
     llc = pd.DataFrame(rows, columns=["seed", "operands", "budget", "step", "llc_mean"])
-    assert diagnosis.seed_llc_points(llc) == {0: (169.3, 112.0)}
+    assert diagnosis.seed_llc_points(llc) == {0: (169.3, 112.0, diagnosis.STEP_40K)}
     assert diagnosis.seed_llc_points(pd.DataFrame()) == {}
     # the stages run's rule: chains 4x longer replace the reduced budget where they differ by 5% or more, only there
     longer = diagnosis.budget_label(diagnosis.LLC_LONGER)
     checked = pd.concat([llc, pd.DataFrame([(0, "float32", longer, diagnosis.END_STEP, 120.0),
                                             (0, "float32", longer, diagnosis.STEP_40K, 170.0)],
                                            columns=llc.columns)], ignore_index=True)
-    assert diagnosis.seed_llc_points(checked) == {0: (169.3, 120.0)}
+    assert diagnosis.seed_llc_points(checked) == {0: (169.3, 120.0, diagnosis.STEP_40K)}
 
 
 def test_the_seed_table_puts_every_seed_at_the_reduced_budget_beside_the_papers_seeds(monkeypatch):

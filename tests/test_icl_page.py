@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from plateau_lib.engine import presets as engine_presets
-from plateau_lib.icl import development, presets, stages_figures, stages_page, stages_paper_run
+from plateau_lib.icl import development, diagnosis, presets, stages_figures, stages_page, stages_paper_run
 from plateau_lib.icl.claims import claims_of
 
 K, D = 8, 4
@@ -108,15 +108,19 @@ def test_the_papers_own_numbers_are_reproduced_and_a_miniature_is_not_comparable
 def test_other_seeds_judge_the_llc_claims_seed_by_seed_and_leave_the_curve_claims_to_the_run():
     """Seed 1 (the run) at the paper's numbers, seed 0 whose λ̂ does not fall: the fall is partly, each seed shown."""
     values = stages_page.stage_values(fake_run(), SimpleNamespace(boundaries=[984, 35353, 126262, 323232]),
-                                      {0: (170.0, 170.0)})
+                                      {0: diagnosis.SeedPoints(170.0, 170.0, 80_807)})
     by_metric = {c.metric: c for c in claims_of(stages_page.FIGURE)}
     fall = by_metric["λ̂ at the end ÷ λ̂ at 40k"]
     assert fall.judge(values[fall.metric], "paper") == "partly"
     assert fall.show(values[fall.metric]) == "1.00 and 0.69 (seeds 0 and 1)"
     assert by_metric["λ̂ at 40k, the paper's peak (× steps ÷ 500k)"].judge(
         values["λ̂ at 40k, the paper's peak (× steps ÷ 500k)"], "paper") == "reproduced"
-    assert values["step of the λ̂ peak (× 500k ÷ steps)"] == 40_000 and values["stages found"] == 5
-    assert stages_page.provenance_summary(fake_run(), {0: (170.0, 170.0)})["λ̂ claims also at seeds"] == [0]
+    # the peak's step too: seed 1 at 40k is reproduced, seed 0 at 80,807 only partly, so the claim is partly
+    peak = by_metric["step of the λ̂ peak (× 500k ÷ steps)"]
+    assert values[peak.metric].values == {1: 40_000, 0: 80_807} and peak.judge(values[peak.metric], "paper") == "partly"
+    assert values["stages found"] == 5
+    assert stages_page.provenance_summary(fake_run(), {0: diagnosis.SeedPoints(170.0, 170.0, 80_807)})[
+        "λ̂ claims also at seeds"] == [0]
 
 
 def test_verdict_table_records_each_preset_shown(tmp_path, monkeypatch):
@@ -139,7 +143,7 @@ def test_checkpoint_counts_rebuild_the_presets():
 
 def test_live_config_rebuilds_checkpoints_and_refuses_bad_values():
     cfg, llc = stages_page.live_config("cpu", steps=400, d_model=16, num_chains=2)
-    assert cfg.steps == 400 and cfg.d_model == 16 and llc["num_chains"] == 2
+    assert cfg.steps == 400 and cfg.d_model == 16 and llc.num_chains == 2
     assert max(cfg.checkpoint_steps) <= 400 and cfg.checkpoint_steps == cfg.eval_steps and cfg.eval_every == round(100 * 400 / 1500)
     assert stages_page.live_config("cpu")[0] == presets.ICL_CPU
     with pytest.raises(ValueError, match="steps"):

@@ -117,7 +117,7 @@ def test_the_mws_figures_paper_levels_are_numbers_the_papers_text_gives():
     """Each level a figure of the Gopalani et al. chapter draws is a claim's text-sourced number, quoted."""
     from plateau_lib.plateau import claims
     metric = {claim.metric: claim for claim in claims.CLAIMS}
-    drawn = [(claims.FIG3_TEXT_LEVELS["cosine"], ("peak cosine, c = 10", "peak cosine, c = 0.2")),
+    drawn = [(claims.FIG3_TEXT_LEVELS["cosine"], ("peak cosine, c = 10", "1 − peak cosine, c = 0.2 ÷ c = 1")),
              (claims.FIG3_WIDTHS_TEXT_LEVELS["cosine"], ("peak cosine, c = 10", "peak cosine, baseline")),
              (claims.FIG5_TEXT_LEVELS["cosine"], ("peak cosine, KQ copied", "peak cosine, KQ+OV copied",
                                                   "peak cosine, MLP copied")),

@@ -343,3 +343,15 @@ def test_a_figure_without_a_paper_run_shows_its_long_cpu_run_as_a_miniature(summ
     box = pages.verdict_box_html([figure], PAPER_PENDING)
     assert "No verdict at the paper's configuration" in box
     assert "In miniature (the long CPU run, judged as a miniature): " in box
+
+
+def test_the_words_for_where_runs_were_computed_come_from_their_provenance():
+    from types import SimpleNamespace
+
+    from plateau_lib.book import pages
+    run = lambda device, **meta: SimpleNamespace(meta={"device": device, **meta})  # noqa: E731
+    assert pages.computed_on({0: run("cpu"), 1: run("cpu")}) == "a CPU"
+    assert pages.computed_on({0: run("cpu"), 1: run("cuda:0")}) == "a GPU and a CPU"
+    # a run begun on a GPU and resumed here counts both
+    assert pages.computed_on({0: run("cpu", wall_time_s_by_device={"cuda": 600.0, "cpu": 900.0})}) == "a GPU and a CPU"
+    assert pages.computed_on({}) == ""

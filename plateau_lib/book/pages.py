@@ -337,6 +337,16 @@ def run_provenance(results: dict, preset: str) -> list[dict]:
             for label, r in results.items()]
 
 
+def computed_on(results: dict) -> str:
+    """Where ``{label: TrainResult}`` drew their data and trained, for the page's words: "a CPU", "a GPU", or "a
+    GPU and a CPU" (a run resumed on another device counts each)."""
+    kinds = set()
+    for r in results.values():
+        for device in r.meta.get("wall_time_s_by_device") or [r.meta.get("device") or "unknown"]:
+            kinds.add("a GPU" if str(device).startswith("cuda") else "a CPU" if str(device) == "cpu" else "an unrecorded device")
+    return " and ".join(k for k in ("a GPU", "a CPU", "an unrecorded device") if k in kinds)
+
+
 def provenance_summary(results: dict) -> dict:
     """Device, seeds, wall time and source of ``{label: TrainResult}``, for a recorded summary."""
     first = next(iter(results.values()), None)

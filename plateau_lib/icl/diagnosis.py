@@ -15,6 +15,7 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -355,8 +356,16 @@ def llc_by_seed(llc: pd.DataFrame, llc_setting: SGLDConfig = ICL_LLC_REDUCED, op
     return {int(seed): t.set_index(t["step"].astype(int))["llc_mean"].sort_index() for seed, t in rows.groupby("seed")}
 
 
-def seed_llc_points(llc: pd.DataFrame) -> dict[int, tuple[float, float]]:
-    """``{seed: (λ̂ at STEP_40K, λ̂ at END_STEP)}`` of the other model seeds of the paper's configuration (float32;
+class SeedPoints(NamedTuple):
+    """One model seed's λ̂ where the stages claims read it: at STEP_40K, at END_STEP, and the step of its largest
+    λ̂ over the kept checkpoints."""
+    at_40k: float
+    at_end: float
+    peak_step: int
+
+
+def seed_llc_points(llc: pd.DataFrame) -> dict[int, SeedPoints]:
+    """``{seed: SeedPoints}`` of the other model seeds of the paper's configuration (float32;
     ``llc``: ``llc_rows``; seed 1, the stages run, excluded), for the seeds that have both, read by the stages
     run's own rule (``long_run.checked_rows``): the reduced budget, replaced by chains 4x longer (``LLC_LONGER``)
     where those were run and differ from it by ``long_run.CHECK_TOLERANCE`` or more. These are the runs a claim
@@ -372,7 +381,7 @@ def seed_llc_points(llc: pd.DataFrame) -> dict[int, tuple[float, float]]:
         at = long_run.checked_rows(pd.DataFrame({"step": at.index, "llc_mean": at.to_numpy()}), check)
         at = at.set_index("step")["llc_mean"]
         if {STEP_40K, END_STEP} <= set(at.index):
-            points[seed] = (float(at[STEP_40K]), float(at[END_STEP]))
+            points[seed] = SeedPoints(float(at[STEP_40K]), float(at[END_STEP]), int(at.idxmax()))
     return points
 
 

@@ -397,7 +397,7 @@ def settings_table(s: Sweep) -> pd.DataFrame:
     rows += [{"setting": f"task {k}", "this sweep": cfg["task_kwargs"].get(k), "paper preset": ref["task_kwargs"].get(k)}
              for k in TASK_SETTINGS]
     rows += [{"setting": f"training {k}", "this sweep": cfg[k], "paper preset": ref[k]} for k in SETTINGS]
-    rows += [{"setting": f"SGLD {k}", "this sweep": setting_text(v), "paper preset": setting_text(DIVERSITY_LLC["paper"].get(k))}
+    rows += [{"setting": f"SGLD {k}", "this sweep": setting_text(v), "paper preset": setting_text(getattr(DIVERSITY_LLC["paper"], k))}
              for k, v in s.llc.key_dict().items()]
     table = pd.DataFrame(rows).set_index("setting").map(setting_text)
     table["changed"] = np.where(table["this sweep"] != table["paper preset"], "≠", "")

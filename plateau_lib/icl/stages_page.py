@@ -24,7 +24,7 @@ from plateau_lib.icl import development, long_run
 from plateau_lib.icl.claims import claims_of
 from plateau_lib.icl.development import PAPER_BOUNDARIES, PAPER_LLC, PAPER_POINTS, PAPER_STEPS
 from plateau_lib.icl.presets import ICL_CHECKPOINTS, ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER, ICL_STAGES, icl_stages
-from plateau_lib.llc import LLCWarning
+from plateau_lib.llc import LLCWarning, SGLDConfig
 
 FIGURE = "Hoogland Fig. 1(b) (LR stages)"
 MATCH_FACTOR = 2.0  # a found boundary "matches" a paper boundary when their (step + 1) differ by < this factor
@@ -59,13 +59,13 @@ SETTINGS = ["steps", "d_model", "n_head", "n_layer", "batch_size", "lr", "schedu
 SGLD = ["epsilon", "gamma", "nbeta", "batch_size", "num_chains", "num_draws", "num_burnin_steps", "n_data", "seed"]
 
 
-def settings_table(cfg, llc: dict) -> pd.DataFrame:
+def settings_table(cfg, llc: SGLDConfig) -> pd.DataFrame:
     """This run's training and SGLD settings beside the paper preset's (which follow the reference)."""
     ours, ref = cfg.to_dict(), ICL_PAPER.to_dict()
     rows = [{"setting": f"training {k}", "this run": ours[k], "paper": ref[k]} for k in SETTINGS]
     rows.append({"setting": "checkpoints (LLC at each)", "this run": len(cfg.checkpoint_steps),
                  "paper": len(ICL_PAPER.checkpoint_steps)})
-    rows += [{"setting": f"SGLD {k}", "this run": llc.get(k), "paper": ICL_LLC_PAPER.get(k)} for k in SGLD]
+    rows += [{"setting": f"SGLD {k}", "this run": getattr(llc, k), "paper": getattr(ICL_LLC_PAPER, k)} for k in SGLD]
     table = pd.DataFrame(rows).set_index("setting")
     table = table.map(setting_text)
     table["changed"] = np.where(table["this run"] != table["paper"], "≠", "")
@@ -308,24 +308,26 @@ def llc_at_points(dev) -> pd.DataFrame:
 # ---- verdict numbers -----------------------------------------------------------------------------------
 
 def stage_values(dev, stages, other_seeds: dict | None = None) -> dict:
-    """The page's numbers for the claims of ``FIGURE`` (``icl.claims``). ``other_seeds``: ``{seed: (λ̂ at 40k,
-    λ̂ at the end)}`` of other model seeds of the same configuration (``diagnosis.seed_llc_points``): the two λ̂
-    claims about the configuration are then judged seed by seed (``verdicts.BySeed``), ``dev``'s seed among
-    them; the claims that need the whole λ̂ curve (the stages, the peak's step) stay ``dev``'s."""
+    """The page's numbers for the claims of ``FIGURE`` (``icl.claims``). ``other_seeds``: ``{seed: SeedPoints}``
+    of other model seeds of the same configuration (``diagnosis.seed_llc_points``): the three λ̂ claims about the
+    configuration (λ̂ at 40k, its fall to the end, the step of its peak) are then judged seed by seed
+    (``verdicts.BySeed``), ``dev``'s seed among them; the stages and their boundaries, which need ``dev``'s denser
+    λ̂ curve, stay ``dev``'s."""
     steps = run_steps(dev)
     llc = dev.llc.dropna(subset=["llc_mean"]).sort_values("step").reset_index(drop=True)
-    peak = llc.loc[llc["llc_mean"].idxmax()]
+    peak_step = float(to_paper_step(llc.loc[llc["llc_mean"].idxmax(), "step"], steps))
     at_40k = llc_at_paper_step(llc, 40_000, steps)
     fall = float(llc["llc_mean"].iloc[-1] / at_40k)
     if other_seeds:
         seed = int(dev.train.config.get("seed", 1))
-        at_40k = BySeed({seed: at_40k} | {s: a for s, (a, _) in other_seeds.items()})
-        fall = BySeed({seed: fall} | {s: end / a for s, (a, end) in other_seeds.items()})
+        at_40k = BySeed({seed: at_40k} | {s: p.at_40k for s, p in other_seeds.items()})
+        fall = BySeed({seed: fall} | {s: p.at_end / p.at_40k for s, p in other_seeds.items()})
+        peak_step = BySeed({seed: peak_step} | {s: float(p.peak_step) for s, p in other_seeds.items()})
     metrics = dev.train.metrics.sort_values("step")
     matched = (boundary_table(stages.boundaries, steps)["match"] == "yes").sum()
     return {"stages found": len(stages.boundaries) + 1,
             "paper boundaries matched (at the same fraction of the schedule)": int(matched),
-            "step of the λ̂ peak (× 500k ÷ steps)": float(to_paper_step(peak["step"], steps)),
+            "step of the λ̂ peak (× 500k ÷ steps)": peak_step,
             "λ̂ at 40k, the paper's peak (× steps ÷ 500k)": at_40k,
             "λ̂ at the end ÷ λ̂ at 40k": fall,
             **training_values(metrics)}

@@ -90,16 +90,6 @@ class SGLDConfig:
             raise ValueError(f"unknown SGLD setting(s) {unknown}; allowed: {names}")
         return dataclasses.replace(self, **{k: v for k, v in fields.items() if v is not None})
 
-    def __getitem__(self, name: str):
-        """A setting by name, as the pages' settings tables read it (``cfg["epsilon"]``)."""
-        if name not in self.__dataclass_fields__:
-            raise KeyError(name)
-        return getattr(self, name)
-
-    def get(self, name: str, default=None):
-        """A setting by name, ``default`` for a name that is not one."""
-        return self[name] if name in self.__dataclass_fields__ else default
-
     def key_dict(self) -> dict:
         """The settings as a stored table's spec holds them: ``KEY_FIELDS`` always, ``n_data`` when set, the
         others only where they leave their default (the presets' dicts of old, so existing keys are kept)."""
