@@ -57,20 +57,39 @@ def test_same_fraction_of_the_schedule():
     assert stages_page.nearest_log([1, 100, 10_000], 900) == 100 and stages_page.nearest_log([], 5) is None
 
 
+def paper_curve(steps=500_000, **changed):
+    """The published seed-1 λ̂ at its marked points (``development.PAPER_LLC``), at the same fraction of a run of
+    ``steps``; ``changed``: ``{"at_<paper step>": λ̂}`` replaced."""
+    llc = {**development.PAPER_LLC, **{int(k[3:]): v for k, v in changed.items()}}
+    return pd.DataFrame({"step": [round(s * steps / 500_000) for s in llc], "llc_mean": list(llc.values())})
+
+
 def test_the_published_boundaries_match_themselves():
-    table = stages_page.boundary_table(PUBLISHED[:1] + PUBLISHED[1:], 500_000)
+    table = stages_page.boundary_table(PUBLISHED[:1] + PUBLISHED[1:], 500_000, paper_curve())
     assert list(table["match"]) == ["yes", "yes", "yes", "yes", "extra"]
     assert list(table["found"][:4]) == [984, 35353, 126262, 323232] and table["found"].iloc[4] == 45454
+    assert list(table["λ̂ before → after (found)"][:4]) == list(table["λ̂ before → after (paper)"][:4])
+    assert table.loc[3, "λ̂ before → after (paper)"] == "falls → roughly flat"
+
+
+def test_a_boundary_at_the_papers_step_but_inside_a_rise_does_not_match():
+    """The paper's LR4 → LR5 ends a fall; at the same step, λ̂ that then climbs by 40% is another boundary."""
+    table = stages_page.boundary_table(PUBLISHED, 500_000, paper_curve(at_500000=160.0))
+    assert list(table["match"][:4]) == ["yes", "yes", "yes", "at the step, not the trend"]
+    assert table.loc[3, "λ̂ before → after (found)"] == "falls → rises"
+    # a peak that does not fall afterwards is not the LR2 -> LR3 boundary either
+    flat = stages_page.boundary_table(PUBLISHED, 500_000, paper_curve(at_126000=168.0))
+    assert flat.loc[1, "match"] == "at the step, not the trend" and flat.loc[1, "λ̂ before → after (found)"] == "rises → roughly flat"
 
 
 def test_a_shorter_run_is_compared_at_the_same_fraction():
     # 1,600 of 20k is the paper's 40k: matched; 76 of 2,000 is the paper's 19k: nearest LR2 -> LR3 but off by > 2x
-    table = stages_page.boundary_table([40, 1_600], 20_000)
+    table = stages_page.boundary_table([40, 1_600], 20_000, paper_curve(20_000))
     assert list(table["match"]) == ["yes", "yes", "none found near", "none found near"]
-    mini = stages_page.boundary_table([76], 2_000)
+    mini = stages_page.boundary_table([76], 2_000, paper_curve(2_000))
     assert list(mini["match"]) == ["none found near", "no", "none found near", "none found near"]
     assert mini.loc[1, "same fraction of this run"] == 160
-    assert (stages_page.boundary_table([], 2_000)["match"] == "none found near").all()
+    assert (stages_page.boundary_table([], 2_000, paper_curve(2_000))["match"] == "none found near").all()
 
 
 def test_llc_at_points_reads_the_nearest_checkpoint():

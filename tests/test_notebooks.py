@@ -93,7 +93,20 @@ def test_a_measured_number_in_the_prose_is_glued_from_the_data(path):
     assert not typed, f"{path.name} types measured numbers {typed}: glue them ({{glue:md}}`name`)"
 
 
+COUNT = re.compile(r"(?<![\w.,])\d[\d,]* of (?:the )?\d[\d,]*(?![\w.])")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_count_in_the_prose_is_glued_from_the_data(path):
+    """"43 of 51 runs" in a page's prose (outside maths and code) is a count of this book's results: it enters as
+    glued values, so it follows the runs when they change."""
+    typed = [m for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "markdown"
+             for m in COUNT.findall(re.sub(r"\$[^$]*\$|`[^`]*`", "", cell.source))]
+    assert not typed, f"{path.name} types counts {typed}: glue them ({{glue:md}}`name`)"
+
+
 def test_the_typed_number_check_fails_on_a_typed_measurement():
+    assert COUNT.findall("43 of 51 runs, {glue:md}`n` of the {glue:md}`m` fits, 1,024 of the 2,048") == ["43 of 51", "1,024 of the 2,048"]
     assert DECIMAL.findall("a rank correlation of 0.99–1.0 at both scales, $x = 0.5$") == ["0.99", "1.0", "0.5"]
     assert "0.876" not in paper_numbers() and "0.95" in paper_numbers()
 

@@ -231,7 +231,7 @@ def boundaries_by_budget(dev, curves: dict) -> pd.DataFrame:
     rows = []
     for budget, llc in curves.items():
         found = detect_stages(dataclasses.replace(dev, llc=llc))
-        table = boundary_table(found.boundaries, run_steps(dev))
+        table = boundary_table(found.boundaries, run_steps(dev), llc)
         rows.append({"λ̂ curve": budget, "checkpoints": int(llc["llc_mean"].notna().sum()),
                      "boundaries found": ", ".join(f"{b:,}" for b in found.boundaries) or "none",
                      "stages": len(found.boundaries) + 1, "paper boundaries matched": int((table["match"] == "yes").sum())})
@@ -259,15 +259,36 @@ def budget_stages(dev):
     return text, table
 
 
-def boundary_table(boundaries, steps: int) -> pd.DataFrame:
+# λ̂ over each of the paper's stages LR1-LR5 (reference icl_regression.md §4.2): a boundary is where the trend turns
+# (or, LR3 → LR4, where the fall's slope flattens and steepens again); "roughly flat" is a change under TREND_TOLERANCE.
+PAPER_TRENDS = ("rises", "rises", "falls", "falls", "roughly flat")
+TREND_TOLERANCE = 0.05  # a stage's λ̂ changing by less than this fraction of its larger end is "roughly flat"
+
+
+def llc_trend(llc: pd.DataFrame, start: float, end: float) -> str:
+    """λ̂'s trend from step ``start`` to step ``end``: "rises", "falls" or "roughly flat" (a change under
+    ``TREND_TOLERANCE`` of the larger end), from the λ̂ rows (``step``, ``llc_mean``) nearest each in log step."""
+    llc = llc.dropna(subset=["llc_mean"])
+    a, b = (float(llc.loc[llc["step"] == nearest_log(llc["step"], s), "llc_mean"].iloc[0]) for s in (start, end))
+    scale = max(abs(a), abs(b))
+    return "roughly flat" if scale == 0 or abs(b - a) < TREND_TOLERANCE * scale else "rises" if b > a else "falls"
+
+
+def boundary_table(boundaries, steps: int, llc: pd.DataFrame) -> pd.DataFrame:
     """The paper's four boundaries against ``boundaries`` found in an ``steps``-step run, compared at the same
-    fraction of the schedule. Each found boundary is paired with the paper boundary nearest it in log(step + 1)
-    (each paper boundary keeps the nearest of those paired with it); a pair matches when the steps + 1 are
-    within a factor ``MATCH_FACTOR``. Found boundaries left over are listed last, as "extra"."""
+    fraction of the schedule and by what λ̂ (``llc``, the curve the boundaries were found on) does on either side.
+    Each found boundary is paired with the paper boundary nearest it in log(step + 1) (each paper boundary keeps
+    the nearest of those paired with it). A pair matches when the steps + 1 are within a factor ``MATCH_FACTOR``
+    *and* λ̂'s trend from the paper's previous boundary to it, and from it to the paper's next (at the same
+    fraction of the schedule; the run's first and last checkpoints at the ends), is the paper's (``PAPER_TRENDS``):
+    a boundary at the right step inside a rise is not the end of the paper's fall. Found boundaries left over are
+    "extra"."""
     names = ["LR1 → LR2", "LR2 → LR3", "LR3 → LR4", "LR4 → LR5"]
     expected = [float(from_paper_step(p, steps)) for p in PAPER_BOUNDARIES]
+    found_sorted = sorted({int(b) for b in boundaries})
+    edges = [float(llc["step"].min()), *expected, float(llc["step"].max())]
     paired = {}
-    for b in sorted({int(b) for b in boundaries}):
+    for b in found_sorted:
         i = int(np.abs(np.log1p(expected) - math.log1p(b)).argmin())
         if i not in paired or abs(math.log1p(b) - math.log1p(expected[i])) < abs(
                 math.log1p(paired[i]) - math.log1p(expected[i])):
@@ -276,13 +297,20 @@ def boundary_table(boundaries, steps: int) -> pd.DataFrame:
     for i, (name, paper, target) in enumerate(zip(names, PAPER_BOUNDARIES, expected)):
         found = paired.get(i)
         ratio = None if found is None else (found + 1) / (target + 1)
-        match = ratio is not None and 1 / MATCH_FACTOR < ratio < MATCH_FACTOR
+        at_step = ratio is not None and 1 / MATCH_FACTOR < ratio < MATCH_FACTOR
+        paper_trend = (PAPER_TRENDS[i], PAPER_TRENDS[i + 1])
+        # over the paper's stages either side: from its previous boundary to the found one, and on to its next
+        ours = None if found is None else (llc_trend(llc, edges[i], found), llc_trend(llc, found, edges[i + 2]))
+        match = ("none found near" if found is None else "no" if not at_step
+                 else "yes" if ours == paper_trend else "at the step, not the trend")
         rows.append({"boundary": name, "paper step": paper, "same fraction of this run": round(target),
                      "found": found, "found ÷ expected (step + 1)": ratio,
-                     "match": "yes" if match else ("no" if found is not None else "none found near")})
-    for extra in sorted({int(b) for b in boundaries} - set(paired.values())):
+                     "λ̂ before → after (paper)": " → ".join(paper_trend),
+                     "λ̂ before → after (found)": " → ".join(ours) if ours else None, "match": match})
+    for extra in sorted(set(found_sorted) - set(paired.values())):
         rows.append({"boundary": "extra", "paper step": None, "same fraction of this run": None, "found": extra,
-                     "found ÷ expected (step + 1)": None, "match": "extra"})
+                     "found ÷ expected (step + 1)": None, "λ̂ before → after (paper)": None,
+                     "λ̂ before → after (found)": None, "match": "extra"})
     table = pd.DataFrame(rows)
     for column in ("paper step", "same fraction of this run", "found"):
         table[column] = table[column].astype("Int64")
@@ -324,7 +352,7 @@ def stage_values(dev, stages, other_seeds: dict | None = None) -> dict:
         fall = BySeed({seed: fall} | {s: p.at_end / p.at_40k for s, p in other_seeds.items()})
         peak_step = BySeed({seed: peak_step} | {s: float(p.peak_step) for s, p in other_seeds.items()})
     metrics = dev.train.metrics.sort_values("step")
-    matched = (boundary_table(stages.boundaries, steps)["match"] == "yes").sum()
+    matched = (boundary_table(stages.boundaries, steps, llc)["match"] == "yes").sum()
     return {"stages found": len(stages.boundaries) + 1,
             "paper boundaries matched (at the same fraction of the schedule)": int(matched),
             "step of the λ̂ peak (× 500k ÷ steps)": peak_step,

@@ -131,7 +131,7 @@ def paper_findings(dev, stages) -> str:
             f"the peak (the paper's LR3–LR4: 112.8 at 320k, {112.8 / 169.3:.0%} of its peak)" + (f", and rises again to {at[end_step]:.1f} at the end, where the paper's stays roughly flat "
                         f"(116.3 at 500k; seeds 0–4: 116–141)." if at[end_step] > 1.05 * at[low_step] else
                         f", and ends at {at[end_step]:.1f} (the paper: 116.3)."))
-    table = boundary_table(stages.boundaries, run_steps(dev))
+    table = boundary_table(stages.boundaries, run_steps(dev), llc)
     matched = table.loc[table["match"] == "yes", "paper step"].tolist()
     first = min_step(run_steps(dev))
     stepped_over = [s for s in slope_sign_changes(stages.steps, stages.slope) if s >= first and s not in stages.boundaries]
@@ -142,8 +142,8 @@ def paper_findings(dev, stages) -> str:
                 f", and stays within 2% of it from step {near.min():,} to {near.max():,}" if near.min() < near.max()
                 else "") + f". {fall} The GP rule finds {len(stages.boundaries) + 1} stages, with "
             f"boundaries at steps {', '.join(f'{b:,}' for b in stages.boundaries) or 'none'}; {len(matched)} of the "
-            f"paper's four ({', '.join(f'{m // 1000}k' for m in matched) or 'none'}) are matched within a factor "
-            f"{MATCH_FACTOR:g}." + (
+            f"paper's four ({', '.join(f'{m // 1000}k' for m in matched) or 'none'}) are matched, within a factor "
+            f"{MATCH_FACTOR:g} in step and with λ̂'s trend on either side as in the paper." + (
                 f" The GP's slope also changes sign next to step(s) {', '.join(f'{s:,}' for s in stepped_over)}: "
                 "critical points of λ̂ that the rule steps over: with λ̂ at "
                 f"{len(llc)} of the {len(dev.train.config.get('checkpoint_steps', ())) or len(llc)} checkpoints, no "
