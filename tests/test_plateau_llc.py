@@ -116,6 +116,19 @@ def test_calibration_rule_on_a_hand_built_sweep():
     assert chosen_setting(mark_choice(bad, over="step")) is None
 
 
+def test_the_committed_calibration_is_marked_by_the_books_one_rule():
+    """The chapter's committed sweep carries the marks of ``mark_choice`` at the book's FLAT_TOL (10 %), as the LLC
+    page states the rule: no chapter keeps a tolerance of its own."""
+    from pathlib import Path
+    (folder,) = Path(__file__).resolve().parents[1].glob("results/plateau_llc_calibration-*")
+    stored = pd.read_csv(folder / "calibration.csv")
+    again = mark_choice(stored.drop(columns=["healthy", "flat", "chosen"]), over="step")
+    key = ["step", "nbeta", "gamma", "epsilon"]
+    ordered = stored.sort_values(key).reset_index(drop=True)
+    assert ordered["flat"].tolist() == again["flat"].tolist() and ordered["chosen"].tolist() == again["chosen"].tolist()
+    assert chosen_setting(again) == {"epsilon": 3e-3, "nbeta": 100.0, "gamma": 100.0}
+
+
 def test_a_stored_table_builds_each_row_once_and_resumes(tmp_path, use_store):
     use_store(local=tmp_path)
     calls, interrupted = [], []

@@ -32,9 +32,6 @@ KIND = "plateau_llc"
 CALIBRATION_KIND = "plateau_llc_calibration"
 VERSION = 1
 METRIC_COLUMNS = ["step", "loss", "acc", "acc_first", "acc_rest", "cosine", "rho", "apm"]
-# The step-size rule's tolerance on this chapter's calibration (mark_choice): 25 %, not the book's FLAT_TOL (10 %),
-# as its committed calibration and page were made; at 10 % it chooses the same setting (ε = 3e-3, nβ = 100).
-FLAT_TOLERANCE = 0.25
 SLOPE_FRACTION = 0.5    # GP stages: |dλ̂/d ln(step + 1)| below this fraction of λ̂'s range is a candidate
 GP_MIN_STEP, GP_MERGE_RATIO = 10, 1.5
 
@@ -120,7 +117,7 @@ def calibrate(cfg: TrainConfig, grid: dict, sgld: SGLDConfig, use_cache: bool = 
             model.load_state_dict(torch.load(ckpts[step], map_location="cpu", weights_only=True))
             table, _ = calibration_sweep(model, sequence_loss, data, sgld, progress=progress, device=device, **grid)
             tables.append(table.assign(step=step))
-        table = mark_choice(pd.concat(tables, ignore_index=True), over="step", flat_tolerance=FLAT_TOLERANCE)
+        table = mark_choice(pd.concat(tables, ignore_index=True), over="step")
         return {"calibration": table}, {"config": cfg.to_dict(), "device": device,
                                         "wall_s": round(float(table["elapsed_s"].sum()), 1), "torch": torch.__version__}
 
