@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 # (notebook, cell id): figure cells that also display other outputs beside the figure; captioned once the figure
 # is split into a cell of its own (issue 53)
-MIXED = {("icl_stages", "dd12591e"), ("icl_stages", "414e5ad1"), ("transient_ridge", "6f56a1a6")}
+MIXED = {("icl_stages", "dd12591e"), ("icl_stages", "414e5ad1")}
 # (notebook, cell id): figure cells whose figure the built book does not have yet (its run is not committed), so
 # the cell shows a note instead, which a caption would number and label as the figure (issue 53)
-NOT_YET = {("task_diversity", "100108b8"), ("transient_ridge", "99aac28d")}  # the paper-preset sweep
+NOT_YET: set = set()
 
 SHOWS_SEVERAL = re.compile(r"\bshow_paper_run\(")  # the stages page's paper run: notes, tables and its figure
 DRAWS = re.compile(r"^\s*fig\s*=|\b(?:show_stored|show_stored_run|show_paper_run)\(", re.M)

@@ -209,3 +209,48 @@ def test_the_papers_M_fall_on_the_categorical_axis_in_log_M():
     assert dp.M_position(Ms, 128 * 2 ** 0.5) == pytest.approx(5.5)    # halfway between 128 and 256 in log M
     assert dp.M_position(Ms, 362) == 6.5                              # past 256: half a tick, before ∞
     assert dp.M_position([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, math.inf], 362) == pytest.approx(8.5, abs=0.01)
+
+
+def _page_sweep():
+    """A hand-built sweep of the ``cpu`` preset: M = 16 dips at 30% of the run and returns, M = 32 at 45%; M = 2
+    ends nearer dMMSE_M, M = 64 nearer ridge; M = 1 and 8 of the preset's grid are not committed."""
+    from plateau_lib.icl import diversity_page as dp
+    x = np.linspace(0, 1, 30)
+    shapes = {2: 1 + np.exp(-5 * x), 16: 1 + 2 * (x - 0.3) ** 2, 32: 1 + 2 * (x - 0.45) ** 2,
+              64: 1 + 0.06 * (x - 0.3) ** 2, math.inf: 1 + 2 * (x - 0.3) ** 2}
+    ends = {2: (0.01, 0.5), 16: (0.2, 0.3), 32: (0.2, 0.3), 64: (0.4, 0.02), math.inf: (0.0, 0.0)}
+    curves = pd.DataFrame([{"step": 100 * i, "M": M, "seed": 0, "ood_loss": v, "delta_ridge_ood": v - 0.9,
+                            "delta_dmmse": ends[M][0], "delta_ridge": ends[M][1], "id_loss": 0.5}
+                           for M, c in shapes.items() for i, v in enumerate(c)])
+    return dp.Sweep("cpu", {(M, 0): None for M in shapes}, {}, {}, curves, diversity.final(curves), None, None)
+
+
+def test_transient_summary_gives_the_pages_numbers():
+    from plateau_lib.book.pages import MISSING
+    from plateau_lib.icl import diversity_page as dp
+    sweep = _page_sweep()
+    t = dp.transients(sweep)
+    summary = dp.transient_summary(sweep)
+    assert summary["Ms"] == "16, 32" and summary["order_label"] == "resolved" and int(summary["order"]) >= 3
+    assert summary["t_crit"] == f"16: {int(t.loc[16, 't_crit']):,}, 32: {int(t.loc[32, 't_crit']):,}"
+    assert (summary["low_M"], summary["low_nearer"], summary["low_dmmse"], summary["low_ridge"]) == ("2", "dMMSE_M", "0.010", "0.500")
+    assert (summary["high_M"], summary["high_nearer"], summary["high_dmmse"], summary["high_ridge"]) == ("64", "ridge", "0.400", "0.020")
+    assert summary["not_committed"] == "1, 8"
+    assert set(dp.transient_summary(None).values()) == {MISSING} and dp.transient_summary(None).keys() == summary.keys()
+    assert dp.committed_label(sweep) == "committed" and dp.committed_label(None) == "not among the committed results"
+    assert dp.switch_text(None) == MISSING
+
+
+def test_the_closing_tables_per_sweep_and_per_M():
+    from plateau_lib.book.pages import MISSING
+    from plateau_lib.icl import diversity_page as dp
+    sweep = _page_sweep()
+    sweeps = dp.sweeps_table({"cpu": sweep})
+    assert list(sweeps.index) == ["live cpu sweep"]
+    row = sweeps.loc["live cpu sweep"]
+    assert (row["steps"], row["training (s)"], row["LLC (s)"]) == ("2,900", "0", MISSING)
+    assert row["M with a transient"] == "16, 32" and row["behavioural switch"] == dp.switch_text(sweep) == "M = 64"
+    every = dp.every_M_table({"cpu": sweep})
+    assert list(every.columns) == dp.EVERY_M_COLUMNS and every.index.names == ["sweep", "M"]
+    assert every.loc[("live cpu sweep", "2"), "nearer to"] == "dMMSE_M" and every.loc[("live cpu sweep", "64"), "nearer to"] == "ridge"
+    assert (every["λ̂"] == MISSING).all()  # no LLC table

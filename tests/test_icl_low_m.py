@@ -367,7 +367,7 @@ def test_figures_draw():
         low_m_figures.sequence_figure(frame, 10_000)
 
 
-def test_task_table_and_mechanism_summary():
+def test_task_table_and_mechanism_tally():
     task = _task(2)
     t = low_m.task_table(task)
     assert list(t.index) == ["t₁", "t₂"] and list(t.columns[:4]) == [f"component {d}" for d in range(1, 5)]
@@ -380,8 +380,10 @@ def test_task_table_and_mechanism_summary():
         low_m.task_table(ICLRegression(D=4, K=8, M=None))
     rows = pd.DataFrame({"M": ["M = 1", "M = 2"], "hypothesis": ["a", "b"], "tolerance": ["< 0.02", "< 0.1"],
                          "value": [0.001, 0.25], "holds": [True, False]})
-    assert low_m.mechanism_summary(rows) == "**1 of 2 tests hold.** Not holding: M = 2, *b*: 0.25 against < 0.1."
-    assert low_m.mechanism_summary(rows.iloc[:1]).startswith("**1 of 1 tests hold.** The stated mechanism")
+    assert low_m.mechanism_tally(rows) == {"held": 1, "tests": 2, "not_holding": "M = 2, *b*: 0.25 against < 0.1"}
+    assert low_m.mechanism_tally(rows.iloc[:1]) == {"held": 1, "tests": 1, "not_holding": "none"}
+    both = rows.assign(holds=[False, False])
+    assert low_m.mechanism_tally(both)["held"] == 0 and low_m.mechanism_tally(both)["not_holding"].count(";") == 1
 
 
 def test_mechanism_tests_all_hold_for_exact_dmmse_and_not_for_ridge():

@@ -7,6 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from plateau_lib.book import pages
 from plateau_lib.llc import LLCWarning, SGLDConfig, default_nbeta, estimate_llc, mala_acceptance_prob
 from plateau_lib.llc.estimator import summarize
 from plateau_lib.llc.golden import (PolynomialModel, RegularModel, least_squares_fit, mse_loss, polynomial_data,
@@ -396,9 +397,12 @@ def test_failure_mode_helpers_by_hand():
     assert all(len(w) <= 20 for w in failure_modes.short_warning(res, 20).split("; "))
     every = fake_result([[1.0, np.inf]])
     assert np.isnan(failure_modes.last_loss_gap(every)) and failure_modes.finite_draw_mean(every) == 0.0
-    note = failure_modes.diverged_note("x", res)
-    assert "1 of 3 chains diverged" in note and f"λ̂ = {res.llc_mean:.3g} from the other 2" in note
-    assert "no estimate" in failure_modes.diverged_note("x", every)
+    summary = failure_modes.diverged_summary(res)
+    assert (summary["diverged"], summary["chains"], summary["kept"]) == (1, 3, 2)
+    assert summary["reported"] == f"{res.llc_mean:.3g}" and summary["finite_mean"] == f"{failure_modes.finite_draw_mean(res):.3g}"
+    assert summary["warning"] == res.warnings[0] and "diverged" in summary["warning"]
+    none_left = failure_modes.diverged_summary(every)
+    assert (none_left["diverged"], none_left["kept"], none_left["reported"]) == (1, 0, pages.MISSING)
     table = failure_modes.failure_table({"a": res, "b": every})
     assert list(table.index) == ["a", "b"] and table.loc["a", "diverged chains"] == 1
     assert {"λ̂", "SE", "converged", "MALA", "last loss − L(w*)", "warning"} <= set(table.columns)
@@ -447,7 +451,7 @@ def test_page_settings_and_provenance():
     row = calibration_page.golden_provenance_row([Estimate(), Estimate()], "cpu")
     assert set(row) == {"preset", "run", "device", "wall time (s)", "source", "commit", "date"}
     assert row["wall time (s)"] == 2.5 and "2 SGLD estimates" in row["run"]
-    assert "on cuda" in calibration_page.provenance_note("cuda") and calibration_page.sgld_device() in ("cpu", "cuda", "mps")
+    assert calibration_page.sgld_device() in ("cpu", "cuda", "mps")
 
 
 def test_page_figures_fit_the_text_column():
@@ -494,9 +498,11 @@ def test_calibration_criteria_on_a_hand_built_sweep():
     checked = calibration.criteria(sweep)
     assert list(checked["flat in ε"]) == [False, True, False, False, True]
     assert list(checked["meets the criteria"]) == [False, True, False, False, False]
-    assert "are met by: ε = 0.001, nβ = 10" in calibration_page.criteria_note(checked)
-    none = calibration.criteria(sweep.assign(mala_mean=0.3))
-    assert calibration_page.criteria_note(none).startswith("**No cell of this sweep meets the page's own criteria**")
+    assert calibration_page.criteria_summary(checked) == {
+        "flat_tol": f"{calibration.FLAT_TOL:.0%}", "min_mala": f"{calibration.MIN_MALA}", "met_by": "ε = 0.001, nβ = 10",
+        "mala_range": "0.40–0.95", "not_flat": 3, "cells": 5}
+    none = calibration_page.criteria_summary(calibration.criteria(sweep.assign(mala_mean=0.3)))
+    assert none["met_by"] == "no cell of this sweep" and none["mala_range"] == "0.30"
     # one definition of flat in ε: the page's criteria and the step-size rule read it alike (the rule also takes
     # the smallest ε, which has no neighbour, as flat when healthy)
     flat = calibration.flat_in_epsilon(sweep.iloc[::-1])

@@ -80,27 +80,33 @@ def test_trial_configs_change_one_thing_and_refuse_unknown_names():
         ts.trial_config("w64", 0)
 
 
-def test_the_page_note_and_table_are_drawn_from_the_rows():
+def test_the_page_totals_and_tables_are_drawn_from_the_rows():
     rows = pd.DataFrame([{"trial": "w64", "change": "first", "M": 16, "params": 1, "steps": 10, "cpu_s": 60.0,
                           "t_crit": 2068, "ood_rise": 0.19, "ridge_regrowth": 0.3, "final_delta_dmmse": 1.0,
                           "final_delta_ridge": 2.0, "transient": True, "min_ood_loss": 1.0},
                          {"trial": "w64", "change": "first", "M": 64, "params": 1, "steps": 10, "cpu_s": 60.0,
                           "t_crit": 9000, "ood_rise": 0.004, "ridge_regrowth": 0.01, "final_delta_dmmse": 1.0,
                           "final_delta_ridge": 2.0, "transient": False, "min_ood_loss": 1.0}])
-    note = ts.search_note(rows)
-    assert "**2 runs**" in note and "0.0 core-hours (wall) on a CPU" in note and "a transient in 1 of 2 runs" in note
-    assert "16: 2,068" in note and "GPU" not in note
+    assert ts.search_totals(rows) == {"runs": 2, "trials": 1, "cpu_hours": pytest.approx(120 / 3600), "gpu_minutes": 0}
+    trials = ts.trials_table(rows)
+    assert list(trials.index) == ["w64"] and trials.loc["w64", "transient"] == "1 of 2 runs"
+    assert trials.loc["w64", "tᶜʳⁱᵗ by M"] == "16: 2,068" and trials.loc["w64", "OOD rise after tᶜʳⁱᵗ"] == "19%"
+    assert trials.loc["w64", "stopped"] == "" and trials.loc["w64", "M"] == "16, 64"
     shown = ts.readable(rows)
     assert list(shown.index) == [("w64", "16", 0), ("w64", "64", 0)] and list(shown["transient"]) == ["yes", "no"]
     # a run begun on a GPU and finished on a CPU counts each part once; an older GPU row's time is GPU time
     rows = pd.concat([rows.assign(device="cpu"), rows.assign(trial="w128", M=[16, 32], seed=[0, 0], cpu_s=[3000.0, 3600.0],
                                                             gpu_s=[600.0, 600.0], device="cpu")], ignore_index=True)
     rows.loc[len(rows)] = {**rows.iloc[0].to_dict(), "trial": "w64-50k", "device": "cuda", "cpu_s": 300.0, "gpu_s": None}
-    note = ts.search_note(rows)
-    assert "**5 runs**" in note and "1.9 core-hours (wall) on a CPU and 15 minutes on a GPU" in note
+    totals = ts.search_totals(rows)
+    assert (totals["runs"], totals["trials"]) == (5, 3) and f"{totals['cpu_hours']:.1f}" == "1.9" and totals["gpu_minutes"] == 15
+    trials = ts.trials_table(rows)
+    assert list(trials.index) == ["w64", "w128", "w64-50k"] and trials.loc["w128", "transient"] == "1 of 2 runs"
+    assert trials.loc["w128", "OOD rise after tᶜʳⁱᵗ"] == "19%" and trials.loc["w64-50k", "tᶜʳⁱᵗ by M"] == "16: 2,068"
     assert ts.readable(rows).loc[("w128", "32", 0), "minutes"] == "10.0 GPU + 60.0 CPU"
     assert ts.readable(rows).loc[("w64", "16", 0), "minutes"] == "1.0 CPU"
-    assert "what changed" not in shown.columns and ts.search_note(pd.DataFrame()).startswith("No configuration")
+    assert "what changed" not in shown.columns and ts.search_totals(pd.DataFrame())["runs"] == 0
+    assert ts.trials_table(pd.DataFrame()).empty and list(ts.trials_table(pd.DataFrame()).columns) == ts.TRIAL_COLUMNS[1:]
 
 
 def test_a_stopped_trial_keeps_rows_so_far_and_its_finished_run_replaces_them(tmp_path, monkeypatch, use_store):
@@ -120,7 +126,8 @@ def test_a_stopped_trial_keeps_rows_so_far_and_its_finished_run_replaces_them(tm
     (row,) = ts.record_stopped("tiny", [16])
     assert row["steps_done"] == 24 < row["steps"] == 40
     assert ts.readable(ts.table())["steps"].item() == "24 of 40"
-    assert ts.readable(ts.table())["transient"].item().endswith("(so far)") and "stopped at step 24 of 40" in ts.search_note(ts.table())
+    assert ts.readable(ts.table())["transient"].item().endswith("(so far)")
+    assert ts.trials_table(ts.table()).loc["tiny", "stopped"] == "at step 24 of 40 on a CPU"
     assert set(ts.search_curves(ts.table())["step"]) == set(range(0, 25, 2))
     (done,) = ts.run_trials("tiny", [16], progress=False)
     assert done["steps_done"] == done["steps"] == 40 and len(ts.table()) == 1

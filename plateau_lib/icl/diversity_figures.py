@@ -13,7 +13,7 @@ from plateau_lib.book.plots import PAGE_WIDTH, condition_colours, legend_below, 
 from plateau_lib.engine import trajectory
 from plateau_lib.icl import diversity as div, presets as icl_presets
 from plateau_lib.icl.diversity_page import (LABELS, M_position, PAPER_D, PAPER_DMMSE_UP_TO, PAPER_SWITCH_RANGE, Sweep,
-                                           missing_note, pca_of, transient_Ms, transients)
+                                           pca_of, transient_Ms, transients)
 
 
 def palette(Ms) -> dict:
@@ -311,12 +311,10 @@ FIGURES = {"curves": curves_figure, "pca": pca_figure, "llc": llc_figure, "diver
 
 
 def show_stored(shown: dict, preset: str, figures, n_components: int = 2) -> Sweep | None:
-    """Draw ``figures`` (names of ``FIGURES``) of the stored sweep ``preset`` shown on the page and return it,
-    or display how to produce it and return None."""
-    from IPython.display import Markdown, display
+    """Draw ``figures`` (names of ``FIGURES``) of the stored sweep ``preset`` shown on the page and return it, or
+    draw nothing and return None where it is not stored (the page's prose says so: ``committed_label``)."""
     s = shown.get(preset)
     if s is None:
-        display(Markdown(missing_note(preset)))
         return None
     title = f"{LABELS.get(preset, preset)}: {int(s.curves['step'].max()):,} steps"
     for name in figures:

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from plateau_lib.book.pages import (float_texts, formatted, provenance_summary as summary, run_provenance, setting_text,
-    verdicts)
+from plateau_lib.book.pages import (MISSING, float_texts, formatted, provenance_summary as summary, run_provenance,
+    setting_text, verdicts)
 from plateau_lib.book.params import int_list, parsed
 from plateau_lib.engine import cache, trajectory
 from plateau_lib.engine.presets import log_linear_steps
@@ -115,27 +115,34 @@ def not_yet_committed(s: Sweep) -> list:
     return sorted({M for M, _ in configs} - {M for M, _ in s.configs})
 
 
-def transient_note(s: Sweep) -> str:
-    """Markdown: what the sweep shows by the page's rule: the M with a transient and their t_crit (with how far apart
-    consecutive ones are on the evaluation grid), where the smallest and largest finite M end, and the M not committed yet."""
+ORDER_LABELS = {"resolved": "resolved", "tie": "a tie or a reversal", "unresolved": "not resolved at this grid"}
+
+
+def transient_summary(s: Sweep | None) -> dict:
+    """What the sweep shows by the page's rule, as the page's prose pastes it (``MISSING`` throughout for a sweep
+    not shown): ``Ms``, the M with a transient ("none"); ``t_crit``, theirs ("8: 1,200, 16: 1,500"); ``order``, the
+    smallest step up of t_crit between consecutive M in evaluations of the grid (``t_crit_order``), and
+    ``order_label``, whether that resolves their order (``ORDER_LABELS``); for the smallest (``low_``) and largest
+    (``high_``) finite M: ``M``, which predictor it ends ``nearer``, and its final Δ to ``dmmse`` and to ``ridge``;
+    ``not_committed``, the M of the preset not committed yet ("none")."""
+    keys = ["Ms", "t_crit", "order", "order_label", "not_committed"] + [
+        f"{end}_{k}" for end in ("low", "high") for k in ("M", "nearer", "dmmse", "ridge")]
+    if s is None:
+        return dict.fromkeys(keys, MISSING)
     t, f = transients(s), s.final.groupby("M")[["delta_dmmse", "delta_ridge"]].mean()
     Ms, order = transient_Ms(s), t_crit_order(s)
-    crit = ", ".join(f"{div.label_M(M)}: {int(t.loc[M, 't_crit']):,}" for M in Ms)
     finite = [M for M in f.index if M != icl_presets.INF]
-    lines = [f"- **M with a transient** (the rule above): {', '.join(div.label_M(M) for M in Ms) or 'none'}"
-             + (f"; tᶜʳⁱᵗ {crit}" if Ms else "")
-             + (f"; the smallest step up of tᶜʳⁱᵗ between consecutive M: {order:.0f} evaluation(s) of the grid "
-                f"({'resolved' if order >= 3 else 'a tie or a reversal' if order <= 0 else 'not resolved at this grid'})"
-                if order is not None else "") + "."]
-    for M in (min(finite), max(finite)):
-        near = "dMMSE_M" if f.loc[M, "delta_dmmse"] < f.loc[M, "delta_ridge"] else "ridge"
-        lines.append(f"- **M = {div.label_M(M)} ends nearer {near}** (final Δ to dMMSE_M {f.loc[M, 'delta_dmmse']:.3f}, "
-                     f"to ridge {f.loc[M, 'delta_ridge']:.3f}).")
-    missing = not_yet_committed(s)
-    if missing:
-        lines.append(f"- Not committed yet: M = {', '.join(div.label_M(M) for M in missing)}. "
-                     + f"Produce them with {how_to_make(s.preset)}.")
-    return "\n".join(lines)
+    label = None if order is None else "resolved" if order >= 3 else "tie" if order <= 0 else "unresolved"
+    texts = {"Ms": ", ".join(div.label_M(M) for M in Ms) or "none",
+             "t_crit": ", ".join(f"{div.label_M(M)}: {int(t.loc[M, 't_crit']):,}" for M in Ms) or MISSING,
+             "order": MISSING if order is None else f"{order:.0f}",
+             "order_label": MISSING if label is None else ORDER_LABELS[label],
+             "not_committed": ", ".join(div.label_M(M) for M in not_yet_committed(s)) or "none"}
+    for end, M in (("low", min(finite)), ("high", max(finite))):
+        texts |= {f"{end}_M": div.label_M(M),
+                  f"{end}_nearer": "dMMSE_M" if f.loc[M, "delta_dmmse"] < f.loc[M, "delta_ridge"] else "ridge",
+                  f"{end}_dmmse": f"{f.loc[M, 'delta_dmmse']:.3f}", f"{end}_ridge": f"{f.loc[M, 'delta_ridge']:.3f}"}
+    return texts
 
 
 def shown_sweeps(live_sweep: Sweep, also: tuple = (), without: tuple = ()) -> dict:
@@ -159,9 +166,19 @@ def how_to_make(preset: str) -> str:
                           "an hour a run on one core)"}.get(preset, "a GPU through `make paper`")
 
 
-def missing_note(preset: str) -> str:
-    """Markdown for a sweep that is not stored."""
-    return f"The {LABELS.get(preset, preset)} is not among the committed results; produce it with {how_to_make(preset)}."
+def committed_label(stored) -> str:
+    """Whether a stored result the page looked up (a sweep of ``shown_sweeps``, a calibration, …; None when absent)
+    is committed, as the page's prose pastes it: "committed" or "not among the committed results"."""
+    return "not among the committed results" if stored is None else "committed"
+
+
+def switch_text(s: Sweep | None) -> str:
+    """The M at which the sweep's final models switch from dMMSE to ridge (``switch_M``) as the page writes it:
+    "M = 8", "none in this grid", or ``MISSING`` for a sweep not shown."""
+    if s is None:
+        return MISSING
+    switch = div.switch_M(s.final)
+    return "none in this grid" if switch is None else f"M = {switch}"
 
 
 def pca_of(s: Sweep, n_components: int = 2):
@@ -404,24 +421,29 @@ def settings_table(s: Sweep) -> pd.DataFrame:
     return table
 
 
-def closing_note(shown: dict) -> str:
-    """Markdown: for each sweep shown, per M the final Δ to dMMSE_M and to ridge, t_crit and λ̂; the switch M;
-    the M with a transient; the wall times."""
-    parts = []
+def sweeps_table(shown: dict) -> pd.DataFrame:
+    """One row per sweep shown: its steps, the training wall time of all its runs and its LLC table's (s), the M at
+    which its final models switch from dMMSE to ridge (``switch_M``) and the M with a transient."""
+    rows = []
     for preset, s in shown.items():
-        t = per_M_table(s)
-        lines = [f"**{LABELS.get(preset, preset)}** ({int(s.curves['step'].max()):,} steps, "
-                 f"training {sum(r.meta.get('wall_time_s') or 0 for r in s.results.values()):,.0f} s in all"
-                 + (f", LLC {s.llc_meta.get('llc_wall_s')} s" if s.llc_meta else "") + "):"]
-        for M, r in t.iterrows():
-            llc = f", λ̂ {r['λ̂']}" if "λ̂" in t else ""
-            lines.append(f"- M = {M}: Δ to dMMSE {r['Δ to dMMSE_M']}, Δ to ridge {r['Δ to ridge']} "
-                         f"(nearer {r['nearer to']}), tᶜʳⁱᵗ {r['t_crit']}{llc}")
-        switch = div.switch_M(s.final)
-        lines.append(f"- behavioural switch: {'none in this grid' if switch is None else f'M = {switch}'}; "
-                     f"M with a transient: {transient_Ms(s) or 'none'}")
-        parts.append("\n".join(lines))
-    return "\n\n".join(parts)
+        rows.append({"sweep": LABELS.get(preset, preset), "steps": f"{int(s.curves['step'].max()):,}",
+                     "training (s)": f"{sum(r.meta.get('wall_time_s') or 0 for r in s.results.values()):,.0f}",
+                     "LLC (s)": MISSING if not s.llc_meta or s.llc_meta.get("llc_wall_s") is None
+                     else f"{s.llc_meta['llc_wall_s']:,}",
+                     "behavioural switch": switch_text(s),
+                     "M with a transient": ", ".join(div.label_M(M) for M in transient_Ms(s)) or "none"})
+    return pd.DataFrame(rows).set_index("sweep")
+
+
+EVERY_M_COLUMNS = ["Δ to dMMSE_M", "Δ to ridge", "nearer to", "t_crit", "λ̂"]
+
+
+def every_M_table(shown: dict) -> pd.DataFrame:
+    """Per sweep shown and M (``per_M_table``): the final Δ to dMMSE_M and to ridge, which is nearer, t_crit and
+    λ̂ (``MISSING`` for a sweep without an LLC table)."""
+    frames = {LABELS.get(p, p): per_M_table(s).reindex(columns=EVERY_M_COLUMNS).astype(object).fillna(MISSING)
+              for p, s in shown.items()}
+    return pd.concat(frames, names=["sweep", "M"])
 
 
 def calibration_table(table: pd.DataFrame) -> pd.DataFrame:

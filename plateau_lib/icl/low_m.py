@@ -402,13 +402,14 @@ def task_table(task) -> pd.DataFrame:
     return table
 
 
-def mechanism_summary(table: pd.DataFrame) -> str:
-    """One Markdown sentence on a ``mechanism_table``: how many tests hold, and each that does not, with its
-    value against its tolerance."""
+def mechanism_tally(table: pd.DataFrame) -> dict:
+    """The count of a ``mechanism_table``'s tests for the page's sentence: ``held`` and ``tests`` (numbers), and
+    ``not_holding``, each test that does not hold as "M, *hypothesis*: value against tolerance" ("none" when all
+    hold)."""
     failed = table[~table["holds"].astype(bool)]
-    head = f"**{len(table) - len(failed)} of {len(table)} tests hold.**"
-    if failed.empty:
-        return head + " The stated mechanism accounts for every test in the table."
+    items = "; ".join(f"{r['M']}, *{r['hypothesis']}*: {r['value']:.3g} against {r['tolerance']}"
+                      for _, r in failed.iterrows())
+    return {"held": len(table) - len(failed), "tests": len(table), "not_holding": items or "none"}
     items = "; ".join(f"{r['M']}, *{r['hypothesis']}*: {r['value']:.3g} against {r['tolerance']}"
                       for _, r in failed.iterrows())
     return f"{head} Not holding: {items}."

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from plateau_lib.book.pages import formatted
+from plateau_lib.book.pages import MISSING, formatted
 from plateau_lib.book.plots import PAGE_WIDTH
 from plateau_lib.engine import cache
 from plateau_lib.engine.costs import parameters
@@ -270,7 +270,7 @@ def _stopped(search: pd.DataFrame) -> pd.Series:
 def readable(search: pd.DataFrame) -> pd.DataFrame:
     """The search table as the page shows it: one row per (trial, M) in the order tried, its minutes on each device
     ("10.0 GPU + 60.0 CPU"), rises in percent, a stopped run's steps as "done of planned" and its verdict "so far"
-    (what each trial changed is in ``search_note``)."""
+    (what each trial changed is in ``trials_table``)."""
     if search.empty:
         return pd.DataFrame(columns=list(SHOWN.values()))
     search = _completed(search)
@@ -307,36 +307,42 @@ def provenance_rows(search: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def search_note(search: pd.DataFrame) -> str:
-    """What the search has found so far, in a few sentences drawn from the table (markdown)."""
+def search_totals(search: pd.DataFrame) -> dict:
+    """The search so far: ``runs``, ``trials`` (settings tried), ``cpu_hours`` (core-hours, wall) and
+    ``gpu_minutes`` (a trial's runs stacked on the GPU: its time counts once)."""
     if search.empty:
-        return "No configuration has been tried yet: `python -m plateau_lib transient-search w64` starts the search."
+        return {"runs": 0, "trials": 0, "cpu_hours": 0.0, "gpu_minutes": 0.0}
     search = _completed(search)
-    cost = f"{search['cpu_s'].sum() / 3600:.1f} core-hours (wall) on a CPU"
-    if search["gpu_s"].sum() > 0:  # a trial's runs were stacked on the GPU: its time counts once
-        cost += f" and {search.groupby('trial')['gpu_s'].max().sum() / 60:.0f} minutes on a GPU"
-    lines = [f"**{len(search)} runs** in {search['trial'].nunique()} setting(s), {cost} so far."]
-    for trial, g in search.groupby("trial", sort=False):
-        found = g[g["transient"]].sort_values("M")
-        Ms = ", ".join(diversity.label_M(M) for M in sorted(g["M"].astype(float).unique()))
-        change = TRIALS[trial][0] if trial in TRIALS else g["change"].iloc[0]
+    return {"runs": len(search), "trials": search["trial"].nunique(), "cpu_hours": search["cpu_s"].sum() / 3600,
+            "gpu_minutes": search.groupby("trial")["gpu_s"].max().fillna(0).sum() / 60}
+
+
+TRIAL_COLUMNS = ["trial", "what it changed", "M", "stopped", "transient", "tᶜʳⁱᵗ by M", "OOD rise after tᶜʳⁱᵗ"]
+
+
+def trials_table(search: pd.DataFrame) -> pd.DataFrame:
+    """One row per trial, in the order tried: what it changed, its M, where a stopped trial stopped (it is judged
+    on its evaluations so far), in how many of its runs the rule found a transient, their t_crit (by M, and seed
+    where it has several) and how far the OOD loss stays above its minimum after it (a range over those runs)."""
+    if search.empty:
+        return pd.DataFrame(columns=TRIAL_COLUMNS).set_index("trial")
+    rows = []
+    for trial, g in _completed(search).groupby("trial", sort=False):
+        found = g[g["transient"].astype(bool)].sort_values(["M", "seed"])
         stopped = _stopped(g).any()
-        head = f"`{trial}` ({change}; M = {Ms})"
-        if stopped:
-            head += (f", **stopped at step {int(g['steps_done'].min()):,} of {int(g['steps'].max()):,}** on "
-                     f"{'a GPU' if not str(g['device'].iloc[0]).startswith('cpu') else 'a CPU'} (judged on its "
-                     f"evaluations so far)")
-        if found.empty:
-            lines.append(f"{head}: no transient by the rule{' so far' if stopped else ''}.")
-            continue
         seeds = g["seed"].nunique() > 1
-        crit = ", ".join(f"{diversity.label_M(r.M)}{f' (seed {r.seed})' if seeds else ''}: {r.t_crit:,}"
-                         for r in found.sort_values(["M", "seed"]).itertuples())
-        lo, hi = found["ood_rise"].min(), found["ood_rise"].max()
-        rise = f"{lo:.0%}" if round(lo, 2) == round(hi, 2) else f"{lo:.0%}–{hi:.0%}"
-        lines.append(f"{head}: a transient in {len(found)} of {len(g)} runs{' so far' if stopped else ''} (tᶜʳⁱᵗ by M: {crit}; "
-                     f"the OOD loss stays {rise} above its minimum after it).")
-    return " ".join(lines)
+        lo, hi = (found["ood_rise"].min(), found["ood_rise"].max()) if len(found) else (None, None)
+        rows.append({
+            "trial": trial, "what it changed": TRIALS[trial][0] if trial in TRIALS else g["change"].iloc[0],
+            "M": ", ".join(diversity.label_M(M) for M in sorted(g["M"].astype(float).unique())),
+            "stopped": (f"at step {int(g['steps_done'].min()):,} of {int(g['steps'].max()):,} on "
+                        f"{'a CPU' if str(g['device'].iloc[0]).startswith('cpu') else 'a GPU'}") if stopped else "",
+            "transient": f"{len(found)} of {len(g)} runs" + (" so far" if stopped else ""),
+            "tᶜʳⁱᵗ by M": ", ".join(f"{diversity.label_M(r.M)}{f' (seed {r.seed})' if seeds else ''}: {r.t_crit:,}"
+                                    for r in found.itertuples()) or MISSING,
+            "OOD rise after tᶜʳⁱᵗ": MISSING if lo is None else f"{lo:.0%}" if round(lo, 2) == round(hi, 2)
+            else f"{lo:.0%}–{hi:.0%}"})
+    return pd.DataFrame(rows, columns=TRIAL_COLUMNS).set_index("trial")
 
 
 def search_curves(search: pd.DataFrame) -> pd.DataFrame:

@@ -5,7 +5,7 @@ import datetime as dt
 
 import pandas as pd
 
-from plateau_lib.book.pages import setting_text
+from plateau_lib.book.pages import setting_text, value_range
 from plateau_lib.book.panels import try_it
 from plateau_lib.engine.utils import git_commit, resolve_device
 from plateau_lib.llc import golden
@@ -40,15 +40,6 @@ def golden_provenance_row(estimates, preset: str) -> dict:
     return {"preset": preset, "run": f"golden models ({len(estimates)} SGLD estimates)", "device": "cpu",
             "wall time (s)": round(sum(e.wall_s for e in estimates), 1), "source": "computed in this build",
             "commit": git_commit(), "date": dt.date.today().isoformat()}
-
-
-def provenance_note(device: str | None = None) -> str:
-    """The page's provenance note: what is computed live, and where."""
-    device = sgld_device() if device is None else device
-    return (f"Every SGLD estimate on this page (golden models, sweep, failure modes, LLC over training) is computed "
-            f"live in this build: the golden models on cpu, the transformer's chains on {device}. The transformer "
-            f"runs are trained through the result cache; the run with the online LLC callbacks is trained in this "
-            f"build.")
 
 
 # ---- the live panel: SGLD on a golden model, where λ is known -------------------------------------------------
@@ -90,19 +81,13 @@ def golden_panel(static=None, live: bool | None = None):
     return try_it(controls, golden_run, static=static, continuous=True, note=GOLDEN_NOTE, live=live)
 
 
-def criteria_note(checked: pd.DataFrame) -> str:
-    """Markdown: which cells of the sweep (``calibration.criteria``) meet the page's own criteria, and, where none
-    does, what fails and what rests on the sweep (no verdict of the book)."""
+def criteria_summary(checked: pd.DataFrame) -> dict:
+    """The page's criteria on the sweep (``calibration.criteria``), as its prose pastes them: ``flat_tol`` (percent)
+    and ``min_mala``, the thresholds; ``met_by``, the cells that meet every criterion ("ε = 0.001, nβ = 10; …", or
+    "no cell of this sweep"); ``mala_range``, the MALA acceptance over the cells; ``not_flat`` of ``cells`` cells
+    not flat in ε."""
     good = checked[checked["meets the criteria"]]
-    rule = (f"flat in ε (within {FLAT_TOL:.0%} of the next smaller ε), MALA acceptance ≥ {MIN_MALA} "
-            "(devinterp's guidance: about 0.9), no diverged chain, converged traces")
-    if not good.empty:
-        cells = ", ".join(f"ε = {r.epsilon:g}, nβ = {r.nbeta:.3g}" for r in good.itertuples())
-        return f"**The page's criteria** ({rule}) are met by: {cells}."
-    mala = checked["mala_mean"].astype(float)
-    return (f"**No cell of this sweep meets the page's own criteria** ({rule}). MALA acceptance is "
-            f"{mala.min():.2f}–{mala.max():.2f}, and {int((~checked['flat in ε']).sum())} of {len(checked)} cells are "
-            "not flat in ε. So the sweep shows how to read a calibration, not a setting to use, and no verdict of this "
-            "book rests on it: the stages page uses Hoogland et al.'s own ε, γ and nβ, the transient-ridge page "
-            "calibrates on its own models, and the page of λ̂ across the MWS plateau, which calibrates on its runs by "
-            "the rule stated there, records no verdict.")
+    return {"flat_tol": f"{FLAT_TOL:.0%}", "min_mala": f"{MIN_MALA}",
+            "met_by": "; ".join(f"ε = {r.epsilon:g}, nβ = {r.nbeta:.3g}" for r in good.itertuples()) or "no cell of this sweep",
+            "mala_range": value_range(checked["mala_mean"]), "not_flat": int((~checked["flat in ε"]).sum()),
+            "cells": len(checked)}

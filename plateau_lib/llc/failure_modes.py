@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from plateau_lib.book.pages import MISSING
 from plateau_lib.llc.config import SGLDConfig
 from plateau_lib.llc.estimator import estimate_llc
 from plateau_lib.llc.result import LLCResult, LLCWarning, combine, converged
@@ -95,12 +96,10 @@ def finite_draw_mean(res: LLCResult) -> float:
     return float(finite.mean()) if finite.size else float("nan")
 
 
-def diverged_note(name: str, res: LLCResult) -> str:
-    """A markdown sentence on a case with diverged chains: what a hand-made mean over the finite draws would
-    report, and what the estimator reports instead."""
-    bad, total = int(res.diverged.sum()), len(res.diverged)
-    ours = ("excludes them and, with no chain left, reports no estimate" if res.num_ok == 0 else
-            f"excludes them and reports λ̂ = {res.llc_mean:.3g} from the other {res.num_ok}")
-    return (f"In the *{name}* case {bad} of {total} chains diverged. A mean over every finite draw would report "
-            f"λ̂ = {finite_draw_mean(res):.3g}; the estimator {ours}, with a warning that says why and what to "
-            f"change: *{res.warnings[0] if res.warnings else 'none'}*")
+def diverged_summary(res: LLCResult) -> dict:
+    """A case with diverged chains, as the page's sentence pastes it: ``diverged`` of ``chains`` chains; ``finite_mean``,
+    what a hand-made mean over every finite draw reports; ``reported``, the estimator's λ̂ from the ``kept`` chains
+    (``MISSING`` when none is left); ``warning``, the estimator's first warning ("none")."""
+    return {"diverged": int(res.diverged.sum()), "chains": len(res.diverged), "finite_mean": f"{finite_draw_mean(res):.3g}",
+            "reported": f"{res.llc_mean:.3g}" if res.num_ok else MISSING, "kept": int(res.num_ok),
+            "warning": res.warnings[0] if res.warnings else "none"}
