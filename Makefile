@@ -9,7 +9,7 @@ export OMP_NUM_THREADS := 1
 export PRESET
 export FRESH
 
-.PHONY: venv vendor notebooks book test lab paper clean
+.PHONY: venv venv-devinterp2 vendor notebooks book test lab paper clean
 
 venv: $(STAMP)
 
@@ -18,6 +18,25 @@ $(STAMP): requirements.txt pyproject.toml Makefile
 	$(PY) -m pip install -r requirements.txt
 	$(PY) -m pip install --no-deps ai2-olmo==0.6.0
 	$(PY) -m pip install --no-deps --no-build-isolation -e .
+	touch $@
+
+# devinterp 2.0.1 for benchmarks/llc_devinterp2_bench.py: it cannot share .venv with devinterp 1.3.2, so it gets its own
+# venv, which sees .venv's packages (torch, plateau_lib) through a .pth file placed after its own site-packages and
+# installs only devinterp 2.0.1 and what .venv lacks (zarr, xarray, ...); its devinterp shadows .venv's 1.3.2.
+DI2_VENV := .venv-devinterp2
+DI2_PY := $(DI2_VENV)/bin/python
+DI2_STAMP := $(DI2_VENV)/.installed
+
+venv-devinterp2: $(DI2_STAMP)
+
+$(DI2_STAMP): $(STAMP) Makefile
+	test -x $(DI2_PY) || python3 -m venv $(DI2_VENV)
+	main=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	own=$$($(DI2_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	echo "import site; site.addsitedir('$$main')" > $$own/zz_main_venv.pth
+	$(DI2_PY) -m pip install devinterp==2.0.1
+	$(DI2_PY) -c "from importlib.metadata import version; import devinterp, torch, plateau_lib; \
+	  assert version('devinterp') == '2.0.1' and '$(DI2_VENV)' in devinterp.__file__, devinterp.__file__"
 	touch $@
 
 vendor:

@@ -109,3 +109,38 @@ def test_execution_status_reads_the_builds_timings(tmp_path):
     assert list(table.index) == ["a_page", "b_page"] and list(table["status"]) == ["ran", "failed"]
     assert table.loc["a_page", "run time (s)"] == 376 and table.loc["b_page", "finished (UTC)"] == "2026-11-28 04:10"
     assert B.execution_status(tmp_path / "none.json").empty
+
+
+def test_devinterp2_ratios_read_in_words():
+    """The devinterp 2.0.1 benchmark's ratios, as the page names them, beside 1.3.2's."""
+    assert B.plain_name("gpt_vs_devinterp2 (CPU time)") == "ours (sequential) on the GPT ÷ devinterp v2 (CPU time)"
+    assert B.plain_name("mlp_devinterp2_vs_floor") == "devinterp v2 on the MLP ÷ floor"
+    assert B.plain_name("gpt_vs_devinterp (wall)") == "ours (sequential) on the GPT ÷ devinterp v1 (wall)"
+    assert "devinterp 2.0.1" in B.title("llc_devinterp2")
+
+
+def test_committed_devinterp2_record_is_shown_beside_devinterp1():
+    """results/benchmarks/llc_devinterp2.json: both workloads' ratios reach the ratio table, each estimator's λ̂ the
+    runs' table (no timing is asserted)."""
+    runs, rows, ratios = B.load_benchmarks()
+    assert {"llc", "llc_devinterp2"} <= set(runs.index) and runs.loc["llc_devinterp2", "args"]["devinterp"] == "2.0.1"
+    shown = B.ratio_table(ratios).loc[B.title("llc_devinterp2")]
+    for model in ("GPT", "MLP"):
+        assert {f"ours (sequential) on the {model} ÷ devinterp v2", f"devinterp v2 on the {model} ÷ floor",
+                f"ours (sequential) on the {model} ÷ floor"} <= set(shown.index)
+        assert shown.loc[f"ours (sequential) on the {model} ÷ devinterp v2", ["wall time", "CPU time"]].notna().all()
+    table = B.table(rows, "llc_devinterp2")
+    estimates = table["LLC mean"].dropna()
+    assert len(estimates) == 4 and any(v.startswith("devinterp 2.0.1") for _, v in estimates.index)
+
+
+def test_devinterp2_runner_refuses_another_devinterp():
+    """Run outside .venv-devinterp2 (here: .venv, with devinterp 1.3.2), the runner stops before any work and names
+    the make target that builds its venv."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, str(root / "benchmarks" / "llc_devinterp2_bench.py"), "--quick"],
+                          capture_output=True, text=True, cwd=root, timeout=120)
+    assert done.returncode != 0 and "make venv-devinterp2" in done.stderr and "found 1.3.2" in done.stderr

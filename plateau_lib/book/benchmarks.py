@@ -36,6 +36,7 @@ TITLES = {"train": "Training loop: metrics, stacked runs and the floor",
           "train_bench": "Training loop: with and without the chapter metrics",
           "llc_bench": "LLC estimator: ours vs devinterp",
           "llc": "LLC estimator: sequential, vmap and compiled backends vs devinterp and the floor",
+          "llc_devinterp2": "LLC estimator: ours vs devinterp 2.0.1 (in its own venv) and the floor",
           "llm": "Collapse chapter: the miniature's training step, and the batched analysis vs the paper's loop",
           "icl": "Stages page, paper preset: a training step and a λ̂ checkpoint against their floors",
           "gpu": "On a GPU: stacked training of the papers' models against the floor",
@@ -311,19 +312,27 @@ def ratio_table(ratios: pd.DataFrame) -> pd.DataFrame:
 
 def plain_name(ratio: str) -> str:
     """A recorded ratio's name in words: ``gpt_vmap_vs_devinterp (wall)`` -> "ours (vmapped) on the GPT ÷ devinterp
-    (wall)", ``train() / floor`` -> "train() ÷ floor"."""
+    v1 (wall)", ``mlp_devinterp2_vs_floor`` -> "devinterp v2 on the MLP ÷ floor", ``train() / floor`` -> "train() ÷
+    floor"."""
     if "_vs_" not in ratio:
         return ratio.replace(" / ", " ÷ ") if " / " in ratio else header_words(ratio)
     name, space, clock = ratio.partition(" ")
     return " ÷ ".join(_part_words(part) for part in name.split("_vs_")) + space + clock
 
 
+# devinterp's estimators as the LLC benchmarks name them: 1.3.2 in llc.json, 2.0.1 in llc_devinterp2.json
+DEVINTERP_WORDS = {"devinterp": "devinterp v1", "devinterp2": "devinterp v2"}
+
+
 def _part_words(part: str) -> str:
-    """One side of a recorded ``a_vs_b``: the LLC benchmark's ``gpt_vmap`` is our estimator, vmapped, on the GPT."""
+    """One side of a recorded ``a_vs_b``: the LLC benchmarks' ``gpt_vmap`` is our estimator, vmapped, on the GPT,
+    ``gpt_devinterp2`` devinterp 2.0.1's on the GPT, and ``devinterp`` devinterp 1.3.2's."""
     model, _, variant = part.partition("_")
     if model in ("gpt", "mlp"):
+        if variant in DEVINTERP_WORDS:
+            return f"{DEVINTERP_WORDS[variant]} on the {model.upper()}"
         return f"ours ({' '.join(HEADER_WORDS.get(w, w) for w in variant.split('_')) or 'sequential'}) on the {model.upper()}"
-    return header_words(part)
+    return DEVINTERP_WORDS.get(part) or header_words(part)
 
 
 def plot_vs_floor(rows: pd.DataFrame):
