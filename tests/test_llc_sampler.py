@@ -500,9 +500,15 @@ def test_calibration_criteria_on_a_hand_built_sweep():
     assert list(checked["meets the criteria"]) == [False, True, False, False, False]
     assert calibration_page.criteria_summary(checked) == {
         "flat_tol": f"{calibration.FLAT_TOL:.0%}", "min_mala": f"{calibration.MIN_MALA}", "met_by": "ε = 0.001, nβ = 10",
-        "mala_range": "0.40–0.95", "not_flat": 3, "cells": 5}
+        "llc_met": "5.2", "mala_range": "0.40–0.95", "not_flat": 3, "cells": 5}
     none = calibration_page.criteria_summary(calibration.criteria(sweep.assign(mala_mean=0.3)))
-    assert none["met_by"] == "no cell of this sweep" and none["mala_range"] == "0.30"
+    assert none["met_by"] == "no cell of this sweep" and none["mala_range"] == "0.30" and none["llc_met"] == pages.MISSING
+    assert set(calibration_page.criteria_summary(None).values()) == {pages.MISSING}
+    # the verdict box's answers: which cells meet the criteria, or which criterion no cell meets
+    answers = calibration_page.calibration_answers({"the live sweep": checked, "a short sweep":
+                                                    calibration.criteria(sweep.assign(mala_mean=0.3))})
+    assert list(answers["answer"]) == ["yes: ε = 0.001, nβ = 10, γ = 100", "no: no cell has MALA acceptance ≥ 0.8"]
+    assert answers["question"].iloc[0] == "Does a cell of the live sweep meet the page's criteria?"
     # one definition of flat in ε: the page's criteria and the step-size rule read it alike (the rule also takes
     # the smallest ε, which has no neighbour, as flat when healthy)
     flat = calibration.flat_in_epsilon(sweep.iloc[::-1])

@@ -206,6 +206,14 @@ def test_the_verdict_box_lists_the_paper_columns_verdicts_sanity_checks_last(sum
     assert "No verdict at the paper's configuration: not run yet" in box
     with pytest.raises(ValueError, match="none"):
         pages.glue_verdict_box([], PAPER_PENDING)
+    # a page's own questions, which no paper asks, come below its verdicts
+    import pandas as pd
+    answers = pd.DataFrame({"question": ["Does a calibration meet the criteria?"], "answer": ["yes: ε = 0.0003"]})
+    box = pages.verdict_box_html([FIG], PAPER_PENDING, answers=pages.answers_html(answers, "the transformer"))
+    assert box.index("peak cosine before the jump") < box.index("Its own questions, answered on the transformer")
+    assert pages.answers_html(None, "x") == "" and "yes: ε = 0.0003" in box
+    with pytest.raises(ValueError, match="answered_on"):
+        pages.glue_verdict_box([FIG], PAPER_PENDING, answers=answers)
 
 
 def test_a_page_table_shows_a_missing_value_as_a_dash():

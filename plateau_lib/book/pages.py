@@ -551,10 +551,11 @@ STAND_INS = {"paper_data": f"Standing in ({PRESET_COLUMNS['paper_data']})",
              "cpu_long": "In miniature (the long CPU run, judged as a miniature)"}
 
 
-def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | None = None) -> str:
+def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | None = None, answers: str = "") -> str:
     """The box that opens a figure page: for each of its ``figures``, the claims judged at the paper's
     configuration (the ``paper`` column this build recorded), with the tally (sanity checks apart), or why the
-    column is empty (the page's recorded status, else ``pending``: ``chapters.paper_pending()``)."""
+    column is empty (the page's recorded status, else ``pending``: ``chapters.paper_pending()``); then ``answers``
+    (``answers_html``: the page's own questions), if any."""
     import html as html_lib
     found = {(s["figure"], s["preset"]): s for s in (load_summaries() if summaries is None else summaries)}
     parts = []
@@ -580,7 +581,7 @@ def verdict_box_html(figures: list[str], pending: dict, summaries: list[dict] | 
         parts.append(f'{head}<p class="verdict-box-tally">At the paper\'s configuration: {tally}.</p>'
                      f'<div class="table-scroll"><table class="verdict-box-table"><thead><tr><th>claim</th>'
                      f'<th>paper</th><th>ours</th><th>verdict</th></tr></thead><tbody>{body}</tbody></table></div>')
-    return f'<div class="verdict-box" id="verdict-box">{"".join(parts)}</div>'
+    return f'<div class="verdict-box" id="verdict-box">{"".join(parts)}{answers}</div>'
 
 
 def _fragile(row: dict) -> str:
@@ -644,29 +645,37 @@ def glue_verdict_box(figures: list[str], pending: dict, none: str = "", answers:
                      answered_on: str = "") -> None:
     """Glue the page's verdict box (``verdict_box_html``; ``none``: why a page without ``figures`` has no verdicts)
     under ``VERDICT_BOX`` for its opening Markdown to paste (MyST-NB's glue: a page shows, at its top, the verdicts
-    its later cells recorded). Call it after the page's last verdict table. A page without verdicts that answers
-    questions of its own gives them as ``answers`` (columns question, answer), measured on ``answered_on``."""
+    its later cells recorded). Call it after the page's last verdict table. Questions of the page's own that no
+    paper asks go below its verdicts (or stand alone on a page without any) as ``answers`` (columns question,
+    answer), measured on ``answered_on``."""
     from IPython.display import HTML
     from myst_nb import glue
     if not figures and not none:
         raise ValueError("glue_verdict_box needs the page's figures, or none: why the page has no verdicts")
-    if answers is not None and (figures or list(answers.columns) != ["question", "answer"] or not answered_on):
-        raise ValueError("answers go in a box without verdicts (no figures), as a table of the columns question and "
-                         f"answer, with answered_on naming the runs; got figures {figures}, columns "
-                         f"{list(answers.columns)} and answered_on {answered_on!r}")
-    glue(VERDICT_BOX, HTML(verdict_box_html(figures, pending) if figures else
-                           answers_box_html(none, answers, answered_on)), display=False)
+    if answers is not None and (list(answers.columns) != ["question", "answer"] or not answered_on):
+        raise ValueError("answers are a table of the columns question and answer, with answered_on naming the runs; "
+                         f"got columns {list(answers.columns)} and answered_on {answered_on!r}")
+    box = (verdict_box_html(figures, pending, answers=answers_html(answers, answered_on)) if figures else
+           answers_box_html(none, answers, answered_on))
+    glue(VERDICT_BOX, HTML(box), display=False)
 
 
 def answers_box_html(none: str, answers: pd.DataFrame | None = None, answered_on: str = "") -> str:
     """The opening box of a page without verdicts: why it has none, then the page's own questions and their
     answers (``answers``: columns question, answer) measured on ``answered_on``, if it gives them."""
     import html as html_lib
-    text = f"<p>No verdicts on this page: {html_lib.escape(none)}</p>"
-    if answers is not None and len(answers):
-        body = "".join(f"<tr><td>{html_lib.escape(str(q))}</td><td>{html_lib.escape(str(a))}</td></tr>"
-                       for q, a in zip(answers["question"], answers["answer"]))
-        text += (f'<p class="verdict-box-tally">Its own questions, answered on {html_lib.escape(answered_on)}:</p>'
-                 '<div class="table-scroll"><table class="verdict-box-table"><thead><tr><th>question</th>'
-                 f"<th>answer</th></tr></thead><tbody>{body}</tbody></table></div>")
+    text = f"<p>No verdicts on this page: {html_lib.escape(none)}</p>" + answers_html(answers, answered_on)
     return f'<div class="verdict-box" id="verdict-box">{text}</div>'
+
+
+def answers_html(answers: pd.DataFrame | None, answered_on: str) -> str:
+    """The page's own questions and their answers (``answers``: columns question, answer), measured on
+    ``answered_on``, as a verdict box shows them ("" without any)."""
+    import html as html_lib
+    if answers is None or not len(answers):
+        return ""
+    body = "".join(f"<tr><td>{html_lib.escape(str(q))}</td><td>{html_lib.escape(str(a))}</td></tr>"
+                   for q, a in zip(answers["question"], answers["answer"]))
+    return (f'<p class="verdict-box-tally">Its own questions, answered on {html_lib.escape(answered_on)}:</p>'
+            '<div class="table-scroll"><table class="verdict-box-table"><thead><tr><th>question</th>'
+            f"<th>answer</th></tr></thead><tbody>{body}</tbody></table></div>")

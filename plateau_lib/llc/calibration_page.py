@@ -5,7 +5,7 @@ import datetime as dt
 
 import pandas as pd
 
-from plateau_lib.book.pages import setting_text, value_range
+from plateau_lib.book.pages import MISSING, setting_text, value_range
 from plateau_lib.book.panels import try_it
 from plateau_lib.engine.utils import git_commit, resolve_device
 from plateau_lib.llc import golden
@@ -81,13 +81,36 @@ def golden_panel(static=None, live: bool | None = None):
     return try_it(controls, golden_run, static=static, continuous=True, note=GOLDEN_NOTE, live=live)
 
 
-def criteria_summary(checked: pd.DataFrame) -> dict:
-    """The page's criteria on the sweep (``calibration.criteria``), as its prose pastes them: ``flat_tol`` (percent)
+def criteria_summary(checked: pd.DataFrame | None) -> dict:
+    """The page's criteria on a sweep (``calibration.criteria``), as its prose pastes them: ``flat_tol`` (percent)
     and ``min_mala``, the thresholds; ``met_by``, the cells that meet every criterion ("ε = 0.001, nβ = 10; …", or
-    "no cell of this sweep"); ``mala_range``, the MALA acceptance over the cells; ``not_flat`` of ``cells`` cells
-    not flat in ε."""
+    "no cell of this sweep") and ``llc_met``, their final λ̂; ``mala_range``, the MALA acceptance over the cells;
+    ``not_flat`` of ``cells`` cells not flat in ε. Without a sweep (None), each value is ``MISSING``."""
+    if checked is None:
+        return dict.fromkeys(["flat_tol", "min_mala", "met_by", "llc_met", "mala_range", "not_flat", "cells"], MISSING)
     good = checked[checked["meets the criteria"]]
     return {"flat_tol": f"{FLAT_TOL:.0%}", "min_mala": f"{MIN_MALA}",
             "met_by": "; ".join(f"ε = {r.epsilon:g}, nβ = {r.nbeta:.3g}" for r in good.itertuples()) or "no cell of this sweep",
+            "llc_met": value_range(good["llc_final"], "{:.1f}"),
             "mala_range": value_range(checked["mala_mean"]), "not_flat": int((~checked["flat in ε"]).sum()),
             "cells": len(checked)}
+
+
+def calibration_answers(sweeps: dict) -> pd.DataFrame:
+    """The LLC page's own question of each calibration sweep (``{label: calibration.criteria table}``, e.g. the live
+    sweep and the long one), for its verdict box: does any cell meet the page's four criteria, and which; where
+    none does, the criteria no cell meets."""
+    rows = []
+    for label, checked in sweeps.items():
+        good = checked[checked["meets the criteria"]]
+        if len(good):
+            answer = "yes: " + "; ".join(f"ε = {r.epsilon:g}, nβ = {r.nbeta:.3g}, γ = {r.gamma:g}" for r in good.itertuples())
+        else:
+            failing = [name for name, met in (("flat in ε", checked["flat in ε"].any()),
+                                              (f"MALA acceptance ≥ {MIN_MALA}", checked["MALA ok"].any()),
+                                              ("converged traces", checked["converged"].astype(bool).any()))
+                       if not met]
+            answer = "no" + (f": no cell has {' or '.join(failing)}" if failing else
+                             ": each cell misses at least one criterion")
+        rows.append({"question": f"Does a cell of {label} meet the page's criteria?", "answer": answer})
+    return pd.DataFrame(rows, columns=["question", "answer"])

@@ -6,12 +6,15 @@ The model is the moving-window-sum transformer of the other chapters at the page
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import torch
 
-from plateau_lib.engine.cache import current
+from plateau_lib.engine import cache
 from plateau_lib.engine.runs import TrainConfig, TrainResult
+from plateau_lib.llc.calibration import calibration_sweep
+from plateau_lib.llc.config import SGLDConfig
 from plateau_lib.plateau import metrics as M
 from plateau_lib.plateau.model import GPT
 
@@ -49,7 +52,7 @@ class TrainedTransformer:
 
 def load_trained(cfg: TrainConfig, use_cache: bool = True) -> TrainedTransformer:
     """Train ``cfg`` through the result cache (its weights are needed, so a hit without weights retrains)."""
-    model, run = current().trained_model(cfg, use_cache)
+    model, run = cache.current().trained_model(cfg, use_cache)
     return TrainedTransformer(cfg, run, model)
 
 
@@ -62,3 +65,60 @@ def loss_at(model, data: torch.Tensor) -> float:
     """L(w*): the loss of ``model`` on the whole of ``data``."""
     with torch.no_grad():
         return float(sequence_loss(model, data))
+
+
+# ---- the calibration that meets the LLC page's criteria ----------------------------------------------------------
+
+# The live sweep's transformer (the cpu preset's), its step sizes widened downwards and its chains lengthened to
+# 2,000 draws: the sweep the page's four criteria can be met on. Computed once (scripts/llc_calibration.py, about
+# 15 minutes on one core) and committed; the page loads it.
+LONG_CALIBRATION = {"epsilons": [1e-5, 3e-5, 1e-4, 3e-4, 1e-3], "nbetas": [None, 100.0], "gammas": [100.0],
+                    "num_chains": 4, "num_draws": 2000}
+LONG_CALIBRATION_KIND = "llc_calibration_long"
+
+
+def long_calibration_sgld(settings: dict, seed: int = 0) -> SGLDConfig:
+    """The long sweep's SGLD settings other than the swept (ε, nβ, γ): ``LONG_CALIBRATION``'s chains and draws at
+    the page's SGLD batch."""
+    return SGLDConfig(num_chains=LONG_CALIBRATION["num_chains"], num_draws=LONG_CALIBRATION["num_draws"],
+                      batch_size=settings["sgld_batch"], seed=seed)
+
+
+def long_calibration_cells() -> list[tuple]:
+    """The long sweep's (ε, nβ, γ) cells, in the order they are computed and numbered."""
+    grid = LONG_CALIBRATION
+    return list(itertools.product(grid["epsilons"], grid["nbetas"], grid["gammas"]))
+
+
+def long_calibration_table(settings: dict) -> cache.StoredTable:
+    """The stored long sweep on the transformer of ``settings`` (one row per cell, ``calibration_sweep``'s columns
+    and the cell's number)."""
+    grid = {k: LONG_CALIBRATION[k] for k in ("epsilons", "nbetas", "gammas")}
+    return cache.StoredTable(LONG_CALIBRATION_KIND, {"run": transformer_config(settings), "grid": grid,
+                                                     "sgld": long_calibration_sgld(settings).key_dict(),
+                                                     "n_data": settings["n_data"], "version": 1})
+
+
+def long_calibration(settings: dict, compute: bool = False, deadline: float | None = None, progress: bool = True):
+    """``(table, meta)`` of the long sweep (stored; else, with ``compute``, computed and kept cell by cell, so that
+    an interrupted run resumes; else None)."""
+    stored = long_calibration_table(settings)
+    if (found := stored.load()) is not None or not compute:
+        return None if found is None else (found[0]["sweep"], found[1])
+    cfg = transformer_config(settings)
+    trained, cells = load_trained(cfg), long_calibration_cells()
+    seqs, sgld = sgld_sequences(cfg, settings["n_data"]), long_calibration_sgld(settings)
+
+    def rows(chunk):
+        (i,) = chunk
+        eps, nbeta, gamma = cells[i]
+        table, _ = calibration_sweep(trained.model, sequence_loss, seqs, sgld, epsilons=[eps], nbetas=[nbeta],
+                                     gammas=[gamma], progress=False, device="cpu", mala=True)
+        return table.assign(cell=i)
+    table = stored.build(range(len(cells)), rows, on="cell", desc="long calibration",
+                         progress=progress, deadline=deadline)
+    stored.save({"sweep": table}, {"what": "the LLC page's calibration sweep with chains of "
+                                           f"{LONG_CALIBRATION['num_draws']:,} draws", "device": "cpu",
+                                   "wall_s": round(float(table["elapsed_s"].sum()), 1)})
+    stored.drop_rows()
+    return table, stored.load()[1]
