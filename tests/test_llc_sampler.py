@@ -516,3 +516,25 @@ def test_calibration_criteria_on_a_hand_built_sweep():
     rule = calibration.mark_choice(sweep.assign(negative=False)).set_index(["nbeta", "epsilon"])
     assert rule.loc[(10.0, 1e-4), "flat"] and rule.loc[(10.0, 1e-3), "flat"] and not rule.loc[(10.0, 1e-2), "flat"]
     assert not rule.loc[(50.0, 1e-3), "flat"]  # flat in ε, but a chain diverged: not healthy
+
+
+def test_the_committed_long_calibration_meets_the_criteria_where_the_live_sweep_cannot():
+    """The LLC page's known result: with chains of 2,000 draws, ε = 1e-4 and 3e-4 at nβ = m / ln m meet all four
+    criteria (λ̂ within 2 % of each other); at nβ = 100 no step size keeps MALA's acceptance at 0.8."""
+    from plateau_lib.llc import calibration, presets
+    from plateau_lib.plateau import llc_transformer
+    table, meta = llc_transformer.long_calibration(presets.llc_page("cpu"))
+    checked = calibration.criteria(table)
+    met = checked[checked["meets the criteria"]]
+    assert sorted(met["epsilon"]) == [1e-4, 3e-4] and (met["nbeta"] < 30).all()
+    assert met["llc_final"].max() / met["llc_final"].min() < 1.02
+    assert not checked.loc[checked["nbeta"] == 100.0, "MALA ok"].any()
+    assert meta["device"] == "cpu" and len(table) == len(llc_transformer.long_calibration_cells())
+
+
+def test_the_long_calibration_is_not_computed_unless_asked(tmp_path):
+    from plateau_lib.engine import cache
+    from plateau_lib.llc import presets
+    from plateau_lib.plateau import llc_transformer
+    with cache.using(cache.Store(tmp_path / "results", tmp_path / "local")):
+        assert llc_transformer.long_calibration(presets.llc_page("cpu")) is None
