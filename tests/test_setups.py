@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
+from plateau_lib.book import pages
 from plateau_lib.engine import presets as engine_presets
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.setup import build_model, lr_factor, make_optimizers, muon_groups
@@ -144,3 +145,14 @@ def test_the_weakest_runs_are_the_ones_the_verdicts_judge():
     assert values["lowest peak cosine over the runs that learn y₁"] == weakest.loc["peak cosine", "value"] == 0.97
     assert setups.unlearned_runs(table) == "SGD (seed 2)"
     assert setups.unlearned_runs(table[setups.learned(table)]) == "none"
+
+
+def test_a_table_where_no_run_learned_y1_gives_nothing_to_judge():
+    """A tiny run that learns nothing yet (the book's smoke build): the verdicts are 'not reached', the page's
+    numbers are dashes, and nothing raises."""
+    table = _table([("baseline", "baseline", 0, None, None, None, 0.99, 0.9), ("SGD", "optimizer", 0, None, None, None, 0.6, 0.75)])
+    values = setups.setup_values(table)
+    assert np.isnan(values["lowest peak cosine over the runs that learn y₁"])
+    weakest = setups.weakest_runs(table)
+    assert weakest["setup"].tolist() == [pages.MISSING] * 2 and weakest["value"].isna().all()
+    assert setups.lowest_setups(table[setups.learned(table)], "peak_rho").empty

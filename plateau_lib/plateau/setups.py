@@ -68,6 +68,9 @@ def weakest_runs(table: pd.DataFrame) -> pd.DataFrame:
     learn y₁ (the numbers ``setup_values`` judges): one row each, measure, setup, seed and value."""
     rows, table = [], table[learned(table)]
     for measure, column in (("peak cosine", "peak_cosine"), ("peak ρ", "peak_rho")):
+        if table.empty:  # no run learned y₁: nothing to judge
+            rows.append({"measure": measure, "setup": pages.MISSING, "seed": pages.MISSING, "value": np.nan})
+            continue
         run = table.loc[table[column].astype(float).idxmin()]
         rows.append({"measure": measure, "setup": str(run["setup"]), "seed": int(run["seed"]),
                      "value": float(run[column])})
@@ -103,7 +106,8 @@ def per_setup(table: pd.DataFrame) -> pd.DataFrame:
         rows.append({"setup": name, "family": runs["family"].iloc[0], "seeds": len(runs),
                      "plateau_span": np.nan if spans.isna().any() else spans.mean(),
                      "peak_cosine": runs["peak_cosine"].mean(), "peak_rho": runs["peak_rho"].mean()})
-    return pd.DataFrame(rows).set_index("setup")
+    return pd.DataFrame(rows, columns=["setup", "family", "seeds", "plateau_span", "peak_cosine", "peak_rho"]
+                        ).set_index("setup")
 
 
 def lowest_setups(table: pd.DataFrame, column: str, n: int = 2) -> pd.Series:
