@@ -90,10 +90,16 @@ def criteria_summary(checked: pd.DataFrame | None) -> dict:
         return dict.fromkeys(["flat_tol", "min_mala", "met_by", "llc_met", "mala_range", "not_flat", "cells"], MISSING)
     good = checked[checked["meets the criteria"]]
     return {"flat_tol": f"{FLAT_TOL:.0%}", "min_mala": f"{MIN_MALA}",
-            "met_by": "; ".join(f"ε = {r.epsilon:g}, nβ = {r.nbeta:.3g}" for r in good.itertuples()) or "no cell of this sweep",
+            "met_by": cells_text(good) or "no cell of this sweep",
             "llc_met": value_range(good["llc_final"], "{:.1f}"),
             "mala_range": value_range(checked["mala_mean"]), "not_flat": int((~checked["flat in ε"]).sum()),
             "cells": len(checked)}
+
+
+def cells_text(cells: pd.DataFrame, gamma: bool = False) -> str:
+    """Sweep cells as the page writes them: "ε = 0.001, nβ = 10; …" (with ``gamma``, each cell's γ too)."""
+    return "; ".join(f"ε = {r.epsilon:g}, nβ = {r.nbeta:.3g}" + (f", γ = {r.gamma:g}" if gamma else "")
+                     for r in cells.itertuples())
 
 
 def calibration_answers(sweeps: dict) -> pd.DataFrame:
@@ -104,7 +110,7 @@ def calibration_answers(sweeps: dict) -> pd.DataFrame:
     for label, checked in sweeps.items():
         good = checked[checked["meets the criteria"]]
         if len(good):
-            answer = "yes: " + "; ".join(f"ε = {r.epsilon:g}, nβ = {r.nbeta:.3g}, γ = {r.gamma:g}" for r in good.itertuples())
+            answer = "yes: " + cells_text(good, gamma=True)
         else:
             failing = [name for name, met in (("flat in ε", checked["flat in ε"].any()),
                                               (f"MALA acceptance ≥ {MIN_MALA}", checked["MALA ok"].any()),
