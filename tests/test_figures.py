@@ -2,7 +2,7 @@
 figure carries MyST-NB's cell metadata ``mystnb.figure`` with a caption and a name, and the names are unique.
 
 A cell draws a figure when it assigns ``fig = ...`` (indented too, under an ``if``) or calls a page helper that
-draws a stored run's figure (``show_stored``, ``show_stored_run``, ``show_paper_run``). A cell that shows an
+draws a stored run's figure (``show_stored``, ``show_stored_run``). A cell that shows an
 ``image_selector`` (a slider or dropdown of images) is not one figure and carries no caption.
 
 MyST-NB wraps *every* display output of a cell with figure metadata in its own figure, with the same caption and
@@ -23,13 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 # (notebook, cell id): figure cells that also display other outputs beside the figure; captioned once the figure
 # is split into a cell of its own (issue 53)
-MIXED = {("icl_stages", "dd12591e"), ("icl_stages", "414e5ad1")}
+MIXED: set = set()
 # (notebook, cell id): figure cells whose figure the built book does not have yet (its run is not committed), so
 # the cell shows a note instead, which a caption would number and label as the figure (issue 53)
 NOT_YET: set = set()
 
-SHOWS_SEVERAL = re.compile(r"\bshow_paper_run\(")  # the stages page's paper run: notes, tables and its figure
-DRAWS = re.compile(r"^\s*fig\s*=|\b(?:show_stored|show_stored_run|show_paper_run)\(", re.M)
+DRAWS = re.compile(r"^\s*fig\s*=|\b(?:show_stored|show_stored_run)\(", re.M)
 NAME = re.compile(r"^fig-[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
@@ -65,10 +64,7 @@ def _displays(node) -> bool:
 
 
 def shows_more_than_the_figure(cell: dict) -> bool:
-    """True when one block of the cell's statements both draws the figure and displays something else, or the cell
-    calls a library function that shows notes and tables beside its figure (``SHOWS_SEVERAL``)."""
-    if SHOWS_SEVERAL.search("".join(cell["source"])):
-        return True
+    """True when one block of the cell's statements both draws the figure and displays something else."""
     tree = ast.parse("".join(cell["source"]))
     blocks = [tree.body] + [getattr(n, f) for n in ast.walk(tree) for f in ("body", "orelse")
                             if isinstance(getattr(n, f, None), list) and n is not tree]

@@ -12,6 +12,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from plateau_lib.book import pages
 from plateau_lib.engine import presets as engine_presets
 from plateau_lib.icl import development, diagnosis, presets, stages_figures, stages_page, stages_paper_run
 from plateau_lib.icl.claims import claims_of
@@ -249,7 +250,7 @@ def test_figures_draw_on_hand_built_runs():
     plt.close("all")
 
 
-def test_provenance_and_closing_note():
+def test_provenance_and_runs_table():
     runs = {"cpu": fake_run(2_000, {0: 0.0, 76: 5.0, 2_000: 90.0}), "paper": fake_run(cache="results/icl_stages-x")}
     rows = stages_page.provenance_rows(runs)
     assert len(rows) == 4 and rows[0]["source"] == "computed in this build"
@@ -258,23 +259,28 @@ def test_provenance_and_closing_note():
     assert stages_page.provenance_summary(runs["cpu"])["wall_time_s"] == 42.5
     found = {"cpu": SimpleNamespace(boundaries=[76], candidates=[76]),
              "paper": SimpleNamespace(boundaries=[984], candidates=[9, 984])}
-    note = stages_page.closing_note(runs, found)
-    assert "boundaries 76 (" in note and "12.5 s training, 30.0 s LLC" in note and "same fraction" in note
+    table = stages_page.runs_table(runs, found)
+    assert list(table.index) == ["cpu miniature", "paper preset"]
+    assert table.loc["cpu miniature", "boundaries"] == "76" and table.loc["paper preset", "candidates"] == "9, 984"
+    assert table.loc["cpu miniature", ["training (s)", "λ̂ (s)"]].tolist() == ["12", "30"]
+    assert table.loc["paper preset", "λ̂ at 40k"].endswith("(step 40,000)")
     assert stages_page.richest(runs) == "paper"
 
 
-def test_missing_runs_are_said_plainly(monkeypatch):
+def test_missing_runs_are_left_out(monkeypatch):
     monkeypatch.setattr(development, "load", lambda cfg, llc: None)
+    monkeypatch.setattr(stages_page.long_run, "finished_run", lambda cfg, llc: None)
     assert stages_page.other_runs("cpu") == {}
-    assert "not committed yet" in stages_page.missing_note("cpu_long")
-    assert "No `paper`-preset run yet" in stages_page.missing_note("paper")
-    cfg, llc = presets.icl_stages("cpu")
-    assert "expect" in stages_page.expected_time_note("cpu", cfg, llc, use_cache=False)
+    assert set(stages_paper_run.cpu_run(None).values()) == {pages.MISSING}
+    assert set(stages_paper_run.findings(None, None).values()) == {pages.MISSING}
 
 
-def test_negative_llc_note():
-    assert "step(s) [0]" in stages_page.negative_note(fake_run(2_000, {0: -2.0, 100: 5.0, 2_000: 9.0}))
-    assert stages_page.negative_note(fake_run(2_000, {0: 1.0, 100: 5.0, 2_000: 9.0})) == ""
+def test_the_live_run_in_numbers():
+    fit = SimpleNamespace(fit_note="fitted kernel: x")
+    live = stages_page.live_run(fake_run(2_000, {0: -2.0, 100: 5.0, 2_000: 9.0}), fit)
+    assert live["live_negative_steps"] == "0" and live["live_fit"] == "fitted kernel: x"
+    assert live["live_train_s"] == "12" and live["live_llc_s"] == "30"
+    assert stages_page.live_run(fake_run(2_000, {0: 1.0, 100: 5.0, 2_000: 9.0}), fit)["live_negative_steps"] == "none"
 
 
 def test_detect_stages_scales_the_first_step(monkeypatch):
@@ -286,39 +292,41 @@ def test_detect_stages_scales_the_first_step(monkeypatch):
 
 def test_paper_cost_reads_the_benchmark_record(tmp_path):
     from plateau_lib.book import benchmarks
-    assert stages_page.paper_cost(tmp_path) == ""
+    assert set(stages_page.paper_cost(tmp_path).values()) == {pages.MISSING}
     ratios = {"cpu_paper_training_500k_steps_extrapolated_s": 61_000.0,
               "cpu_paper_llc_one_checkpoint_extrapolated_s": 20_000.0,
               "cpu_paper_llc_190_checkpoints_extrapolated_s": 3_800_000.0}
     benchmarks.write_benchmark("icl", [{"workload": "w", "variant": "v"}], ratios, 1, folder=tmp_path)
-    note = stages_page.paper_cost(tmp_path)
-    assert "on one CPU core, the training takes about 17 h and λ̂ about 6 h per checkpoint (44 days" in note
-    assert note.endswith("No GPU has been timed yet.")
+    cost = stages_page.paper_cost(tmp_path)
+    assert (cost["paper_cpu_train"], cost["paper_cpu_llc_one"], cost["paper_cpu_llc_all"]) == ("17 h", "6 h", "44 days")
+    assert cost["paper_gpu_train"] == pages.MISSING                             # no GPU timed
     assert stages_page._duration(90) == "90 s" and stages_page._duration(600) == "10 min"
 
 
 def test_the_paper_runs_findings_and_deviations_are_read_from_its_tables():
     """The paper's published seed-1 λ̂ as a hand-built run: its peak, its fall and the boundaries given are
-    what the summary says; a run made on a CPU lists each deviation from the paper's SGLD settings."""
+    what the summary says; a run made on a CPU gives each deviation from the paper's SGLD settings."""
     run = fake_run()
     stages = SimpleNamespace(boundaries=[984, 40_000, 300_000], candidates=[984, 40_000, 300_000],
                              steps=np.array([984, 40_000, 126_000, 200_000, 300_000]),
                              slope=np.array([1.0, 0.5, -10.0, 12.0, 2.0]))   # a sign change the rule stepped over
-    text = stages_paper_run.paper_findings(run, stages)
-    assert "169.3 at step 40,000 (the paper: 169.3 at 40k)." in text          # one checkpoint near the peak
-    assert "lowest value is 112.8 at step 320,000, 67% of the peak" in text and "ends at 116.3" in text  # no rise after
-    assert "4 stages" in text and "3 of the paper's four (1k, 40k, 320k)" in text
-    assert "changes sign next to step(s) 126,000" in text                       # 40,000 is a boundary already
-    higher = fake_run(llc={**development.PAPER_LLC, 500_000: 160.0})
-    assert "rises again to 160.0 at the end" in stages_paper_run.paper_findings(higher, stages)
+    found = stages_paper_run.findings(run, stages)
+    assert (found["paper_run_peak"], found["paper_run_peak_step"]) == ("169.3", "40,000")
+    assert found["paper_run_near_from"] == found["paper_run_near_to"] == "40,000"  # one checkpoint near the peak
+    assert (found["paper_run_low"], found["paper_run_low_step"], found["paper_run_low_share"]) == ("112.8", "320,000", "67%")
+    assert found["paper_run_end"] == "116.3" and found["paper_run_stages"] == "4"
+    assert (found["paper_run_matched"], found["paper_run_matched_steps"]) == ("3", "1k, 40k, 320k")
+    assert found["paper_run_stepped_over"] == "126,000"                         # 40,000 is a boundary already
+    assert stages_paper_run.paper_reference()["paper_llc_share"] == "67%"
+    assert not stages_page.made_on_cpu(fake_run())
+    assert set(stages_paper_run.cpu_run(run).values()) == {pages.MISSING}       # not made on a CPU
     run.meta.update(made_by="plateau_lib.icl.long_run", train_wall_s=18_000, llc_wall_s=36_000,
                     llc=presets.ICL_LLC_REDUCED.key_dict())
-    assert stages_page.made_on_cpu(run) and not stages_page.made_on_cpu(fake_run())
-    note = stages_paper_run.paper_cpu_note(run)
-    assert "15.0 CPU-hours" in note and "8 of the 190 checkpoints" in note
-    assert "4 chains × 800 draws after 200 burn-in steps instead of 10 × 5,000" in note
-    assert "262,144 fixed sequences for SGLD instead of 1,048,576" in note
-
+    made = stages_paper_run.cpu_run(run)
+    assert (made["cpu_run_hours"], made["cpu_run_train_hours"], made["cpu_run_llc_hours"]) == ("15.0", "5.0", "10.0")
+    assert (made["cpu_run_llc_rows"], made["cpu_run_checkpoints"]) == ("8", "190")
+    assert (made["cpu_run_chains"], made["cpu_run_draws"], made["cpu_run_burnin"]) == ("4", "800", "200")
+    assert made["cpu_run_n_data"] == "262,144" and stages_paper_run.paper_budget()["paper_sgld_n_data"] == "1,048,576"
 
 def test_llc_is_judged_at_the_papers_moment_and_an_untrained_model_fails():
     """λ̂ is read at 40k (not at our own peak): a run that peaks at 80k with the paper's height is judged by its

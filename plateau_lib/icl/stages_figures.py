@@ -1,26 +1,19 @@
 """The stages page's figures (``notebooks/icl_stages.ipynb``): Hoogland Fig. 1(b) for one run (λ̂, the evaluation
-loss and the markers, the stages shaded), the checkpoint widget's frames, the paper's run in progress, and the
-sections that draw them (``show_stored_run``, ``show_paper_run``). The numbers are in ``stages_page``."""
+loss and the markers, the stages shaded), the checkpoint widget's frames, and the section that draws a stored run
+(``show_stored_run``). The numbers are in ``stages_page``."""
 from __future__ import annotations
 
 import math
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import seaborn as sns
 
-from plateau_lib.book import summaries as report
 from plateau_lib.book.plots import PAGE_WIDTH, PAPER_COLOUR
-from plateau_lib.icl import long_run
 from plateau_lib.icl.development import (PAPER_BOUNDARIES, PAPER_DELTA_RIDGE, PAPER_EVAL_LOSS, PAPER_LLC, PAPER_LLC_SEEDS,
                                          PAPER_STEPS, PAPER_WEIGHT_NORM)
-from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
-from plateau_lib.icl.stages_page import (FIGURE, LABELS, TRAINING_CLAIMS, frame_indices, from_paper_step,
-                                         layer_head_scores, made_on_cpu, missing_note, run_steps, training_values,
-                                         verdict_table)
-from plateau_lib.icl.stages_paper_run import (in_progress_points, paper_cpu_note, paper_findings,
-                                              paper_in_progress_note, show_budget_check)
+from plateau_lib.icl.stages_page import (LABELS, frame_indices, from_paper_step,
+                                         layer_head_scores, made_on_cpu, run_steps)
 
 STAGE_SHADES = ("#ffffff", "#e3ebf4")  # stage 1 unshaded, then alternating
 
@@ -107,8 +100,6 @@ def show_stored_run(shown: dict, found: dict, which: str, live: str) -> None:
                       title=f"{LABELS[which]}: {run_steps(shown[which]):,} steps (committed{cpu})")
     elif live == which:
         display(Markdown(f"This build's live run is the {LABELS[which]}: its figure is in the live run's section."))
-    else:
-        display(Markdown(missing_note(which)))
 
 PAPER_MARKERS = {"delta_ridge": PAPER_DELTA_RIDGE, "weight_norm": PAPER_WEIGHT_NORM}  # the authors' logged seed 1
 
@@ -237,79 +228,3 @@ def checkpoint_frames(train, n: int = 8, sequences: int = 3, title: str = "") ->
     """``{"step s": figure}`` at about ``n`` evaluations for ``widgets.image_selector``."""
     steps = np.asarray(train.arrays["step"])
     return {f"step {int(steps[i])}": checkpoint_frame(train, i, sequences, title) for i in frame_indices(steps, n)}
-
-
-def in_progress_figure(metrics: pd.DataFrame, llc: pd.DataFrame, steps: int, title: str = ""):
-    """The paper run so far: λ̂ at the checkpoints estimated (± se) beside the paper's seed-1 values, and the
-    evaluation loss against ridge's, over log(step + 1) up to the run's end, the paper's boundaries dotted."""
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(PAGE_WIDTH, 5.2), sharex=True, constrained_layout=True)
-    for budget, own in (llc.groupby(llc.get("budget", pd.Series("reduced", index=llc.index)), sort=False)
-                        if not llc.empty else ()):
-        longer = budget != "reduced"
-        top.errorbar(own["step"] + 1, own["llc_mean"], yerr=own["llc_se"].fillna(0), fmt="D" if longer else "o",
-                     ms=4.5 if longer else 3.5, color="C2" if longer else "C0", lw=1,
-                     label=f"λ̂ ± se, {budget} (the reduced\nbudget failed its check here)" if longer
-                     else "λ̂ ± se, reduced budget")
-    paper = pd.Series(PAPER_LLC)
-    top.plot(paper.index + 1, paper.values, "s", color=PAPER_COLOUR, ms=4, mfc="none", label="paper's λ̂ (seed 1)")
-    top.set(ylabel="λ̂", title="local learning coefficient")
-    top.legend(loc="center left", fontsize=8)
-    m = metrics.sort_values("step")
-    bottom.plot(m["step"] + 1, m["loss"], color="C0", label="transformer")
-    bottom.plot(m["step"] + 1, m["loss_ridge"], color="grey", ls="--", lw=1, label="ridge (Bayes)")
-    bottom.set(ylabel="MSE", title="evaluation loss (held-out batch, per token)", xlabel="training step + 1 (log scale)")
-    bottom.legend(loc="upper right")
-    reached = int(m["step"].max()) if len(m) else 0
-    for ax in (top, bottom):
-        for b in PAPER_BOUNDARIES:
-            ax.axvline(b + 1, color=PAPER_COLOUR, ls=":", lw=1)
-        if reached < steps:
-            ax.axvspan(reached + 1, steps + 1, color="0.92", zorder=0)
-    top.set_xscale("log")
-    top.set_xlim(1, steps + 1)
-    if reached < steps:
-        top.text((reached + 1) * 1.1, top.get_ylim()[1], " not reached yet", va="top", fontsize=9, color="0.4")
-    if title:
-        fig.suptitle(title)
-    return fig
-
-
-def show_paper_run(shown: dict, found: dict, live: str) -> None:
-    """The `paper` section: the finished run's stages figure where one is stored, what it shows, then its deviations
-    and budget check when it was made on a CPU; else, while the paper's run is being made on a CPU, its curves so far, λ̂ at
-    the paper's points reached and the budget check, and the status "in progress" recorded for the
-    Reproducibility page; else where the run will come from."""
-    from IPython.display import Markdown, display
-    note = paper_in_progress_note(ICL_PAPER, ICL_LLC_REDUCED)
-    if "paper" in shown or live == "paper" or not note:
-        cpu = made_on_cpu(shown.get("paper"))
-        show_stored_run(shown, found, "paper", live)  # the figure first, then what it shows, then how it was made
-        if "paper" in shown and live != "paper":
-            display(Markdown(paper_findings(shown["paper"], found["paper"])))
-        if cpu:
-            display(Markdown(paper_cpu_note(shown["paper"])))
-            show_budget_check()
-        return
-    state = long_run.progress(ICL_PAPER)
-    llc = long_run.shown_table(ICL_PAPER, ICL_LLC_REDUCED)
-    metrics = long_run.evaluations(ICL_PAPER)
-    display(Markdown(note))
-    fig = in_progress_figure(metrics, llc, ICL_PAPER.steps,
-                             title="paper config, computed on a CPU: " + (
-                                 f"{ICL_PAPER.steps:,} steps (λ̂ in progress)" if state.get("training") == "finished"
-                                 else f"through step {state['step']:,} of {ICL_PAPER.steps:,}"))
-    display(fig)
-    plt.close(fig)
-    display(Markdown("λ̂ at the paper's points this run has reached and estimated so far:"), in_progress_points(llc))
-    show_budget_check()
-    if state.get("training") != "finished":
-        report.record_status(FIGURE, "paper", "icl_stages",
-                             f"in progress: step {state['step'] // 1000}k of {ICL_PAPER.steps // 1000}k (CPU)")
-        return
-    display(Markdown("**What the finished training already decides.** The claims that need no λ̂, judged on the "
-                     "whole 500k-step run; the λ̂ claims (stages, boundaries, peak, fall) read *in progress* until "
-                     "every λ̂ row and budget check is made:"),
-            verdict_table({"paper": training_values(metrics)}, "icl_stages",
-                          {"paper": {"device": "cpu", "runs": 1, "seeds": [ICL_PAPER.seed],
-                                     "wall_time_s": round(state["cpu_hours"] * 3600, 1), "source": "committed"}},
-                          status={"paper": f"in progress: {long_run.progress_line(state)} (CPU)"}).loc[list(TRAINING_CLAIMS)])

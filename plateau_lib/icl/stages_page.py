@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from plateau_lib.book.benchmarks import load_benchmarks
-from plateau_lib.book.pages import setting_text, verdicts
+from plateau_lib.book.pages import MISSING, setting_text, verdicts
 from plateau_lib.book.verdicts import BySeed
 from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.stages import gp_stage_boundaries
@@ -72,25 +72,9 @@ def settings_table(cfg, llc: SGLDConfig) -> pd.DataFrame:
     return table
 
 
-# Wall times measured for the presets (training + LLC at every checkpoint, one thread).
-EXPECTED = {"cpu": "about 2.5 minutes with a core to itself (55 s training, 96 s LLC), 4-5 minutes when the 2 cores "
-                   "are shared",
-            "cpu_long": "about 2 hours on 2 CPU cores (the issue's budget; run it in the background with "
-                        "`python -m plateau_lib stages --preset cpu_long`)",
-            "paper": "many hours on a CPU: produce it on a GPU through the `make paper` queue"}
-
-
-def expected_time_note(preset: str, cfg, llc: dict, use_cache: bool) -> str:
-    """A sentence with the expected time when this build is about to compute the run, else ''."""
-    if use_cache and development.stored(cfg, llc).path() is not None:
-        return ""
-    return (f"Computing the `{preset}` run now: expect {EXPECTED.get(preset, 'a while')} (for the preset's "
-            "settings; other knobs scale it). " + (paper_cost() if preset == "paper" else "")).strip()
-
-
 def other_runs(live_preset: str) -> dict:
     """``{preset: Development}`` of the stored long runs ("cpu_long", "paper") other than the live one; a
-    preset with no stored result is left out (``missing_note`` says so). Without a run at the paper's SGLD
+    preset with no stored result is left out. Without a run at the paper's SGLD
     budget, "paper" is the paper's training run made on a CPU with λ̂ at a reduced budget, once it is finished."""
     found = {}
     for preset in ("cpu_long", "paper"):
@@ -115,15 +99,6 @@ def made_on_cpu(dev) -> bool:
     return dev is not None and dev.meta.get("made_by") == "plateau_lib.icl.long_run"
 
 
-def missing_note(preset: str) -> str:
-    """The sentence shown in place of a run that has no stored result."""
-    if preset == "cpu_long":
-        return ("**The long CPU run is not committed yet.** It (the paper's model, 20k steps, LLC at 27 checkpoints) "
-                "is being computed in the background; its figures appear here once it is in `results/`.")
-    return ("**No `paper`-preset run yet.** The 500k-step run with the reference's SGLD settings is produced on a "
-            "GPU by the `make paper` queue; until it is committed, this page shows only CPU runs. " + paper_cost())
-
-
 def _duration(seconds: float) -> str:
     for limit, unit, size in ((120, "s", 1), (7_200, "min", 60), (259_200, "h", 3_600)):
         if seconds < limit:
@@ -131,24 +106,19 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 86_400:,.0f} days"
 
 
-def paper_cost(folder=None) -> str:
-    """What the benchmark record ``icl.json`` (``benchmarks/icl_bench.py``) says the ``paper`` preset costs on
-    each device it was measured on, extrapolated from short timed runs; '' without a record."""
+def paper_cost(folder=None) -> dict[str, str]:
+    """What the benchmark record ``icl.json`` (``benchmarks/icl_bench.py``) says the ``paper`` preset costs, as the
+    page glues it: ``paper_{device}_{train, llc_one, llc_all}`` for ``cpu`` (one core) and ``gpu``, the training,
+    λ̂ at one checkpoint and λ̂ at all of them, extrapolated from short timed runs (``MISSING`` where not timed)."""
     _, _, ratios = load_benchmarks(folder)
     values = ratios[ratios["benchmark"] == "icl"].set_index("ratio")["value"]
-    parts = []
-    for prefix, device in (("gpu", "a GPU"), ("cpu", "one CPU core")):
-        train = values.filter(regex=f"^{prefix}_paper_training_.*_extrapolated_s$")
-        every = values.filter(regex=f"^{prefix}_paper_llc_\\d+_checkpoints_extrapolated_s$")
-        one = values.get(f"{prefix}_paper_llc_one_checkpoint_extrapolated_s")
-        if len(train) and len(every) and one is not None:
-            parts.append(f"on {device}, the training takes about {_duration(train.iloc[0])} and λ̂ about "
-                         f"{_duration(one)} per checkpoint ({_duration(every.iloc[0])} for all of them)")
-    if not parts:
-        return ""
-    gpu = "" if parts[0].startswith("on a GPU") else " No GPU has been timed yet."
-    return ("Timed on short runs and multiplied out (`benchmarks/icl_bench.py`, on the Performance page): "
-            + "; ".join(parts) + "." + gpu)
+    cost = {}
+    for device in ("cpu", "gpu"):
+        found = {"train": values.filter(regex=f"^{device}_paper_training_.*_extrapolated_s$"),
+                 "llc_one": values.filter(regex=f"^{device}_paper_llc_one_checkpoint_extrapolated_s$"),
+                 "llc_all": values.filter(regex=f"^{device}_paper_llc_\\d+_checkpoints_extrapolated_s$")}
+        cost |= {f"paper_{device}_{k}": _duration(v.iloc[0]) if len(v) else MISSING for k, v in found.items()}
+    return cost
 
 
 def paper_llc_hours(folder=None) -> float | None:
@@ -167,19 +137,19 @@ def richest(shown: dict) -> str:
 
 def develop(cfg, llc: dict, use_cache: bool = True, progress: bool = True):
     """``development.run`` with the estimator's negative-λ̂ warnings kept off the page (λ̂ < 0 near
-    initialisation is expected; ``negative_note`` reports it)."""
+    initialisation is expected; ``live_run`` reports it)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LLCWarning)
         return development.run(cfg, llc, use_cache=use_cache, progress=progress)
 
 
-def negative_note(dev) -> str:
-    """A sentence on the checkpoints with λ̂ < 0, or ''."""
-    neg = dev.llc.loc[dev.llc["llc_mean"] < 0, "step"].astype(int).tolist()
-    if not neg:
-        return ""
-    return (f"λ̂ is negative at step(s) {neg}: there the chains found a lower loss than at the checkpoint, which "
-            "is not a local minimum (the paper's seed 1 also reads −0.7 at step 0).")
+def live_run(dev, stages) -> dict[str, str]:
+    """The live run as the page glues it: its wall times of training and λ̂ and their device, the checkpoints where
+    λ̂ < 0 (the chains found a lower loss there: not a local minimum) and the GP fit of its stages."""
+    negative = dev.llc.loc[dev.llc["llc_mean"] < 0, "step"]
+    return {"live_train_s": f"{float(dev.meta.get('train_wall_s') or 0):,.0f}",
+            "live_llc_s": f"{float(dev.meta.get('llc_wall_s') or 0):,.0f}", "live_device": str(dev.meta.get("device")),
+            "live_negative_steps": step_list(negative), "live_fit": stages.fit_note}
 
 
 def run_steps(dev) -> int:
@@ -423,7 +393,7 @@ def frame_indices(steps, n: int = 8) -> list[int]:
     return sorted({int(np.abs(np.log1p(steps) - np.log(t)).argmin()) for t in targets})
 
 
-# ---- provenance and the closing note --------------------------------------------------------------------
+# ---- provenance and every run in numbers ----------------------------------------------------------------
 
 def source(dev) -> str:
     return dev.meta["cache"] if dev.meta.get("cache") else "computed in this build"
@@ -455,25 +425,22 @@ def provenance_summary(dev, other_seeds: dict | None = None) -> dict:
             "configs": [dev.train.config]}
 
 
-def _steps(steps) -> str:
+def step_list(steps) -> str:
     """``[984, 40292]`` -> "984, 40,292"; none -> "none"."""
     return ", ".join(f"{int(s):,}" for s in steps) or "none"
 
 
-def closing_note(devs: dict, found: dict) -> str:
-    """Markdown: per run shown, the boundaries found (candidates and rule), λ̂ at the paper's points (or this
-    run's matching fractions, labelled) and the wall times of training and LLC."""
-    lines = []
+def runs_table(devs: dict, found: dict) -> pd.DataFrame:
+    """Every run shown in numbers, one row per run: its length, the boundaries found and the rule's candidates
+    before pruning, λ̂ at the paper's points (a shorter run's at the same fraction of its schedule,
+    ``llc_at_points``), and the wall times of training and λ̂ with their device."""
+    rows = []
     for preset, dev in devs.items():
-        stages, steps = found[preset], run_steps(dev)
         points = llc_at_points(dev)
-        at = "; ".join(f"{p.split(' ')[0]} → step {c}: {v:.1f}" for p, c, v in
-                       zip(points["paper point"], points["checkpoint"], points["λ̂"]))
-        scaled = ("" if steps == PAPER_STEPS
-                  else f" (this run's steps at the same fraction of its {steps:,}-step schedule)")
-        lines.append(
-            f"- **{LABELS.get(preset, preset)}** ({steps:,} steps): boundaries {_steps(stages.boundaries)} "
-            f"(the rule's candidates before pruning: {_steps(stages.candidates)}); λ̂ at the paper's "
-            f"points{scaled}: {at}; wall time {dev.meta.get('train_wall_s')} s training, "
-            f"{dev.meta.get('llc_wall_s')} s LLC on {dev.meta.get('device')}.")
-    return "\n".join(lines)
+        rows.append({"run": LABELS.get(preset, preset), "steps": f"{run_steps(dev):,}",
+                     "boundaries": step_list(found[preset].boundaries), "candidates": step_list(found[preset].candidates),
+                     **{f"λ̂ at {p.split(' ')[0]}": f"{v:.1f} (step {c:,})" for p, c, v in
+                        zip(points["paper point"], points["checkpoint"], points["λ̂"])},
+                     "training (s)": f"{float(dev.meta.get('train_wall_s') or 0):,.0f}",
+                     "λ̂ (s)": f"{float(dev.meta.get('llc_wall_s') or 0):,.0f}", "device": dev.meta.get("device")})
+    return pd.DataFrame(rows).set_index("run")
