@@ -302,15 +302,20 @@ def test_an_estimator_check_is_counted_in_its_own_column_not_the_papers(summarie
         "0.89 (partly)", "0.95 (reproduced)", "1.09 (reproduced)", "1.55 (not reproduced)"]
 
 
-def test_the_reference_note_says_when_the_reference_never_jumped():
+def test_the_reference_values_say_when_the_reference_never_jumped():
     from types import SimpleNamespace
 
     import pandas as pd
     from plateau_lib.book import pages
     flat = pd.DataFrame({"step": [0, 10, 20], "acc_first": 0.1, "acc_rest": 0.05, "acc": 0.06, "cosine": 0.5,
                          "rho": 0.1, "apm": 0.1})
-    note = pages.reference_note(SimpleNamespace(metrics=flat, config={"seed": 0, "steps": 20}))
-    assert "no jump in its 20 steps" in note and "None" not in note and "not solved the task" in note
+    assert pages.reference_values(SimpleNamespace(metrics=flat, config={"seed": 0, "steps": 20})) == {
+        "reference_seed": "0", "reference_steps": "20", "reference_jump_step": pages.MISSING,
+        "reference_final_acc": "0.060", "reference_solved": "no", "reference_solved_level": "0.95"}
+    jumped = flat.assign(acc_first=[0.1, 0.95, 1.0], acc_rest=[0.05, 0.3, 0.99], acc=[0.06, 0.4, 0.991])
+    values = pages.reference_values(SimpleNamespace(metrics=jumped, config={"seed": 3, "steps": 1200}))
+    assert (values["reference_seed"], values["reference_steps"], values["reference_jump_step"]) == ("3", "1,200", "20")
+    assert (values["reference_final_acc"], values["reference_solved"]) == ("0.991", "yes")
 
 
 def test_a_setting_reads_as_the_settings_tables_show_it():

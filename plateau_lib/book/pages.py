@@ -389,16 +389,17 @@ def copied_runs(reference_cfg, configs: dict, use_cache: bool = True):
     return reference, train_runs(configs, use_cache, init, extra)
 
 
-def reference_note(reference) -> str:
-    """A line on the Fig. 5 reference run: its jump and final accuracy, and a warning if it is unsolved."""
-    s = plateau_summary(reference.metrics)
-    jump = (f"jump at step {s['jump_step']}" if s["jump_step"] is not None and pd.notna(s["jump_step"])
-            else f"no jump in its {reference.config['steps']:,} steps")
-    line = f"Reference (seed {reference.config['seed']}): {jump}, final accuracy {s['final_acc']:.3f}."
-    if s["final_acc"] < 0.95:
-        line += (" **It has not solved the task, so its weights are not optimal:** train longer (`steps`) or pick "
-                 "another `reference_seed`.")
-    return line
+def reference_values(reference, solved_level: float = 0.95) -> dict:
+    """The Fig. 5 reference run in numbers, as its page's Markdown pastes them (``glue_texts``): its seed and steps,
+    its jump step (``MISSING`` when it never jumped), its final accuracy, whether it solved the task (final accuracy
+    at least ``solved_level``: "yes" or "no"; unsolved, its weights are not optimal) and that level."""
+    s = plateau_summary(reference.metrics, solved_level=solved_level)
+    jump = s["jump_step"]
+    return {"reference_seed": str(reference.config["seed"]), "reference_steps": f"{reference.config['steps']:,}",
+            "reference_jump_step": MISSING if jump is None or pd.isna(jump) else f"{int(jump):,}",
+            "reference_final_acc": value_range([s["final_acc"]], "{:.3f}"),
+            "reference_solved": "yes" if s["final_acc"] >= solved_level else "no",
+            "reference_solved_level": f"{solved_level:g}"}
 
 
 # The Reproducibility page's two tables of claims: what a reader comes for (the claim, the paper's value, the verdict

@@ -24,11 +24,6 @@ MWS_PAPER = TrainConfig(task="mws", task_kwargs={"n": 16, "p": 17, "k": 2}, d_mo
 # It keeps the task, the architecture and the optimizer.
 MWS_CPU = MWS_PAPER.replace(d_model=64, lr=1e-3, batch_size=128, steps=600)
 
-WHAT_CPU_CHANGES = ("width 64 (paper 256), Adam lr 1e-3 (paper 1e-4), batch 128 (paper 256), 600 steps "
-                    "(paper 400: at this width some seeds jump only after step 400); same task (n=16, p=17, k=2), "
-                    "same 1-layer 1-head linear-attention model, same optimizer.")
-
-
 def mws_config(preset: str = "cpu", overrides: dict | None = None, **fields) -> TrainConfig:
     """The MWS training config for ``preset`` with ``fields`` (None values are ignored), then ``overrides``
     (the notebooks' free-form dict of any other TrainConfig field)."""
@@ -137,10 +132,6 @@ OTHER_TASKS = {  # label: (task, task_kwargs, layers, grad clip, paper steps)
 # for addition and histogram, tried; the others jump inside them).
 OTHER_TASK_CPU_STEPS = {"prefix sum": 500, "repeat_1": 60, "repeat_2": 100, "repeat_4": 100, "addition": 1000,
                         "permutation": 1000, "histogram": 1000, "copy": 80, "reverse": 120, "concat MWS": 1000}
-OTHER_TASKS_CPU_CHANGES = ("width 64 (paper 256), Adam lr 1e-3 (paper 1e-4), batch 128 (paper 256), one seed, "
-                           "about 50 evaluations on 128 held-out sequences (paper preset: about 100 on 256) and "
-                           "step budgets of 60–1,000 (paper 100–10,000); the same tasks, layer counts, grad clip "
-                           "and optimizer.")
 
 
 def other_task_runs(preset: str, tasks=None, seed: int = 0, overrides: dict | None = None) -> dict:
@@ -165,12 +156,23 @@ def other_task_runs(preset: str, tasks=None, seed: int = 0, overrides: dict | No
     return runs
 
 
-def other_tasks_note(preset: str) -> str:
-    """A markdown sentence on the other-tasks page's preset and whose numbers follow."""
-    if check_preset(preset) == "cpu":
-        return (f"**Preset `cpu`.** The miniature changes: {OTHER_TASKS_CPU_CHANGES} "
-                "Every number below is a `cpu` number, not the paper's.")
-    return "**Preset `paper`.** The paper's configuration of each task (numbers below are this run's)."
+# The fields every run of the other-tasks page shares (``config_table``'s ``fields``); each task's own budget is in
+# ``task_budgets``.
+OTHER_TASKS_SHARED_FIELDS = ["n_head", "d_model", "softmax", "optimizer", "lr", "batch_size", "eval_batch", "seed"]
+
+
+def task_budgets(configs: dict, paper_configs: dict) -> pd.DataFrame:
+    """Each task's layers, grad clip, steps and evaluation interval in ``configs`` next to ``paper_configs`` (the
+    paper preset's runs of the same labels): the other-tasks page's per-task settings."""
+    from plateau_lib.book.pages import setting_text
+    rows = {}
+    for label, cfg in configs.items():
+        paper = paper_configs[label]
+        rows[label] = {("this run", "layers"): cfg.n_layer, ("this run", "grad clip"): setting_text(cfg.grad_clip),
+                       ("this run", "steps"): cfg.steps, ("this run", "eval every"): cfg.eval_every,
+                       ("paper", "layers"): paper.n_layer, ("paper", "grad clip"): setting_text(paper.grad_clip),
+                       ("paper", "steps"): paper.steps, ("paper", "eval every"): paper.eval_every}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("task")
 
 
 # == MWS training setups (Figs. 26-40) ==
@@ -352,17 +354,10 @@ CONFIG_FIELDS = ["task_kwargs", "n_layer", "n_head", "d_model", "softmax", "opti
                  "eval_every", "eval_batch"]
 
 
-def config_table(cfg, paper=MWS_PAPER):
-    """The main fields of ``cfg`` next to the paper's config (a notebook's 'what this run changed')."""
+def config_table(cfg, paper=MWS_PAPER, fields=CONFIG_FIELDS):
+    """The ``fields`` of ``cfg`` next to the paper's config (a notebook's 'what this run changed'; the page's
+    Markdown says why)."""
     from plateau_lib.book.pages import setting_text  # lazy: the book's page helpers sit above the chapters' presets
     ours, ref = cfg.to_dict(), paper.to_dict()
-    return pd.DataFrame({"this run": {k: setting_text(ours[k]) for k in CONFIG_FIELDS},
-                         "paper": {k: setting_text(ref[k]) for k in CONFIG_FIELDS}})
-
-
-def preset_note(preset: str) -> str:
-    """A markdown sentence saying what the preset is and whose numbers follow."""
-    if check_preset(preset) == "cpu":
-        return (f"**Preset `cpu`.** The `cpu` miniature changes: {WHAT_CPU_CHANGES} "
-                "Every number below is a `cpu` number, not the paper's.")
-    return "**Preset `paper`.** The paper's configuration (numbers below are this run's, measured with it)."
+    return pd.DataFrame({"this run": {k: setting_text(ours[k]) for k in fields},
+                         "paper": {k: setting_text(ref[k]) for k in fields}})
