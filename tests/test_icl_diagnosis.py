@@ -145,17 +145,28 @@ def test_layer_norm_weights_are_each_norms_mean_absolute_weight():
                                                                  enumerate(diagnosis.LAYER_NORMS)})
 
 
-def test_the_other_seeds_row_reads_the_fall_from_their_llc_rows():
-    """Given λ̂ at 40,292 and at the end of LR4, the row says the fall and its ratio; without the late row it is open."""
+def test_the_other_seeds_table_reads_the_fall_from_their_llc_rows():
+    """Given λ̂ at 40,292 and at the end of LR4, the seed's row gives the fall's ratio and ``fall_values`` the paper's
+    beside it; without the late row the ratio is missing and no seed has fallen."""
     from plateau_lib.icl import diagnosis_page
-    runs = [(diagnosis.variant(0), "cuda")]
+    runs = [(diagnosis.variant(0), "cuda"), (diagnosis.variant(1), "cuda"), (diagnosis.variant(2, "bfloat16"), "cuda")]
     budget = diagnosis.budget_label(ICL_LLC_REDUCED)
     llc = pd.DataFrame([{"seed": 0, "data": "GPU", "operands": "float32", "budget": budget, "step": s, "llc_mean": v}
-                        for s, v in ((diagnosis_page.STEP_40K, 170.0), (diagnosis_page.LATE_STEP, 110.0))])
-    text = diagnosis_page.later_seeds_result(llc, runs)
-    assert text.startswith("Falls at the other seeds") and "seed 0 170.0 → 110.0 (× 0.65)" in text
-    assert "169–171 → 113–131" in text  # the paper's seeds, from the reference notes
-    assert diagnosis_page.later_seeds_result(llc.iloc[:1], runs).startswith("Open.")
+                        for s, v in ((diagnosis_page.STEP_40K, 170.0), (diagnosis_page.LATE_STEP, 110.0),
+                                     (diagnosis.KEPT_STEPS[0], 20.0))])
+    later = diagnosis_page.later_seeds(llc, runs)
+    assert later.index.tolist() == [0]  # seed 1 and the bfloat16 run are not the other float32 seeds
+    row = later.loc[0]
+    assert row["ratio"] == pytest.approx(110 / 170) and row["checkpoints with λ̂"] == 3
+    assert row["λ̂ highest at"] == diagnosis_page.STEP_40K and np.isnan(row[f"λ̂ at {diagnosis.END_STEP:,}"])
+    falls = diagnosis_page.fall_values(later)
+    assert falls["seeds"] == [0] and falls["ratios"] == [pytest.approx(110 / 170)]
+    assert (falls["paper"], falls["paper_late"]) == ([169, 171], [113, 131])  # the reference notes
+    assert falls["paper_ratio"] == [pytest.approx(113 / 171), pytest.approx(131 / 169)]
+    assert falls["end_seeds"] == [] and falls["complete"] == [] and falls["kept"] == 12
+    assert np.isnan(falls["stages_run"])  # no stages run given
+    early = diagnosis_page.later_seeds(llc.iloc[:1], runs)
+    assert np.isnan(early.loc[0, "ratio"]) and diagnosis_page.fall_values(early)["seeds"] == []
 
 
 def test_seed_llc_points_keep_the_other_float32_seeds_with_both_points_at_the_stages_budget():
@@ -231,22 +242,108 @@ def test_seed_stages_runs_the_pages_rule_on_each_seed_and_on_the_papers_own_valu
     assert (table.iloc[0] == table.loc[(diagnosis_page.PAPER_MIDDLE, grid)]).all()
     assert table.loc[(diagnosis_page.PAPER_MIDDLE, grid), "λ̂ highest at"] == "40,292"  # the paper's 40k peak
     assert diagnosis_page.seed_stages(llc, None).empty
-    note = diagnosis_page.seed_stages_note(table)
-    assert "At seed 0: " in note and "The same boundaries as the paper's values at this grid: seed 0." in note
-    assert diagnosis_page.seed_stages_note(pd.DataFrame()) == "No seed has λ̂ at every one of these steps yet."
+    found = diagnosis_page.seed_stages_values(table)
+    assert (found["same"], found["other"], found["highest"]) == (["seed 0"], [], "40,292")
+    control = table.loc[(diagnosis_page.PAPER_MIDDLE, grid)]
+    assert found["stages"] == control["stages"] and found["boundaries"] == control["boundaries found"]
 
 
-def test_the_precision_result_reads_seed_1s_float32_and_bfloat16_lambda_beside_the_other_seeds():
+def markers_table(rows, column="loss"):
+    """A diagnosis markers table from (seed, operands, data, step, value) rows, the value in ``column``."""
+    return pd.DataFrame(rows, columns=["seed", "operands", "data", "step", column])
+
+
+def test_seed_values_put_seed_1_and_its_retrain_beside_the_other_seeds_at_40k():
     from plateau_lib.icl import diagnosis_page
+    step = diagnosis.STEP_40K
+    markers = markers_table([(0, "float32", "GPU", step, 1.89), (2, "float32", "GPU", step, 1.90),
+                             (1, "float32", "GPU", step, 1.98), (1, "float32", "CPU", step, 1.995),
+                             (0, "bfloat16", "GPU", step, 1.5)])
+    markers["delta_ridge"], markers["n"] = markers["loss"] - 1.6, 8192
+    values = diagnosis_page.seed_values(markers, [(diagnosis.variant(0), "cuda")])
+    assert values["other_seeds"] == [0, 2] and values["others_loss"] == [1.89, 1.90]  # float32 only
+    assert (values["seed1_loss"], values["retrain_loss"]) == (1.98, 1.995)
+    assert values["retrain_delta"] == pytest.approx(0.395) and values["others_delta"] == [
+        pytest.approx(0.29), pytest.approx(0.30)]
+    assert (values["paper_loss"], values["paper_delta"], values["held_out"]) == (1.90, 0.239, 8192)
+    assert values["gpu_runs"] == 1
+
+
+def test_the_precision_values_read_seed_1s_float32_and_bfloat16_lambda_beside_the_other_seeds():
+    from plateau_lib.icl import diagnosis_page
+    step = diagnosis_page.STEP_126K
+    markers = markers_table([(0, "float32", "GPU", step, 2.0), (1, "float32", "GPU", step, 2.5),
+                             (2, "float32", "GPU", step, 2.2), (1, "bfloat16", "GPU", step, 2.47)])
+    markers["delta_ridge"] = markers["loss"] / 10
     budget = diagnosis.budget_label(ICL_LLC_REDUCED)
-    row = dict(step=diagnosis_page.STEP_126K, budget=budget, data="GPU")
+    row = dict(step=step, budget=budget, data="GPU")
     llc = pd.DataFrame([{**row, "seed": 1, "operands": "float32", "llc_mean": 150.0},
                         {**row, "seed": 0, "operands": "float32", "llc_mean": 152.4},
                         {**row, "seed": 2, "operands": "float32", "llc_mean": 154.5}])
-    assert "still to come" in diagnosis_page.precision_llc_result(llc)  # no bfloat16 row yet
+    assert np.isnan(diagnosis_page.precision_values(markers, llc)["llc_bfloat16"])  # no bfloat16 row
     llc.loc[len(llc)] = {**row, "seed": 1, "operands": "bfloat16", "llc_mean": 151.25}
-    text = diagnosis_page.precision_llc_result(llc)
-    assert "λ̂ 150.0 in float32 and 151.2 in bfloat16" in text and "give 152.4–154.5" in text
+    values = diagnosis_page.precision_values(markers, llc)
+    assert (values["llc_float32"], values["llc_bfloat16"], values["llc_others"]) == (150.0, 151.25, [152.4, 154.5])
+    sd = pd.Series([2.0, 2.5, 2.2]).std()
+    assert values["pairs"] == 1 and values["last_step"] == step and values["llc_step"] == step
+    assert values["loss_gap"] == pytest.approx(0.03) and values["loss_share"] == pytest.approx(0.03 / sd)
+    assert values["delta_gap"] == pytest.approx(0.003) and values["delta_share"] == pytest.approx(0.03 / sd)
+
+
+def test_ood_and_layer_norm_values_read_seed_1s_retrain_and_the_other_seeds():
+    from plateau_lib.icl import diagnosis_page
+    early, late = diagnosis_page.STEP_40K, diagnosis_page.LATE_STEP
+    markers = markers_table([(1, "float32", "CPU", early, 80.0), (1, "float32", "CPU", late, 76.0),
+                             (0, "float32", "GPU", early, 72.0), (2, "float32", "GPU", early, 74.0),
+                             (1, "float32", "GPU", early, 81.0), (0, "float32", "GPU", late, 84.0),
+                             (3, "float32", "GPU", late, 76.5), (0, "bfloat16", "GPU", late, 99.0)],
+                            diagnosis_page.OOD)
+    markers["loss_ood_inputs"] = markers[diagnosis_page.OOD] - 0.25
+    ood = diagnosis_page.ood_values(markers)
+    assert (ood["seed1"], ood["seed1_late"], ood["others"], ood["gap"]) == (80.0, 76.0, [72.0, 74.0], 0.25)
+    assert (ood["others_late"], ood["late_seeds"]) == ([84.0, 76.5], [0, 3])  # float32 only, seed 1 left out
+    assert (ood["paper"], ood["paper_late"]) == (72.2, 84.8)
+    for i, key in enumerate(diagnosis.LAYER_NORMS):
+        markers[key] = markers["step"].map({early: 1.0 + i, late: 0.1 * i})
+    norms = diagnosis_page.layer_norm_values(markers)
+    assert list(norms.index) == list(diagnosis.LAYER_NORMS)
+    assert list(norms.columns) == [early, diagnosis_page.STEP_126K, late]
+    assert norms.loc["ln_attn_1", early] == 2.0 and norms.loc["ln_attn_1", late] == pytest.approx(0.1)
+    assert norms[diagnosis_page.STEP_126K].isna().all()  # no row at 126k: missing, not a sentence
+
+
+def test_settling_reads_the_last_draws_against_the_window_at_each_seed(monkeypatch):
+    """Seed 0 with rows at both LR4 steps and its longer chains at 318,181 only; seed 2 without 202,019: left out."""
+    from plateau_lib.icl import diagnosis_page
+    lr4, late = diagnosis_page.LR4_STEP, diagnosis_page.LATE_STEP
+
+    def last_draws(cfg, stream, llc=ICL_LLC_REDUCED, draws=200):
+        longer = llc == diagnosis.LLC_LONGER
+        steps = [late] if longer else ([lr4, late] if cfg.seed == 0 else [late])
+        return pd.DataFrame({"step": steps, "window": [100.0 + longer * 10 + s / 1e6 for s in steps],
+                             "last draws": [120.0 + longer * 10 + draws / 100 for _ in steps]})
+    monkeypatch.setattr(diagnosis, "last_draws", last_draws)
+    table = diagnosis_page.settling([2, 0])
+    assert table.index.tolist() == [0]
+    assert table.loc[0, (f"{lr4:,}", "last 200 draws")] == 122.0
+    assert table.loc[0, (f"{late:,}", "window")] == pytest.approx(100 + late / 1e6)
+    assert table.loc[0, (f"{late:,}", "their last 800 draws")] == 138.0
+    assert np.isnan(table.loc[0, (f"{diagnosis.END_STEP:,}", "chains 4× longer")])
+    values = diagnosis_page.settling_values(table)
+    assert values["seeds"] == [0] and values["last_lr4"] == [122.0] and values["longer_late"] == [
+        pytest.approx(110 + late / 1e6)]
+
+
+def test_estimator_values_give_each_readings_fall_from_40k_to_320k(monkeypatch):
+    from plateau_lib.icl import diagnosis_page
+    windows = pd.DataFrame({"step": [diagnosis_page.STEP_40K, diagnosis_page.LATE_STEP],
+                            "authors' window": [160.0, 120.0], "stages page's window": [160.0, 80.0],
+                            "after 1,000 steps": [150.0, 150.0]})
+    monkeypatch.setattr(diagnosis, "estimator_windows", lambda cfg: windows)
+    table, falls = diagnosis_page.estimator_values()
+    assert table.index.tolist() == [diagnosis_page.STEP_40K, diagnosis_page.LATE_STEP]
+    assert (falls["all"], falls["window"], falls["after"]) == (0.75, 0.5, 1.0)
+    assert falls["paper"] == pytest.approx(112.8 / 169.3, abs=1e-3)  # the paper's seed 1, 320k over 40k
 
 
 def test_saving_a_state_keeps_the_note_on_how_earlier_stretches_ran(tmp_path):

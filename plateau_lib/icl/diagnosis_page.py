@@ -1,6 +1,7 @@
 """The stages page's differential diagnosis (why λ̂ barely falls in LR3–LR4 at our seed 1; the page
-``notebooks/icl_stages_diagnosis.ipynb``): its figure and its hypotheses, each with its test, its cost and its
-result, the results computed from the committed runs (``icl.diagnosis``), none typed; λ̂ at every seed."""
+``notebooks/icl_stages_diagnosis.ipynb``): its figure, its hypotheses with their tests and costs, and the numbers
+and tables of their results, computed from the committed runs (``icl.diagnosis``); the page's Markdown says them.
+λ̂ at every seed."""
 from __future__ import annotations
 
 import pandas as pd
@@ -52,91 +53,205 @@ def figure(markers: pd.DataFrame, llc: pd.DataFrame, stages_run=None):
                                  title=f"The paper's configuration at five model seeds, to step {last:,}")
 
 
-def _range(d: dict, fmt: str) -> str:
-    return f"{d['others low']:{fmt}}–{d['others high']:{fmt}}"
+HYPOTHESES = [
+    ("The retrain is the committed run", "Retrain seed 1 with the same code and seed, keeping a dozen checkpoints; "
+     "compare its evaluations with the committed run's", "about 5 CPU-hours (one core)"),
+    ("Our seed 1 is a slow initialisation (PyTorch's seed 1 is not the authors' seed 1)",
+     "Train seeds 0–4 and score every kept checkpoint on one common held-out set",
+     "one H100 GPU, every run stacked (result 2 gives its seconds)"),
+    ("The TPU's bfloat16 matrix products", "Seeds 0–2 again with every product's operands rounded to bfloat16 "
+     "(forward and backward, float32 sums: XLA's default on a TPU)", "the same GPU run; then seed 1's float32 "
+     "and bfloat16 runs past 126k on a CPU core (about 2 CPU-hours with their λ̂)"),
+    ("Our OOD-input loss is not the authors' measure",
+     "Score every kept checkpoint again as the authors' notebook did: g = 5, noise of std 0.125 (not variance)",
+     "seconds a checkpoint"),
+    ("The layer norms do not collapse in our run", "Each layer norm's mean |weight| at every kept checkpoint",
+     "seconds a checkpoint"),
+    ("λ̂ at the peak depends on the seed", "λ̂ at the 40k checkpoint of every seed, the stages run's SGLD setting",
+     "about 9 CPU-minutes a run"),
+    ("λ̂ falls in LR3–LR4 at the other seeds", "Seeds 0, 2, 3 and 4 go on from their GPU states to 500k on a CPU "
+     "core (data drawn there from then on); λ̂ at every kept checkpoint",
+     "5.4 CPU-hours a seed from 85k to 500k (one core, measured), 9 CPU-minutes a λ̂, 32 with chains 4× longer"),
+    ("The estimator as the authors ran it", "No burn-in, losses from the SGLD minibatches, n = 2²⁰, 5,000 draws, at "
+     "40k, 320k and 500k: 2 chains on a CPU (the full 10 in a GPU lease); the same chains read over the stages "
+     "page's window too", "about 22 CPU-minutes a checkpoint (one core, measured at 40k)"),
+]
 
 
-def hypotheses(markers: pd.DataFrame, llc: pd.DataFrame, runs, stages_run=None) -> pd.DataFrame:
-    """The diagnosis so far: one row per hypothesis (cheapest and most likely first), its result computed;
-    ``stages_run``: the committed seed-1 run (``long_run.finished_run``), None where it is not committed."""
-    loss, delta = (diagnosis.seed_spread(markers, STEP_40K, c) for c in ("loss", "delta_ridge"))
-    gaps = {c: diagnosis.precision_gap(markers, c) for c in ("loss", "delta_ridge")}
-    check = diagnosis.retrain_check()
-    progress = diagnosis.progress_table(runs)
-    gpu = progress[progress["run"].str.contains("GPU")]
-    gpu_seconds = max(diagnosis.progress(c, s).get("seconds_by_device", {}).get("cuda", 0.0)
-                      for c, s in runs if s == "cuda")
-    retrain = markers[(markers["data"] == "CPU") & (markers["seed"] == 1) & (markers["step"] == STEP_40K)]
-    cpu_run = (diagnosis.committed_evals(STEP_40K) if retrain.empty else
-               {"loss": float(retrain["loss"].iloc[0]), "delta_ridge": float(retrain["delta_ridge"].iloc[0])})
-    cpu_where = ("the committed CPU run (its own data and held-out set)" if retrain.empty else
-                 "the CPU retrain (the committed run's data, the same held-out set)")
-    at_40k = (llc[(llc["step"] == STEP_40K) & (llc["budget"] == diagnosis.budget_label(ICL_LLC_REDUCED))]
-              if not llc.empty else llc)  # the stages run's setting; the estimator-as-run rows have their own row
-    paper_low, paper_high = dev.PAPER_LLC_SEEDS[40_000]
-    if at_40k.empty:
-        llc_result = "Not estimated yet (4 chains × 800 draws, about 9 CPU-minutes a seed)."
-    else:
-        values = ", ".join(f"{r.llc_mean:.1f} (seed {r.seed}, {r.operands})" for r in at_40k.itertuples())
-        inside = sum(paper_low <= v <= paper_high for v in at_40k["llc_mean"])
-        ours = ("" if stages_run is None else f"; the committed seed-1 run (CPU data): "
-                f"{llc_at_paper_step(stages_run.llc.dropna(subset=['llc_mean']), 40_000, dev.PAPER_STEPS):.1f}")
-        llc_result = (f"λ̂ at step {STEP_40K:,}: {values}; {inside} of {len(at_40k)} inside the paper's seeds "
-                      f"({paper_low}–{paper_high}){ours}.")
-    retrain_note = ("In progress: no state saved yet." if not check["steps compared"] else
-               f"{check['steps compared']} evaluations compared up to step {check['last step']:,}: largest "
-               f"difference {check['max |Δ loss|']:.1g} in loss, {check['max |Δ weight norm|']:.1g} in weight norm.")
-    rows = [
-        ("The retrain is the committed run", "Retrain seed 1 with the same code and seed, keeping a dozen "
-         "checkpoints; compare its evaluations with the committed run's", "about 5 CPU-hours (one core)",
-         retrain_note),
-        ("Our seed 1 is a slow initialisation (PyTorch's seed 1 is not the authors' seed 1)",
-         "Train seeds 0–4 and score every kept checkpoint on one common held-out set of "
-         f"{int(markers['n'].iloc[0]):,} sequences",
-         f"{gpu_seconds:,.0f} s of one H100 GPU: {len(gpu)} runs stacked, to step "
-         f"{int(gpu['step reached'].min()):,}–{int(gpu['step reached'].max()):,}",
-         f"At step {STEP_40K:,} (the paper: loss {dev.PAPER_EVAL_LOSS[40_000]:.2f}, Δ to ridge "
-         f"{dev.PAPER_DELTA_RIDGE[40_000]:.3f}) seeds {', '.join(str(s) for s in loss['seeds'] if s != 1)} give loss "
-         f"{_range(loss, '.3f')} and Δ to ridge {_range(delta, '.3f')}; seed 1 gives {loss['seed 1']:.3f} and "
-         f"{delta['seed 1']:.3f} with the GPU's data, and {cpu_where} "
-         f"{cpu_run['loss']:.3f} and {cpu_run['delta_ridge']:.3f}. The lag is our seed 1's, not the setup's."),
-        ("The TPU's bfloat16 matrix products", "Seeds 0–2 again with every product's operands rounded to bfloat16 "
-         "(forward and backward, float32 sums: XLA's default on a TPU)", "the same GPU run; then seed 1's float32 "
-         "and bfloat16 runs past 126k on a CPU core (about 2 CPU-hours with their λ̂)",
-         f"Over {gaps['loss']['pairs']} matched checkpoints to step {gaps['loss']['last step']:,} bfloat16 moves the "
-         f"loss by at most {gaps['loss']['max gap']:.4f} and Δ to ridge by at most "
-         f"{gaps['delta_ridge']['max gap']:.4f}: never more than {gaps['loss']['max share of seed sd']:.0%} and "
-         f"{gaps['delta_ridge']['max share of seed sd']:.0%} of the float32 seeds' sd at the same step. "
-         f"{precision_llc_result(llc)}"),
-        ("Our OOD-input loss is not the authors' measure",
-         "Score every kept checkpoint again as the authors' notebook did: g = 5, noise of std 0.125 (not variance)",
-         "seconds a checkpoint", ood_result(markers)),
-        ("The layer norms do not collapse in our run", "Each layer norm's mean |weight| at every kept checkpoint",
-         "seconds a checkpoint", layer_norm_result(markers)),
-        ("λ̂ at the peak depends on the seed", "λ̂ at the 40k checkpoint of every seed, the stages run's SGLD "
-         "setting", "about 9 CPU-minutes a run", llc_result),
-        ("λ̂ falls in LR3–LR4 at the other seeds", "Seeds 0 and 2 go on from their GPU states on a CPU core (data "
-         "drawn there from then on), seeds 3 and 4 wait for a GPU; λ̂ at every kept checkpoint",
-         "5.4 CPU-hours a seed from 85k to 500k (one core, measured), 9 CPU-minutes a λ̂, 32 with chains 4× longer",
-         later_seeds_result(llc, runs, stages_run)),
-        ("The estimator as the authors ran it", "No burn-in, losses from the SGLD minibatches, n = 2²⁰, 5,000 "
-         "draws, at 40k, 320k and 500k: 2 chains on a CPU (the full 10 in a GPU lease); the same chains read "
-         "over the stages page's window too", "about 22 CPU-minutes a checkpoint (one core, measured at 40k)", estimator_result()),
-    ]
-    return pd.DataFrame(rows, columns=["hypothesis", "test", "cost", "result"])
-
-
-def overview(table: pd.DataFrame) -> pd.DataFrame:
-    """The ``hypotheses`` table without its results (they are ``findings``), numbered as ``findings`` numbers
-    them."""
-    shown = table[["hypothesis", "test", "cost"]].copy()
+def overview() -> pd.DataFrame:
+    """The hypotheses, cheapest and most likely first, numbered as the page's results are: each with its test and
+    its cost."""
+    shown = pd.DataFrame(HYPOTHESES, columns=["hypothesis", "test", "cost"])
     shown.insert(0, "#", range(1, len(shown) + 1))
     return shown
 
 
-def findings(table: pd.DataFrame) -> str:
-    """The ``hypotheses`` table's results, one numbered paragraph each under its hypothesis (markdown)."""
-    return "\n\n".join(f"**{i}. {r.hypothesis}.** {r.result}" for i, r in enumerate(table.itertuples(), start=1))
+def _float32(markers: pd.DataFrame, step: int, data: str = "GPU") -> pd.DataFrame:
+    return markers[(markers["step"] == step) & (markers["data"] == data) & (markers["operands"] == "float32")]
+
+
+def seed_values(markers: pd.DataFrame, runs) -> dict:
+    """Result 2's numbers: loss and Δ to ridge at ``STEP_40K``, the paper's, the other seeds' range (``others_*``:
+    low, high), seed 1's with the GPU's data and the CPU retrain's (the committed run's data); the held-out
+    sequences every checkpoint is scored on; the GPU runs (how many, their seconds on the GPU, the steps they have
+    reached)."""
+    loss, delta = (diagnosis.seed_spread(markers, STEP_40K, c) for c in ("loss", "delta_ridge"))
+    retrain = _float32(markers, STEP_40K, "CPU").set_index("seed")
+    gpu = diagnosis.progress_table(runs)
+    gpu = gpu[gpu["run"].str.contains("GPU")]
+    return {"step": STEP_40K, "paper_loss": dev.PAPER_EVAL_LOSS[40_000], "paper_delta": dev.PAPER_DELTA_RIDGE[40_000],
+            "other_seeds": [s for s in loss["seeds"] if s != 1],
+            "others_loss": [loss["others low"], loss["others high"]],
+            "others_delta": [delta["others low"], delta["others high"]],
+            "seed1_loss": loss["seed 1"], "seed1_delta": delta["seed 1"],
+            "retrain_loss": retrain["loss"].get(1, float("nan")),
+            "retrain_delta": retrain["delta_ridge"].get(1, float("nan")),
+            "held_out": int(markers["n"].iloc[0]), "gpu_runs": len(gpu),
+            "gpu_seconds": max((diagnosis.progress(c, s) or {}).get("seconds_by_device", {}).get("cuda", 0.0)
+                               for c, s in runs if s == "cuda"),
+            "gpu_steps": gpu["step reached"].tolist()}
+
+
+def precision_values(markers: pd.DataFrame, llc: pd.DataFrame, step: int = STEP_126K) -> dict:
+    """Result 3's numbers: over the matched (seed, step) checkpoints of bfloat16 and float32 runs (``pairs``, to
+    ``last_step``), the largest gap in loss and Δ to ridge and its largest share of the float32 seeds' sd; then λ̂
+    at ``step`` (the stages run's SGLD budget) of seed 1's two GPU-begun runs, float32 and bfloat16 (the same start,
+    each carried on from 85k with a CPU's data), and the other seeds' float32 λ̂ there (``llc_others``)."""
+    loss, delta = (diagnosis.precision_gap(markers, c) for c in ("loss", "delta_ridge"))
+    at = llc[(llc["step"] == step) & (llc["budget"] == diagnosis.budget_label(ICL_LLC_REDUCED))
+             & (llc["data"] == "GPU")]
+    seed1 = at[at["seed"] == 1].set_index("operands")["llc_mean"]
+    return {"pairs": loss["pairs"], "last_step": loss["last step"], "loss_gap": loss["max gap"],
+            "delta_gap": delta["max gap"], "loss_share": loss["max share of seed sd"],
+            "delta_share": delta["max share of seed sd"], "llc_step": step,
+            "llc_float32": seed1.get("float32", float("nan")), "llc_bfloat16": seed1.get("bfloat16", float("nan")),
+            "llc_others": at[(at["seed"] != 1) & (at["operands"] == "float32")]["llc_mean"].tolist()}
+
+
+def _at(markers: pd.DataFrame, step: int, column: str, data: str = "CPU", seed: int = 1) -> float:
+    row = _float32(markers, step, data)
+    row = row[row["seed"] == seed]
+    return float(row[column].iloc[0]) if len(row) else float("nan")
+
+
+OOD = "loss_ood_inputs_authors"
+
+
+def ood_values(markers: pd.DataFrame) -> dict:
+    """Result 4's numbers, the OOD-input loss the authors' way (g = 5, noise of std 0.125): the largest change from
+    our way, seed 1's (the CPU retrain) at ``STEP_40K`` and ``LATE_STEP`` beside the paper's at 40k and 320k, and
+    the other float32 seeds' (GPU-begun) at both steps (``late_seeds``: which seeds have the later value)."""
+    late = _float32(markers, LATE_STEP)
+    late = late[late["seed"] != 1].sort_values("seed")
+    others = diagnosis.seed_spread(markers, STEP_40K, OOD)
+    return {"gap": float((markers[OOD] - markers["loss_ood_inputs"]).abs().max()), "step": STEP_40K,
+            "late_step": LATE_STEP, "seed1": _at(markers, STEP_40K, OOD), "seed1_late": _at(markers, LATE_STEP, OOD),
+            "paper": PAPER_OOD_40K, "paper_late": PAPER_OOD_LATE,
+            "others": [others["others low"], others["others high"]], "others_late": late[OOD].tolist(),
+            "late_seeds": late["seed"].tolist()}
+
+
+def layer_norm_values(markers: pd.DataFrame, steps=(STEP_40K, STEP_126K, LATE_STEP)) -> pd.DataFrame:
+    """Result 5's numbers: each layer norm's mean |weight| (rows, ``diagnosis.LAYER_NORMS``' keys) at ``steps``
+    (columns) in seed 1's CPU retrain."""
+    return pd.DataFrame({s: [_at(markers, s, c) for c in diagnosis.LAYER_NORMS] for s in steps},
+                        index=list(diagnosis.LAYER_NORMS))
+
+
+def peak_llc_values(llc: pd.DataFrame, stages_run=None) -> dict:
+    """Result 6's numbers: λ̂ at ``STEP_40K`` at the stages run's SGLD setting, one ``(seed, operands, λ̂)`` per
+    run estimated there (``values``); how many of them lie ``inside`` the paper's seeds' range at 40k (``paper``:
+    low, high); and the committed seed-1 run's λ̂ at the paper's 40k (``stages_run``; NaN without it)."""
+    at = llc[(llc["step"] == STEP_40K) & (llc["budget"] == diagnosis.budget_label(ICL_LLC_REDUCED))]
+    low, high = dev.PAPER_LLC_SEEDS[40_000]
+    ours = (float("nan") if stages_run is None else
+            llc_at_paper_step(stages_run.llc.dropna(subset=["llc_mean"]), 40_000, dev.PAPER_STEPS))
+    return {"step": STEP_40K, "values": [(r.seed, r.operands, r.llc_mean) for r in at.itertuples()],
+            "inside": int(at["llc_mean"].between(low, high).sum()), "estimated": len(at), "paper": [low, high],
+            "stages_run": ours}
+
+
+def later_seeds(llc: pd.DataFrame, runs) -> pd.DataFrame:
+    """Result 7's table: one row per other float32 GPU-begun seed: the step it has reached, the step from which it
+    went on on a CPU (its data drawn there), how many of its kept checkpoints have λ̂ (the stages run's SGLD
+    setting) and the step of the highest, its λ̂ at ``STEP_40K`` and ``LATE_STEP`` with their ratio, and at the end
+    (NaN where a row is still to come)."""
+    budget, rows = diagnosis.budget_label(ICL_LLC_REDUCED), []
+    for cfg, stream in runs:
+        if stream != "cuda" or cfg.seed == 1 or cfg.matmul_operands != "float32":
+            continue
+        record = diagnosis.progress(cfg, stream) or {}
+        at = llc[(llc["seed"] == cfg.seed) & (llc["data"] == "GPU") & (llc["operands"] == "float32")
+                 & (llc["budget"] == budget)].set_index("step")["llc_mean"]
+        peak, late, end = (float(at.get(s, float("nan"))) for s in (STEP_40K, LATE_STEP, diagnosis.END_STEP))
+        rows.append({"seed": cfg.seed, "step reached": record.get("step", 0),
+                     "on a CPU from": record.get("meta", {}).get("data_stream_reseeded_at"),
+                     "checkpoints with λ̂": len(at), "λ̂ highest at": at.idxmax() if len(at) else None,
+                     f"λ̂ at {STEP_40K:,}": peak, f"λ̂ at {LATE_STEP:,}": late, "ratio": late / peak,
+                     f"λ̂ at {diagnosis.END_STEP:,}": end})
+    return pd.DataFrame(rows).set_index("seed")
+
+
+def fall_values(later: pd.DataFrame, stages_run=None) -> dict:
+    """Result 7's numbers beside ``later`` (``later_seeds``): the seeds with λ̂ at both ``STEP_40K`` and ``LATE_STEP``
+    and their ratios; the paper's seeds' ranges at 40k and 320k and the ratio they allow (low, high); our seed 1's
+    λ̂ at the paper's 40k and 320k in the stages run (NaN without it); the seeds ``finished`` and the steps they
+    went on on a CPU from; the seeds with λ̂ at the end, and those with it at every one of the ``kept`` checkpoints
+    (``complete``) with the step of their highest; the paper's seeds' ranges later (``paper_{k}k``)."""
+    fell = later.dropna(subset=["ratio"])
+    complete = later[later["checkpoints with λ̂"] == len(diagnosis.KEPT_STEPS)]
+    (low40, high40), (low320, high320) = dev.PAPER_LLC_SEEDS[40_000], dev.PAPER_LLC_SEEDS[320_000]
+    ours = [float("nan")] * 2
+    if stages_run is not None:
+        curve = stages_run.llc.dropna(subset=["llc_mean"])
+        ours = [llc_at_paper_step(curve, step, dev.PAPER_STEPS) for step in (40_000, 320_000)]
+    return {"seeds": fell.index.tolist(), "ratios": fell["ratio"].tolist(), "paper": [low40, high40],
+            "paper_late": [low320, high320], "paper_ratio": [low320 / high40, high320 / low40],
+            "stages_run": ours[0], "stages_run_late": ours[1], "stages_run_ratio": ours[1] / ours[0],
+            "finished": later.index[later["step reached"] >= ICL_PAPER.steps].tolist(),
+            "cpu_from": later["on a CPU from"].dropna().tolist(),
+            "end_seeds": later.index[later[f"λ̂ at {diagnosis.END_STEP:,}"].notna()].tolist(),
+            "kept": len(diagnosis.KEPT_STEPS), "complete": complete.index.tolist(),
+            "complete_highest": complete["λ̂ highest at"].tolist()} | {
+        f"paper_{s // 1000}k": list(dev.PAPER_LLC_SEEDS[s]) for s in (126_000, 200_000, 320_000, 500_000)}
+
+
+LONGER_LAST = 800  # the last quarter of the longer chains' draws
+
+
+def settling(seeds) -> pd.DataFrame:
+    """Whether the ``seeds``' chains were still rising over the stages page's window in LR4 (``diagnosis.
+    last_draws``): λ̂ over the window and over its last 200 draws at ``LR4_STEP`` and ``LATE_STEP``, then over chains
+    4× longer and their last ``LONGER_LAST`` draws at ``LATE_STEP`` and the end; one row per seed with both
+    steps, columns (step, reading), NaN where not estimated."""
+    short = (("window", "window"), ("last 200 draws", "last draws"))
+    longer = (("chains 4× longer", "window"), (f"their last {LONGER_LAST:,} draws", "last draws"))
+    columns = [(step, reading, column) for steps, readings in (((LR4_STEP, LATE_STEP), short),
+                                                               ((LATE_STEP, diagnosis.END_STEP), longer))
+               for step in steps for reading, column in readings]
+    rows = {}
+    for seed in sorted(seeds):
+        reduced = diagnosis.last_draws(diagnosis.variant(seed), "cuda").set_index("step")
+        if not {LR4_STEP, LATE_STEP} <= set(reduced.index):
+            continue
+        longer_chains = diagnosis.last_draws(diagnosis.variant(seed), "cuda", diagnosis.LLC_LONGER,
+                                             draws=LONGER_LAST).set_index("step")
+        rows[seed] = [(reduced if (reading, column) in short else longer_chains)[column].get(step, float("nan"))
+                      for step, reading, column in columns]
+    index = pd.MultiIndex.from_tuples([(f"{step:,}", reading) for step, reading, _ in columns],
+                                      names=["step", "λ̂ over"])
+    return pd.DataFrame(list(rows.values()), index=pd.Index(list(rows), name="seed"), columns=index)
+
+
+def settling_values(table: pd.DataFrame) -> dict:
+    """``settling`` read across its seeds: the seeds, the two steps of the window's check, and each reading's values
+    over the seeds (``{reading}_lr4``, ``{reading}_late``, ``{reading}_end``: window, last, longer, longer_last)."""
+    steps = {"lr4": LR4_STEP, "late": LATE_STEP, "end": diagnosis.END_STEP}
+    readings = {"window": "window", "last": "last 200 draws", "longer": "chains 4× longer",
+                "longer_last": f"their last {LONGER_LAST:,} draws"}
+    return {"seeds": table.index.tolist(), "lr4_step": LR4_STEP, "late_step": LATE_STEP} | {
+        f"{key}_{at}": table[(f"{step:,}", reading)].tolist() for key, reading in readings.items()
+        for at, step in steps.items() if (f"{step:,}", reading) in table.columns}
 
 
 def stages_run():
@@ -149,131 +264,6 @@ def provenance_rows(runs, stages_run=None) -> list[dict]:
     stages run's training and LLC rows (``stages_page.provenance_rows``)."""
     rows = diagnosis.progress_table(runs).to_dict("records")
     return rows + (stages_page.provenance_rows({"paper": stages_run}) if stages_run is not None else [])
-
-
-def _at(markers: pd.DataFrame, step: int, column: str, data: str = "CPU", seed: int = 1) -> float:
-    row = markers[(markers["data"] == data) & (markers["seed"] == seed) & (markers["operands"] == "float32")
-                  & (markers["step"] == step)]
-    return float(row[column].iloc[0]) if len(row) else float("nan")
-
-
-def ood_result(markers: pd.DataFrame) -> str:
-    """The hypotheses table's result for the OOD-input loss computed the authors' way (seed 1, the CPU retrain;
-    the other seeds at 40k)."""
-    column = "loss_ood_inputs_authors"
-    ours, theirs = (_at(markers, s, column) for s in (STEP_40K, LATE_STEP)), (PAPER_OOD_40K, PAPER_OOD_LATE)
-    ours = tuple(ours)
-    if any(pd.isna(v) for v in ours):
-        return "Open: the CPU retrain's checkpoints are not scored yet."
-    gap = max(abs(markers[column] - markers["loss_ood_inputs"]))
-    others = diagnosis.seed_spread(markers, STEP_40K, column)
-    others_at = {step: markers[(markers["step"] == step) & (markers["data"] == "GPU") & (markers["seed"] != 1)
-                               & (markers["operands"] == "float32")] for step in (LATE_STEP, LR4_STEP)}
-    step, later = next(((k, v) for k, v in others_at.items() if not v.empty), (LR4_STEP, others_at[LR4_STEP]))
-    rise = ("" if later.empty else f" By step {step:,} the other seeds' loss rises to "
-            f"{later[column].min():.1f}–{later[column].max():.1f} (seeds {', '.join(map(str, sorted(later['seed'])))}), "
-            f"where seed 1's falls to {_at(markers, step, column):.1f}: the paper's loss of robustness appears "
-            f"at the other seeds.")
-    return (f"Their way moves our values by at most {gap:.2f}. Seed 1's loss goes from {ours[0]:.1f} at step "
-            f"{STEP_40K:,} to {ours[1]:.1f} at {LATE_STEP:,}, where the paper's rises from {theirs[0]:.1f} to "
-            f"{theirs[1]:.1f}: the direction differs on the same measure. At {STEP_40K:,} the other seeds give "
-            f"{_range(others, '.1f')}, at the paper's {theirs[0]:.1f}; seed 1 does not.{rise}")
-
-
-def layer_norm_result(markers: pd.DataFrame) -> str:
-    """The hypotheses table's result for the layer-norm collapse (seed 1, the CPU retrain)."""
-    steps = (STEP_40K, STEP_126K, LATE_STEP)
-    values = {c: [_at(markers, s, c) for s in steps] for c in diagnosis.LAYER_NORMS}
-    if any(pd.isna(v) for vs in values.values() for v in vs):
-        return "Open: the CPU retrain's checkpoints are not scored yet."
-    shown = "; ".join(f"{name} {' → '.join(f'{v:.2f}' for v in values[c])}" for c, name in
-                      (("ln_f", "final LN"), ("ln_attn_1", "first attention's"), ("ln_mlp_1", "first MLP's"),
-                       ("ln_attn_2", "second attention's"), ("ln_mlp_2", "second MLP's")))
-    return (f"Mean |weight| at steps {', '.join(f'{s:,}' for s in steps)}: {shown}. The final LN collapses in "
-            f"LR3 and the others follow in LR4, most the first attention's, the second MLP's not at all: the "
-            f"paper's description (App. D). The structure develops; λ̂ does not follow it.")
-
-
-def precision_llc_result(llc: pd.DataFrame, step: int = STEP_126K) -> str:
-    """The precision hypothesis's λ̂ part: seed 1's two GPU-begun runs, float32 and bfloat16 (the same
-    initialisation and data to 85k, each carried on with a CPU's data), at ``step`` at the stages run's SGLD
-    budget, against the other seeds' spread there."""
-    budget = diagnosis.budget_label(ICL_LLC_REDUCED)
-    at = (llc[(llc["step"] == step) & (llc["budget"] == budget) & (llc["data"] == "GPU")] if not llc.empty
-          else llc)
-    pair = {r.operands: r.llc_mean for r in at[at["seed"] == 1].itertuples()}
-    if set(pair) != {"float32", "bfloat16"}:
-        return "Not the cause so far; λ̂ of the bfloat16 runs is still to come."
-    others = at[(at["seed"] != 1) & (at["operands"] == "float32")]["llc_mean"]
-    spread = (f"; the other seeds' float32 runs give {others.min():.1f}–{others.max():.1f}" if len(others) > 1
-              else "")
-    return (f"At step {step:,}, seed 1 gives λ̂ {pair['float32']:.1f} in float32 and {pair['bfloat16']:.1f} in "
-            f"bfloat16 (the same start, each carried on from 85k with its own CPU-drawn data){spread}. Not the "
-            "cause so far.")
-
-
-def later_seeds_result(llc: pd.DataFrame, runs, stages_run=None) -> str:
-    """The hypotheses' result for λ̂ through LR3–LR4 at the other seeds (markdown, in paragraphs once it falls):
-    where each float32 GPU-begun run stands, its λ̂ rows (the stages run's SGLD setting), and, where a seed has λ̂ at both 40,292 and ``LATE_STEP``,
-    its fall against the paper's seeds' and our seed 1's (``stages_run``: the committed stages run)."""
-    parts, falls = [], {}
-    for cfg, stream in runs:
-        if stream != "cuda" or cfg.seed == 1 or cfg.matmul_operands != "float32":
-            continue
-        record = diagnosis.progress(cfg, stream) or {}
-        # a run in progress keeps the step its data were reseeded at on top; a finished one in its meta
-        reseeded = record.get("data_stream_reseeded_at") or record.get("meta", {}).get("data_stream_reseeded_at")
-        where = f"step {record.get('step', 0):,}" + (f", on a CPU from {reseeded:,}" if reseeded else "")
-        rows = llc[(llc["seed"] == cfg.seed) & (llc["data"] == "GPU") & (llc["operands"] == "float32")
-                   & (llc["budget"] == diagnosis.budget_label(ICL_LLC_REDUCED))].set_index("step")["llc_mean"]
-        values = ", ".join(f"{v:.1f} at {step:,}" for step, v in rows[rows.index > STEP_40K].sort_index().items())
-        parts.append(f"seed {cfg.seed}: {where}" + (f"; λ̂ {values}" if values else ""))
-        if {STEP_40K, LATE_STEP} <= set(rows.index):
-            falls[cfg.seed] = (rows[STEP_40K], rows[LATE_STEP])
-    paper = "; ".join(f"{dev.PAPER_LLC_SEEDS[s][0]}–{dev.PAPER_LLC_SEEDS[s][1]} at {s // 1000}k"
-                      for s in (126_000, 200_000, 320_000, 500_000))
-    if not falls:
-        return f"Open. {'; '.join(parts) or 'No run yet'}. The paper's seeds: {paper}."
-    (low40, high40), (low320, high320) = dev.PAPER_LLC_SEEDS[40_000], dev.PAPER_LLC_SEEDS[320_000]
-    shown = "; ".join(f"seed {seed} {a:.1f} → {b:.1f} (× {b / a:.2f})" for seed, (a, b) in sorted(falls.items()))
-    ours = ""
-    if stages_run is not None:
-        curve = stages_run.llc.dropna(subset=["llc_mean"])
-        a, b = (llc_at_paper_step(curve, step, dev.PAPER_STEPS) for step in (40_000, 320_000))
-        ours = f"; our seed 1 (the stages run) {a:.1f} → {b:.1f} (× {b / a:.2f})"
-    settling = settling_note(falls).strip()
-    return (f"Falls at the other seeds. λ̂ from step {STEP_40K:,} to {LATE_STEP:,}: {shown}; the paper's seeds "
-            f"{low40}–{high40} → {low320}–{high320} (× {low320 / high40:.2f}–{high320 / low40:.2f}){ours}. "
-            f"The fall in LR3–LR4 is the configuration's; our seed 1 misses it."
-            + (f"\n\n{settling}" if settling else "")
-            + f"\n\nWhere the runs stand: {'; '.join(parts)}. The paper's seeds later: {paper}.")
-
-
-LONGER_LAST = 800  # the last quarter of the longer chains' draws
-
-
-def settling_note(seeds) -> str:
-    """Whether the other ``seeds``' chains were still rising over the stages page's window in LR4 (``diagnosis.
-    last_draws``): then the window reads λ̂ low there, and the last draws bound how much."""
-    late = {s: diagnosis.last_draws(diagnosis.variant(s), "cuda").set_index("step") for s in sorted(seeds)}
-    late = {s: t.loc[[LR4_STEP, LATE_STEP]] for s, t in late.items() if {LR4_STEP, LATE_STEP} <= set(t.index)}
-    if not late:
-        return ""
-    shown = "; ".join(f"seed {s} " + " and ".join(f"{r['last draws']:.1f} (window {r['window']:.1f})"
-                                                   for _, r in t.iterrows()) for s, t in late.items())
-    low, high = dev.PAPER_LLC_SEEDS[320_000]
-    last = " and ".join(f"{t.loc[LATE_STEP, 'last draws']:.1f}" for t in late.values())
-    longer = {s: diagnosis.last_draws(diagnosis.variant(s), "cuda", diagnosis.LLC_LONGER, draws=LONGER_LAST)
-              .set_index("step") for s in late}
-    end = ""
-    for step, where in ((LATE_STEP, f"At {LATE_STEP:,}"), (diagnosis.END_STEP, "At the end")):
-        rows = {s: t.loc[step] for s, t in longer.items() if step in t.index}
-        end += ("" if not rows else f" {where}, chains 4× longer read " + " and ".join(
-            f"{r['window']:.1f} (seed {s}; their last {LONGER_LAST} draws {r['last draws']:.1f})"
-            for s, r in rows.items()) + ": still rising, so λ̂ there is a lower bound.")
-    return (f"The chains are still rising at the end of the window at {LR4_STEP:,} and {LATE_STEP:,}, as seed 1's "
-            f"were at 320k: their last 200 draws alone read {shown}, so the window reads the fall somewhat deep. At "
-            f"{LATE_STEP:,} the last draws give {last}; the paper's seeds {low}–{high}.{end} ")
 
 
 def paper_points() -> dict[int, int]:
@@ -342,24 +332,17 @@ def seed_stages(llc: pd.DataFrame, stages_run) -> pd.DataFrame:
     return table.drop(columns=["λ̂ curve", "checkpoints"]).set_index(index)
 
 
-def seed_stages_note(table: pd.DataFrame) -> str:
-    """``seed_stages`` in words: what the rule finds on the paper's own values at the same steps, then at each
-    seed on the same grid (markdown)."""
-    if table.empty:
-        return "No seed has λ̂ at every one of these steps yet."
+def seed_stages_values(table: pd.DataFrame) -> dict:
+    """``seed_stages`` read against its control: the stages, boundaries and step of the highest λ̂ the rule finds
+    on the middle of the paper's seed range at the paper's steps, and which seeds on the same grid give the same
+    boundaries (``same``) or others (``other``)."""
     grid = table.index[0][1]  # the paper's steps, the grid of the seeds and the control
     control = table.loc[(PAPER_MIDDLE, grid)]
-
-    def found(r):
-        where = ("no boundary" if r["boundaries found"] == "none" else
-                 f"boundar{'y' if r['stages'] == 2 else 'ies'} at {r['boundaries found']}")
-        return f"{r['stages']} stages ({where}; λ̂ highest at {r['λ̂ highest at']})"
     seeds = table.xs(grid, level="checkpoints").drop(PAPER_MIDDLE)
-    same = [name for name, r in seeds.iterrows() if r["boundaries found"] == control["boundaries found"]]
-    return (f"On the middle of the paper's seed range at these steps the rule finds {found(control)}. "
-            + " ".join(f"At {name}: {found(r)}." for name, r in seeds.iterrows())
-            + (f" The same boundaries as the paper's values at this grid: {', '.join(same)}." if same else
-               " No seed gives the paper's values' boundaries at this grid."))
+    same = seeds["boundaries found"] == control["boundaries found"]
+    return {"stages": int(control["stages"]), "boundaries": control["boundaries found"],
+            "highest": control["λ̂ highest at"], "same": seeds.index[same].tolist(),
+            "other": seeds.index[~same].tolist()}
 
 
 def seed_llc_table(llc: pd.DataFrame) -> pd.DataFrame:
@@ -388,21 +371,16 @@ def seed_llc_table(llc: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def estimator_result() -> str:
-    """The hypotheses table's result for the estimator as the authors ran it (seed 1, the CPU retrain)."""
-    windows = diagnosis.estimator_windows(diagnosis.variant(1))
-    if windows.empty:
-        return "Open: not estimated yet."
-    values = "; ".join(f"step {r[0]:,}: {r[1]:.1f} over every draw, {r[2]:.1f} over the stages page's window, "
-                       f"{r[3]:.1f} after the first 1,000 steps" for r in windows.itertuples(index=False))
-    at = windows.set_index("step")
-    if {STEP_40K, LATE_STEP} <= set(at.index):
-        falls = at.loc[LATE_STEP] / at.loc[STEP_40K]
-        values += (f". From {STEP_40K:,} to {LATE_STEP:,} λ̂ falls to {falls.iloc[0]:.2f} of its value over every "
-                   f"draw, {falls.iloc[1]:.2f} over the stages page's window and {falls.iloc[2]:.2f} after the first "
-                   f"1,000 steps (the paper: {dev.PAPER_LLC[320_000] / dev.PAPER_LLC[40_000]:.2f}). Averaging from the "
-                   f"first draw does not make the paper's fall")
-    return values + "."
+def estimator_values() -> tuple[pd.DataFrame, dict]:
+    """Result 8's numbers: seed 1's λ̂ (the CPU retrain) as the authors ran the estimator, one row per step with
+    the chains read over every draw, the stages page's window and the draws after the first 1,000 steps
+    (``diagnosis.estimator_windows``); and each reading's ratio from ``STEP_40K`` to ``LATE_STEP`` beside the
+    paper's seed 1's from 40k to 320k: ``all`` (every draw), ``window``, ``after`` and ``paper``."""
+    windows = diagnosis.estimator_windows(diagnosis.variant(1)).set_index("step")
+    at = windows.reindex([STEP_40K, LATE_STEP])
+    falls = at.iloc[1] / at.iloc[0]
+    return windows, {"all": falls["authors' window"], "window": falls["stages page's window"],
+                     "after": falls["after 1,000 steps"], "paper": dev.PAPER_LLC[320_000] / dev.PAPER_LLC[40_000]}
 
 
 def styled(table: pd.DataFrame):
