@@ -370,3 +370,16 @@ def test_the_words_for_where_runs_were_computed_come_from_their_provenance():
     # a run begun on a GPU and resumed here counts both
     assert pages.computed_on({0: run("cpu", wall_time_s_by_device={"cuda": 600.0, "cpu": 900.0})}) == "a GPU and a CPU"
     assert pages.computed_on({}) == ""
+
+
+def test_not_yet_shown_counts_the_claims_that_wait_by_figure():
+    import pandas as pd
+    from plateau_lib.book import pages
+    column = pages.PRESET_COLUMNS["paper"]
+    pending = {"A": "left for a GPU", "B": "needs checkpoints", "C": "in progress"}
+    table = pd.DataFrame({"figure": ["A", "A", "A", "B", "C"], "sanity check": [False, False, True, False, False],
+                          column: ["left for a GPU", "left for a GPU", "left for a GPU", "0.9 (reproduced)",
+                                   "4 (partly)"]})
+    shown = pages.not_yet_shown(table, pending, {"A": "Paper A", "B": "Paper B", "C": "Paper C"})
+    assert shown.to_dict("records") == [{"paper": "Paper A", "figure": "A", "claims waiting": 2,
+                                         "what they wait for": "left for a GPU"}]   # a sanity check is not counted

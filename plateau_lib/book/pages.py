@@ -442,6 +442,18 @@ def fragile(table: pd.DataFrame) -> pd.DataFrame:
     return turned[["figure", "metric", summaries.FRAGILE]].rename(columns={summaries.FRAGILE: "turned"})
 
 
+def not_yet_shown(table: pd.DataFrame, pending: dict, papers: dict) -> pd.DataFrame:
+    """The figures of the Reproducibility ``table`` with claims whose ``paper`` column has no verdict yet: the paper
+    (``papers``: ``chapters.paper_of()``), how many of the figure's claims wait, and what they wait for
+    (``pending``: ``chapters.paper_pending()``), most claims first."""
+    column = PRESET_COLUMNS["paper"]
+    waiting = table[~table["sanity check"] & (table[column] == table["figure"].map(pending))]
+    counts = waiting.groupby("figure").size()
+    shown = pd.DataFrame({"paper": counts.index.map(papers), "figure": counts.index, "claims waiting": counts.values,
+                          "what they wait for": counts.index.map(pending)})
+    return shown.sort_values(["claims waiting", "figure"], ascending=[False, True]).reset_index(drop=True)
+
+
 ERRATA = REPO_ROOT / "book" / "errata.csv"
 ERRATA_COLUMNS = ["date", "figure", "claim", "before", "after", "why"]
 
