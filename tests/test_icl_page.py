@@ -365,3 +365,13 @@ def test_stages_are_found_on_each_sgld_budget():
     assert list(table["λ̂ curve"]) == ["one", "flat"]
     flat = table.set_index("λ̂ curve").loc["flat"]
     assert flat["boundaries found"] == "none" and flat["stages"] == 1 and flat["paper boundaries matched"] == 0
+
+
+def test_tables_of_every_run_are_one_table_under_the_runs_labels():
+    runs = {"cpu": fake_run(2_000), "paper": fake_run()}
+    table = stages_page.by_run({p: stages_page.llc_at_points(d) for p, d in runs.items()}, runs)
+    assert table.index.names == ["run", "paper point"]
+    assert table.index.get_level_values("run").unique().tolist() == ["cpu miniature (2,000 steps)",
+                                                                      "paper preset (500,000 steps)"]
+    empty, texts = stages_page.budget_stages(fake_run())                        # not made on a CPU: nothing to show
+    assert empty.empty and set(texts.values()) == {pages.MISSING}

@@ -242,8 +242,8 @@ def test_a_page_table_writes_each_number_once_in_one_style():
     assert "-" not in html.replace("<tr", "").split("<tbody>")[1]
     for cell in ("−0.500", "−3", "−1.5", "−∞"):
         assert f"<td>{cell}</td>" in html
-    steps = pages.frame_html(pd.DataFrame({"step": [40_292, 2026]}))
-    assert "<td>40,292</td>" in steps and "<td>2026</td>" in steps
+    steps = pages.frame_html(pd.DataFrame({"step": [40_292, 1000, 3]}))
+    assert "<td>40,292</td>" in steps and "<td>1,000</td>" in steps and "<td>3</td>" in steps
 
 
 def test_a_page_table_shows_code_names_as_code_and_headers_as_words():

@@ -162,8 +162,8 @@ def _cell(value):
         return "yes" if value else "no"
     if isinstance(value, (float, np.floating)) and not np.isnan(value):
         return number_text(float(value), float(value).is_integer() and abs(value) < 1e15)
-    if isinstance(value, (int, np.integer)):  # a step such as 40292 reads 40,292; a seed or a year as it is
-        return _minus(f"{value:,}" if abs(value) >= 10_000 else str(value))
+    if isinstance(value, (int, np.integer)):  # a step such as 40292 reads 40,292, as in the prose
+        return _minus(f"{value:,}")
     if not isinstance(value, str):  # None in an object column is missing too (pandas' na_rep skips it there)
         return MISSING if pd.api.types.is_scalar(value) and pd.isna(value) else value
     if isinstance(value, Verbatim) or PATH.fullmatch(value):

@@ -208,25 +208,26 @@ def boundaries_by_budget(dev, curves: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def budget_stages(dev):
+def budget_stages(dev) -> tuple[pd.DataFrame, dict[str, str]]:
     """For the paper's run made on a CPU (whose λ̂ curve mixes the reduced budget with 4x longer chains where the
-    budget check failed): (Markdown, ``boundaries_by_budget`` table) of the stages found on each budget; else None."""
-    if not made_on_cpu(dev):
-        return None
+    budget check failed): the ``boundaries_by_budget`` table of the stages found on each curve, and what the page
+    glues beside it (``budget_replaced``: the checkpoints where the longer chains' λ̂ is shown, and how many); an
+    empty table and dashes for any other run."""
+    if dev is None or not made_on_cpu(dev):
+        return pd.DataFrame(), {"budget_replaced": MISSING, "budget_replaced_count": MISSING}
     curves = long_run.budget_curves(ICL_PAPER, ICL_LLC_REDUCED)
-    table = boundaries_by_budget(dev, curves)
     mixed = curves["as shown (4x longer chains where the check failed)"]
     replaced = mixed.loc[mixed["budget"] != "reduced", "step"]
-    shown, reduced = table.iloc[0], table.iloc[1]
-    same = shown["boundaries found"] == reduced["boundaries found"]
-    text = (f"**The same rule on each SGLD budget.** The curve shown mixes two budgets: at {len(replaced)} checkpoints "
-            f"({', '.join(f'{int(s):,}' for s in replaced)}) the reduced budget failed its check and the 4x longer "
-            "chains' λ̂ is shown. The verdicts on the stages use the curve as shown. "
-            + ("On the reduced budget everywhere the rule finds the same boundaries." if same else
-               f"On the reduced budget everywhere it finds {reduced['stages']} stages ({reduced['boundaries found']}) "
-               f"where the curve as shown gives {shown['stages']} ({shown['boundaries found']}): a boundary found on "
-               "one curve only may come from the change of budget rather than from the model."))
-    return text, table
+    return (boundaries_by_budget(dev, curves).set_index("λ̂ curve"),
+            {"budget_replaced": step_list(replaced), "budget_replaced_count": f"{len(replaced)}"})
+
+
+def by_run(tables: dict, shown: dict) -> pd.DataFrame:
+    """One table per run shown (``{preset: table}``) as one, each run's rows under its label and length (a table
+    without an index of its own is indexed by its first column)."""
+    return pd.concat({f"{LABELS.get(p, p)} ({run_steps(shown[p]):,} steps)":
+                      t.set_index(t.columns[0]) if isinstance(t.index, pd.RangeIndex) else t for p, t in tables.items()},
+                     names=["run"])
 
 
 # λ̂ over each of the paper's stages LR1-LR5 (reference icl_regression.md §4.2): a boundary is where the trend turns
