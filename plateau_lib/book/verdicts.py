@@ -220,12 +220,16 @@ class Claim:
         if isinstance(ours, BySeed):
             seeds = sorted(ours.values)
             shown = [self.show(ours.values[s]) for s in seeds]
-            def listed(items):
-                return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
             return f"{listed(shown)} (seed{'s' if len(seeds) > 1 else ''} {listed([str(s) for s in seeds])})"
         if ours is None or math.isnan(ours):
             return self.missing
         return ("∞" if ours > 0 else "−∞") if math.isinf(ours) else self.fmt.format(ours)
+
+
+def listed(items) -> str:
+    """``["0", "2", "3"]`` -> "0, 2 and 3"; one item as it is; none as ``MISSING``."""
+    items = [str(i) for i in items]
+    return "–" if not items else items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def sourced(claims: list[Claim], sources: dict, bands: dict | None = None) -> list[Claim]:
