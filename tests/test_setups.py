@@ -102,9 +102,10 @@ def test_setup_values_on_a_hand_built_table():
     assert values["softmax jump step ÷ linear baseline's"].values == pytest.approx({0: 780 / 220})
     assert "softmax jump step ÷ linear baseline's" not in setups.setup_values(table[table.setup != "softmax"])
     closing = setups.per_setup(table)
-    assert closing.loc["baseline", "plateau_span"] == pytest.approx(175)
-    assert np.isnan(closing.loc["SGD", "plateau_span"])
-    assert closing.loc["baseline", "seeds"] == 2 and closing.loc["baseline", "peak_rho"] == pytest.approx(0.65)
+    assert closing.loc["baseline", "plateau span (steps)"] == "{}–{}".format(*sorted(
+        table.loc[table.setup == "baseline", "plateau_span"].astype(int)))        # the seeds' range, not their mean
+    assert closing.loc["SGD", "plateau span (steps)"] == "–"
+    assert closing.loc["baseline", "seeds"] == 2 and closing.loc["baseline", "peak ρ"] == "0.40–0.90"
 
 
 def test_changed_fields_lists_each_setup_once():
@@ -156,3 +157,9 @@ def test_a_table_where_no_run_learned_y1_gives_nothing_to_judge():
     weakest = setups.weakest_runs(table)
     assert weakest["setup"].tolist() == [pages.MISSING] * 2 and weakest["value"].isna().all()
     assert setups.lowest_setups(table[setups.learned(table)], "peak_rho").empty
+
+
+def test_a_negative_plateau_span_reads_as_a_range_with_minus_signs():
+    assert setups._span_range(pd.Series([-20.0, 40.0])) == "−20 to 40"
+    assert setups._span_range(pd.Series([130.0, 160.0])) == "130–160"
+    assert setups._span_range(pd.Series([80.0])) == "80" and setups._span_range(pd.Series([1.0, np.nan])) == "–"
