@@ -294,7 +294,7 @@ def test_an_estimator_check_is_counted_in_its_own_column_not_the_papers(summarie
     from plateau_lib.llc import claims as llc_claims
     claims = llc_claims.claims_of(llc_claims.DLN_FIGURE)
     values = {c.metric: ratio for c, ratio in zip(claims, (0.894, 0.954, 1.088, 1.548))}
-    pages.verdicts(claims, {"estimator_check": values}, "llc_calibration", {"estimator_check": {}})
+    pages.verdicts(claims, {"estimator_check": values}, "llc_dln", {"estimator_check": {}})
     box = pages.verdict_box_html([llc_claims.DLN_FIGURE], llc_claims.PAPER_PENDING)
     assert "No verdict at the paper's configuration: no paper&#x27;s model or setting" in box
     assert "At this book&#x27;s own setting: 2 reproduced, 1 partly, 1 not reproduced." in box
