@@ -381,5 +381,5 @@ def test_not_yet_shown_counts_the_claims_that_wait_by_figure():
                           column: ["left for a GPU", "left for a GPU", "left for a GPU", "0.9 (reproduced)",
                                    "4 (partly)"]})
     shown = pages.not_yet_shown(table, pending, {"A": "Paper A", "B": "Paper B", "C": "Paper C"})
-    assert shown.to_dict("records") == [{"paper": "Paper A", "figure": "A", "claims waiting": 2,
-                                         "what they wait for": "left for a GPU"}]   # a sanity check is not counted
+    assert shown.reset_index().to_dict("records") == [{"paper": "Paper A", "figure": "A", "claims waiting": 2,
+                                                       "what they wait for": "left for a GPU"}]  # a sanity check is not counted

@@ -451,7 +451,7 @@ def not_yet_shown(table: pd.DataFrame, pending: dict, papers: dict) -> pd.DataFr
     counts = waiting.groupby("figure").size()
     shown = pd.DataFrame({"paper": counts.index.map(papers), "figure": counts.index, "claims waiting": counts.values,
                           "what they wait for": counts.index.map(pending)})
-    return shown.sort_values(["claims waiting", "figure"], ascending=[False, True]).reset_index(drop=True)
+    return shown.sort_values(["claims waiting", "figure"], ascending=[False, True]).set_index(["paper", "figure"])
 
 
 ERRATA = REPO_ROOT / "book" / "errata.csv"
