@@ -261,7 +261,7 @@ def test_provenance_and_runs_table():
              "paper": SimpleNamespace(boundaries=[984], candidates=[9, 984])}
     table = stages_page.runs_table(runs, found)
     assert list(table.index) == ["cpu miniature", "paper preset"]
-    assert table.loc["cpu miniature", "boundaries"] == "76" and table.loc["paper preset", "candidates"] == "9, 984"
+    assert table.loc["cpu miniature", "boundaries"] == "76" and table.loc["paper preset", "candidates"] == "9 and 984"
     assert table.loc["cpu miniature", ["training (s)", "λ̂ (s)"]].tolist() == ["12", "30"]
     assert table.loc["paper preset", "λ̂ at 40k"].endswith("(step 40,000)")
     assert stages_page.richest(runs) == "paper"
@@ -315,7 +315,7 @@ def test_the_paper_runs_findings_and_deviations_are_read_from_its_tables():
     assert found["paper_run_near_from"] == found["paper_run_near_to"] == "40,000"  # one checkpoint near the peak
     assert (found["paper_run_low"], found["paper_run_low_step"], found["paper_run_low_share"]) == ("112.8", "320,000", "67%")
     assert found["paper_run_end"] == "116.3" and found["paper_run_stages"] == "4"
-    assert (found["paper_run_matched"], found["paper_run_matched_steps"]) == ("3", "1k, 40k, 320k")
+    assert (found["paper_run_matched"], found["paper_run_matched_steps"]) == ("3", "1k, 40k and 320k")
     assert found["paper_run_stepped_over"] == "126,000"                         # 40,000 is a boundary already
     assert stages_paper_run.paper_reference()["paper_llc_share"] == "67%"
     assert not stages_page.made_on_cpu(fake_run())

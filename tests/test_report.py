@@ -348,6 +348,9 @@ def test_prose_numbers_are_the_data_as_a_range_over_seeds():
     assert pages.seed_range(claim, BySeed({0: 0.718, 1: 0.668, 2: 0.663})) == "0.66–0.72"
     assert pages.seed_range(claim, 1.0) == "1.00" and pages.seed_range(claim, BySeed({0: float("nan")})) == pages.MISSING
     assert pages.value_range([3.0, float("inf")], "{:.1f}") == "3.0–∞" and pages.value_range([170, 190], "{:.0f}") == "170–190"
+    assert pages.value_range([40, -1200], "{:,.0f}") == "−1,200 to 40" and pages.value_range([2e-7], "{:.1g}") == "2e-07"
+    from plateau_lib.book.verdicts import listed
+    assert listed([984, 40292, 80807], "{:,}") == "984, 40,292 and 80,807" and listed([], empty="none") == "none"
 
 
 def test_a_figure_without_a_paper_run_shows_its_long_cpu_run_as_a_miniature(summaries):

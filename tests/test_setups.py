@@ -159,7 +159,10 @@ def test_a_table_where_no_run_learned_y1_gives_nothing_to_judge():
     assert setups.lowest_setups(table[setups.learned(table)], "peak_rho").empty
 
 
-def test_a_negative_plateau_span_reads_as_a_range_with_minus_signs():
-    assert setups._span_range(pd.Series([-20.0, 40.0])) == "−20 to 40"
-    assert setups._span_range(pd.Series([130.0, 160.0])) == "130–160"
-    assert setups._span_range(pd.Series([80.0])) == "80" and setups._span_range(pd.Series([1.0, np.nan])) == "–"
+def test_per_setup_spans_read_as_ranges_with_minus_signs_and_a_dash_when_a_seed_never_jumped():
+    table = _table([("n 8", "sequence length n", 0, 60, 40, -20, 0.9, 0.5), ("n 8", "sequence length n", 1, 0, 40, 40, 0.9, 0.5),
+                    ("base", "baseline", 0, 80, 210, 130, 0.99, 0.9), ("base", "baseline", 1, 90, 250, 160, 0.97, 0.4),
+                    ("lr", "learning rate", 0, 80, 160, 80, 0.9, 0.9),
+                    ("SGD", "optimizer", 0, 80, 160, 80, 0.9, 0.9), ("SGD", "optimizer", 1, 80, None, None, 0.9, 0.9)])
+    spans = setups.per_setup(table)["plateau span (steps)"]
+    assert spans.to_dict() == {"SGD": "–", "base": "130–160", "lr": "80", "n 8": "−20 to 40"}

@@ -618,13 +618,15 @@ def _tally(rows: list[dict]) -> str:
 
 
 def value_range(values, fmt: str = "{:.2f}") -> str:
-    """The lowest to the highest of ``values`` by ``fmt`` ("0.23–0.28", one number when they agree, ∞ for a
-    milestone never reached in a ratio, ``MISSING`` when none is a number): a number for the page's prose."""
+    """The lowest to the highest of ``values`` by ``fmt`` ("0.23–0.28"; "−20 to 40" when the lowest is negative;
+    one number when they agree, ∞ for a milestone never reached in a ratio, ``MISSING`` when none is a number):
+    a number for the page's prose."""
     found = sorted(float(v) for v in values if v is not None and not math.isnan(float(v)))
     if not found:
         return MISSING
-    low, high = ("∞" if math.isinf(v) else fmt.format(v) for v in (found[0], found[-1]))
-    return low if low == high else f"{low}–{high}"
+    low, high = (("−∞" if v < 0 else "∞") if math.isinf(v) else re.sub(r"^-", "−", fmt.format(v))
+                 for v in (found[0], found[-1]))
+    return low if low == high else f"{low} to {high}" if found[0] < 0 else f"{low}–{high}"
 
 
 def seed_range(claim, value) -> str:

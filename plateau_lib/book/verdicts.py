@@ -226,10 +226,11 @@ class Claim:
         return ("∞" if ours > 0 else "−∞") if math.isinf(ours) else self.fmt.format(ours)
 
 
-def listed(items) -> str:
-    """``["0", "2", "3"]`` -> "0, 2 and 3"; one item as it is; none as ``MISSING``."""
-    items = [str(i) for i in items]
-    return "–" if not items else items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+def listed(items, fmt: str = "{}", empty: str = "–") -> str:
+    """``["0", "2", "3"]`` -> "0, 2 and 3", each item written by ``fmt`` (``listed([984, 40292], "{:,}")`` ->
+    "984 and 40,292"); one item as it is; none as ``empty``."""
+    items = [fmt.format(i) for i in items]
+    return empty if not items else items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def sourced(claims: list[Claim], sources: dict, bands: dict | None = None) -> list[Claim]:

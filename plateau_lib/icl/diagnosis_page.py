@@ -4,9 +4,11 @@ and tables of their results, computed from the committed runs (``icl.diagnosis``
 λ̂ at every seed."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from plateau_lib.book import plots
+from plateau_lib.book import pages, plots
+from plateau_lib.book.verdicts import listed
 from plateau_lib.icl import development as dev, diagnosis, long_run, stages_page
 from plateau_lib.icl.diagnosis import STEP_40K
 from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
@@ -382,6 +384,60 @@ def estimator_values() -> tuple[pd.DataFrame, dict]:
     return windows, {"all": falls["authors' window"], "window": falls["stages page's window"],
                      "after": falls["after 1,000 steps"], "paper": dev.PAPER_LLC[320_000] / dev.PAPER_LLC[40_000]}
 
+
+def page_values(markers: pd.DataFrame, runs, llc: pd.DataFrame, stages_run=None) -> tuple[dict, dict]:
+    """The results' numbers as the page's Markdown pastes them, ``{glue name: text}`` (a number or the range of
+    several by its format, a list of seeds, a row of layer norms), and the tables the page shows under
+    ``later``, ``settling``, ``windows`` and ``seed_stages``."""
+    retrain, seeds = diagnosis.retrain_check(), seed_values(markers, runs)
+    precision, ood = precision_values(markers, llc), ood_values(markers)
+    peak, norms = peak_llc_values(llc, stages_run), layer_norm_values(markers)
+    later = later_seeds(llc, runs)
+    falls = fall_values(later, stages_run)
+    settle_table = settling(falls["seeds"])
+    settled = settling_values(settle_table)
+    windows, estimator = estimator_values()
+    stages_table = seed_stages(llc, stages_run)
+    stages_found = seed_stages_values(stages_table)
+    numbers = {  # {format: {glue name: a number, or the numbers whose range the page gives}}
+        "{:,.0f}": {"r1_steps": retrain["steps compared"], "r1_last": retrain["last step"]}
+        | {f"r2_{k}": seeds[k] for k in ("step", "held_out", "gpu_runs", "gpu_seconds", "gpu_steps")}
+        | {f"r3_{k}": precision[k] for k in ("pairs", "last_step", "llc_step")}
+        | {"r4_step": ood["step"], "r4_late_step": ood["late_step"], "r6_step": peak["step"],
+           "r6_inside": peak["inside"], "r6_estimated": peak["estimated"], "r6_paper": peak["paper"],
+           "r7_step": STEP_40K, "r7_late_step": LATE_STEP, "r7_cpu_from": falls["cpu_from"], "r7_kept": falls["kept"],
+           "r7_complete_highest": falls["complete_highest"], "r7s_lr4_step": settled["lr4_step"],
+           "r7s_late_step": settled["late_step"], "r8_step": STEP_40K, "r8_late_step": LATE_STEP}
+        | {f"r7_{k}": falls[k]
+           for k in ("paper", "paper_late", "paper_126k", "paper_200k", "paper_320k", "paper_500k")},
+        "{:.1g}": {"r1_loss": retrain["max |Δ loss|"], "r1_norm": retrain["max |Δ weight norm|"]},
+        "{:.2f}": {"r2_paper_loss": seeds["paper_loss"], "r4_gap": ood["gap"]}
+        | {f"r7_{k}": falls[k] for k in ("ratios", "paper_ratio", "stages_run_ratio")}
+        | {f"r8_{k}": v for k, v in estimator.items()},
+        "{:.3f}": {"r2_paper_delta": seeds["paper_delta"]}
+        | {f"r2_{k}": seeds[k] for k in ("others_loss", "others_delta", "seed1_loss", "seed1_delta", "retrain_loss",
+                                        "retrain_delta")},
+        "{:.4f}": {"r3_loss_gap": precision["loss_gap"], "r3_delta_gap": precision["delta_gap"]},
+        "{:.0%}": {"r3_loss_share": precision["loss_share"], "r3_delta_share": precision["delta_share"]},
+        "{:.1f}": {f"r3_{k}": precision[k] for k in ("llc_float32", "llc_bfloat16", "llc_others")}
+        | {f"r4_{k}": ood[k] for k in ("seed1", "seed1_late", "paper", "paper_late", "others", "others_late")}
+        | {"r6_stages_run": peak["stages_run"], "r7_stages_run": falls["stages_run"],
+           "r7_stages_run_late": falls["stages_run_late"]}
+        | {f"r7s_{k}": v for k, v in settled.items() if k not in ("seeds", "lr4_step", "late_step")},
+    }
+    seed_lists = {"r2_other_seeds": seeds["other_seeds"], "r4_late_seeds": ood["late_seeds"],
+                  "r7_seeds": falls["seeds"], "r7_finished": falls["finished"], "r7_end_seeds": falls["end_seeds"],
+                  "r7_complete": falls["complete"],
+                  "r7s_seeds": settled["seeds"], "st_same": stages_found["same"], "st_other": stages_found["other"]}
+    texts = {name: pages.value_range(np.ravel(value), fmt) for fmt, values in numbers.items()
+             for name, value in values.items()}
+    texts |= {name: listed(str(s).removeprefix("seed ") for s in value) for name, value in seed_lists.items()}
+    texts |= {f"r5_{k}": " → ".join(pages.value_range([v]) for v in row) for k, row in norms.iterrows()}
+    texts |= {"r5_steps": ", ".join(f"{s:,}" for s in norms.columns),
+              "r6_values": ", ".join(f"{v:.1f} (seed {s}, {o})" for s, o, v in peak["values"]),
+              "st_stages": str(stages_found["stages"]), "st_boundaries": stages_found["boundaries"],
+              "st_highest": stages_found["highest"]}
+    return texts, {"later": later, "settling": settle_table, "windows": windows, "seed_stages": stages_table}
 
 def styled(table: pd.DataFrame):
     """The hypotheses table as the page shows it: left-aligned text, no index."""

@@ -17,7 +17,7 @@ import pandas as pd
 
 from plateau_lib.book.benchmarks import load_benchmarks
 from plateau_lib.book.pages import MISSING, setting_text, verdicts
-from plateau_lib.book.verdicts import BySeed
+from plateau_lib.book.verdicts import BySeed, listed
 from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.stages import gp_stage_boundaries
 from plateau_lib.icl import development, long_run
@@ -149,7 +149,7 @@ def live_run(dev, stages) -> dict[str, str]:
     negative = dev.llc.loc[dev.llc["llc_mean"] < 0, "step"]
     return {"live_train_s": f"{float(dev.meta.get('train_wall_s') or 0):,.0f}",
             "live_llc_s": f"{float(dev.meta.get('llc_wall_s') or 0):,.0f}", "live_device": str(dev.meta.get("device")),
-            "live_negative_steps": step_list(negative), "live_fit": stages.fit_note}
+            "live_negative_steps": listed(negative, "{:,.0f}", "none"), "live_fit": stages.fit_note}
 
 
 def run_steps(dev) -> int:
@@ -219,7 +219,7 @@ def budget_stages(dev) -> tuple[pd.DataFrame, dict[str, str]]:
     mixed = curves["as shown (4x longer chains where the check failed)"]
     replaced = mixed.loc[mixed["budget"] != "reduced", "step"]
     return (boundaries_by_budget(dev, curves).set_index("λ̂ curve"),
-            {"budget_replaced": step_list(replaced), "budget_replaced_count": f"{len(replaced)}"})
+            {"budget_replaced": listed(replaced, "{:,.0f}", "none"), "budget_replaced_count": f"{len(replaced)}"})
 
 
 def by_run(tables: dict, shown: dict) -> pd.DataFrame:
@@ -426,11 +426,6 @@ def provenance_summary(dev, other_seeds: dict | None = None) -> dict:
             "configs": [dev.train.config]}
 
 
-def step_list(steps) -> str:
-    """``[984, 40292]`` -> "984, 40,292"; none -> "none"."""
-    return ", ".join(f"{int(s):,}" for s in steps) or "none"
-
-
 def runs_table(devs: dict, found: dict) -> pd.DataFrame:
     """Every run shown in numbers, one row per run: its length, the boundaries found and the rule's candidates
     before pruning, λ̂ at the paper's points (a shorter run's at the same fraction of its schedule,
@@ -439,7 +434,8 @@ def runs_table(devs: dict, found: dict) -> pd.DataFrame:
     for preset, dev in devs.items():
         points = llc_at_points(dev)
         rows.append({"run": LABELS.get(preset, preset), "steps": f"{run_steps(dev):,}",
-                     "boundaries": step_list(found[preset].boundaries), "candidates": step_list(found[preset].candidates),
+                     "boundaries": listed(found[preset].boundaries, "{:,.0f}", "none"),
+                     "candidates": listed(found[preset].candidates, "{:,.0f}", "none"),
                      **{f"λ̂ at {p.split(' ')[0]}": f"{v:.1f} (step {c:,})" for p, c, v in
                         zip(points["paper point"], points["checkpoint"], points["λ̂"])},
                      "training (s)": f"{float(dev.meta.get('train_wall_s') or 0):,.0f}",

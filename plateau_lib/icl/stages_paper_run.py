@@ -7,11 +7,12 @@ import numpy as np
 import pandas as pd
 
 from plateau_lib.book.pages import MISSING
+from plateau_lib.book.verdicts import listed
 from plateau_lib.engine.stages import slope_sign_changes
 from plateau_lib.icl import long_run
 from plateau_lib.icl.development import PAPER_LLC, PAPER_WEIGHT_NORM
 from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER
-from plateau_lib.icl.stages_page import MATCH_FACTOR, boundary_table, made_on_cpu, min_step, run_steps, step_list
+from plateau_lib.icl.stages_page import MATCH_FACTOR, boundary_table, made_on_cpu, min_step, run_steps
 
 
 FINDINGS = ("peak", "peak_step", "near_from", "near_to", "low", "low_step", "low_share", "end", "stages", "boundaries",
@@ -42,9 +43,9 @@ def findings(dev, stages) -> dict[str, str]:
     values = {"peak": f"{at.max():.1f}", "peak_step": f"{peak_step:,}", "near_from": f"{near.min():,}",
               "near_to": f"{near.max():,}", "low": f"{at[low_step]:.1f}", "low_step": f"{low_step:,}",
               "low_share": f"{at[low_step] / at.max():.0%}", "end": f"{at.iloc[-1]:.1f}",
-              "stages": str(len(stages.boundaries) + 1), "boundaries": step_list(stages.boundaries),
-              "matched": str(len(matched)), "matched_steps": ", ".join(f"{m // 1000}k" for m in matched) or "none",
-              "stepped_over": step_list(stepped_over),
+              "stages": str(len(stages.boundaries) + 1), "boundaries": listed(stages.boundaries, "{:,.0f}", "none"),
+              "matched": str(len(matched)), "matched_steps": listed([f"{m // 1000}k" for m in matched], empty="none"),
+              "stepped_over": listed(stepped_over, "{:,.0f}", "none"),
               "weight_norm": "; ".join(f"{norms[s]:.0f} at step {int(s):,} (paper {PAPER_WEIGHT_NORM[p]:.0f})"
                                        for p, s in grown) or MISSING}
     return {f"paper_run_{key}": values[key] for key in FINDINGS}

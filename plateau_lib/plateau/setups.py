@@ -97,15 +97,6 @@ def changed_fields(configs: dict, base) -> pd.DataFrame:
     return pd.DataFrame({"setup": list(rows), "changes": list(rows.values())}).set_index("setup")
 
 
-def _span_range(spans: pd.Series) -> str:
-    """The seeds' plateau spans as a range ("130–160"; "−20 to 40" when one is negative: a jump before y₁ was
-    learned); ``MISSING`` when some seed never jumped."""
-    if spans.isna().any():
-        return pages.MISSING
-    low, high = (f"{v:,.0f}".replace("-", "−") for v in (spans.min(), spans.max()))
-    return low if low == high else f"{low} to {high}" if spans.min() < 0 else f"{low}–{high}"
-
-
 def per_setup(table: pd.DataFrame) -> pd.DataFrame:
     """The closing numbers per setup, as the lowest to the highest over its seeds (``pages.value_range``; never
     their mean): plateau span, peak cosine and peak ρ (span ``MISSING``: some seed never jumped)."""
@@ -113,7 +104,8 @@ def per_setup(table: pd.DataFrame) -> pd.DataFrame:
     for name, runs in table.groupby("setup", sort=True, observed=True):
         spans = runs["plateau_span"].astype(float)
         rows.append({"setup": name, "family": runs["family"].iloc[0], "seeds": len(runs),
-                     "plateau span (steps)": _span_range(spans),
+                     "plateau span (steps)": (pages.MISSING if spans.isna().any()
+                                                  else pages.value_range(spans, "{:,.0f}")),
                      "peak cosine": pages.value_range(runs["peak_cosine"], "{:.2f}"),
                      "peak ρ": pages.value_range(runs["peak_rho"], "{:.2f}")})
     return pd.DataFrame(rows, columns=["setup", "family", "seeds", "plateau span (steps)", "peak cosine", "peak ρ"]
