@@ -72,8 +72,8 @@ def settings_table(cfg, llc: SGLDConfig) -> pd.DataFrame:
     return table
 
 
-def other_runs(live_preset: str) -> dict:
-    """``{preset: Development}`` of the stored long runs ("cpu_long", "paper") other than the live one; a
+def other_runs(live_preset: str | None) -> dict:
+    """``{preset: Development}`` of the stored long runs ("cpu_long", "paper") other than the live one (None: both); a
     preset with no stored result is left out. Without a run at the paper's SGLD
     budget, "paper" is the paper's training run made on a CPU with λ̂ at a reduced budget, once it is finished."""
     found = {}
