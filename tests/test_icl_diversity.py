@@ -254,3 +254,25 @@ def test_the_closing_tables_per_sweep_and_per_M():
     assert list(every.columns) == dp.EVERY_M_COLUMNS and every.index.names == ["sweep", "M"]
     assert every.loc[("live cpu sweep", "2"), "nearer to"] == "dMMSE_M" and every.loc[("live cpu sweep", "64"), "nearer to"] == "ridge"
     assert (every["λ̂"] == MISSING).all()  # no LLC table
+
+
+def test_claims_are_judged_at_each_complete_seed_never_on_the_seed_mean():
+    """Seed 0 has every M and reaches tᶜʳⁱᵗ at M = 32 before M = 16 (a reversal); seed 1, trained at M = 16 and 32
+    only, dips the other way round, so the mean curves show a tie. The claims read seed 0 alone, and the per-seed
+    list names both seeds' transients."""
+    from plateau_lib.book.verdicts import BySeed
+    from plateau_lib.icl import diversity_page as dp
+    x = np.linspace(0, 1, 30)
+    dips = {(2, 0): None, (16, 0): 0.45, (32, 0): 0.3, (64, 0): None, (math.inf, 0): None, (16, 1): 0.3, (32, 1): 0.45}
+    ends = {2: (0.01, 0.5), 16: (0.2, 0.3), 32: (0.2, 0.3), 64: (0.4, 0.02), math.inf: (0.0, 0.0)}
+    curves = pd.DataFrame([{"step": 100 * i, "M": M, "seed": seed, "ood_loss": v, "delta_ridge_ood": v - 0.9,
+                            "delta_dmmse": ends[M][0], "delta_ridge": ends[M][1], "id_loss": 0.5}
+                           for (M, seed), dip in dips.items()
+                           for i, v in enumerate(1 + np.exp(-5 * x) if dip is None else 1 + 2 * (x - dip) ** 2)])
+    sweep = dp.Sweep("cpu", dict.fromkeys(dips), {}, {}, curves, diversity.final(curves), None, None)
+    assert dp.complete_seeds(sweep) == [0]
+    order = "tᶜʳⁱᵗ's smallest step up between consecutive M with a transient (evaluations of the grid)"
+    values = dp.seed_by_seed(dp.transient_values, sweep)
+    assert isinstance(values[order], BySeed) and list(values[order].values) == [0]
+    assert values[order].values[0] < 0 == dp.transient_values(sweep)[order]  # the mean shows a tie
+    assert dp.seed_transients(sweep) == "16 at 1,200 and 32 at 800 (seed 0); 16 at 800 and 32 at 1,200 (seed 1)"

@@ -8,6 +8,7 @@ never trained by a page.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,6 +17,7 @@ import pandas as pd
 from plateau_lib.book.pages import (MISSING, float_texts, formatted, provenance_summary as summary, run_provenance,
     setting_text, verdicts)
 from plateau_lib.book.params import int_list, parsed
+from plateau_lib.book.verdicts import BySeed, listed
 from plateau_lib.engine import cache, trajectory
 from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.sweep import sweep
@@ -371,11 +373,50 @@ TRANSIENT_FIGURE, DIVERSITY_FIGURE = "Carroll Figs. 1, 3 (transient ridge)", "Ra
 RECORD_AS = {TRANSIENT_FIGURE: {"cpu_d8_50k": "paper_data", "cpu_long": None}}
 
 
+def complete_seeds(s: Sweep) -> list[int]:
+    """The model seeds of ``s`` with a run at every M of its grid: the seeds its claims are judged at (a seed
+    trained at some M only, as ``presets.more_seeds`` adds, cannot answer a claim about the smallest M)."""
+    Ms = {M for M, _ in s.configs}
+    return [seed for seed in sorted({seed for _, seed in s.configs}) if all((M, seed) in s.configs for M in Ms)]
+
+
+def of_seed(s: Sweep, seed: int) -> Sweep:
+    """``s`` with one model seed's runs only (its LLC table's rows of that seed)."""
+    keep = [label for label in s.configs if label[1] == seed]
+    table = None if s.llc_table is None else s.llc_table[s.llc_table["seed"] == seed]
+    return Sweep(s.preset, {k: s.configs[k] for k in keep}, s.llc, {k: s.results[k] for k in keep if k in s.results},
+                 s.curves[s.curves["seed"] == seed], s.final[s.final["seed"] == seed], table, s.llc_meta)
+
+
+def seed_by_seed(values_of, s: Sweep) -> dict:
+    """``values_of`` (``transient_values`` or ``diversity_values``) at each of ``complete_seeds(s)`` alone, as
+    ``{claim metric: BySeed}`` (NaN where a seed has no value): every seed judged on its own curves, never on their
+    mean."""
+    per_seed = {seed: values_of(of_seed(s, seed)) for seed in complete_seeds(s)}
+    metrics = dict.fromkeys(m for values in per_seed.values() for m in values)
+    return {m: BySeed({seed: math.nan if values.get(m) is None else values[m] for seed, values in per_seed.items()})
+            for m in metrics}
+
+
+def seed_transients(s: Sweep | None) -> str:
+    """The M with a transient by the page's rule at each model seed alone, with their tᶜʳⁱᵗ ("8 at 2,527 and 16 at
+    1,724 (seed 0); none (seed 1)"), ``MISSING`` for a sweep not shown: the seed-mean curves checked seed by seed."""
+    if s is None:
+        return MISSING
+    texts = []
+    for seed in sorted({seed for _, seed in s.configs}):
+        one = of_seed(s, seed)
+        t_crit = transients(one)["t_crit"]
+        found = [f"{div.label_M(M)} at {int(t_crit[M]):,}" for M in transient_Ms(one)]
+        texts.append(f"{listed(found, empty='none')} (seed {seed})")
+    return "; ".join(texts)
+
+
 def verdict_table(figure: str, shown: dict, values_of, page: str) -> pd.DataFrame:
-    """``book.pages.verdicts`` of ``figure`` over the sweeps shown (``values_of(sweep)`` gives each one's numbers),
-    recorded for the Reproducibility page as ``RECORD_AS`` says."""
+    """``book.pages.verdicts`` of ``figure`` over the sweeps shown, each judged seed by seed (``seed_by_seed`` of
+    ``values_of``), recorded for the Reproducibility page as ``RECORD_AS`` says."""
     record_as = RECORD_AS.get(figure, {}) if "cpu_d8_50k" in shown else {}
-    return verdicts(claims_of(figure), {p: values_of(s) for p, s in shown.items()}, page,
+    return verdicts(claims_of(figure), {p: seed_by_seed(values_of, s) for p, s in shown.items()}, page,
                     {p: provenance_summary(s) for p, s in shown.items()}, LABELS, record_as=record_as)
 
 
