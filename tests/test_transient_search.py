@@ -132,3 +132,13 @@ def test_a_stopped_trial_keeps_rows_so_far_and_its_finished_run_replaces_them(tm
     (done,) = ts.run_trials("tiny", [16], progress=False)
     assert done["steps_done"] == done["steps"] == 40 and len(ts.table()) == 1
     assert ts.stopped_curves().empty and ts.search_curves(ts.table())["step"].max() == 40
+
+
+def test_llc_over_training_texts_read_the_peak_the_fall_and_the_gap_to_seed_0():
+    table = pd.DataFrame({"M": [8] * 3 + [16] * 3, "seed": 1, "step": [500, 6000, 50000] * 2,
+                          "llc_mean": [100.0, 200.0, 50.0, 100.0, 150.0, 120.0]})
+    final = pd.DataFrame({"M": [8, 16], "seed": [0, 0], "llc_mean": [55.0, 120.0]})
+    texts = ts.llc_over_training_texts(table, final)
+    assert (texts["peak_8"], texts["fall_8"], texts["peak_16"], texts["fall_16"]) == ("6,000", "75%", "6,000", "20%")
+    assert texts["final_gap"] == "0%–9%" and texts["peak_32"] == texts["fall_32"] == "–"
+    assert set(ts.llc_over_training_texts(None, None).values()) == {"–"}

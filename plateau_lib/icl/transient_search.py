@@ -255,6 +255,28 @@ def stored_llc_over_training():
     return diversity.load_llc_over_training(llc_training_runs(), diversity_sweep(SWEEP)[1])
 
 
+
+def llc_over_training_texts(table: pd.DataFrame | None, final: pd.DataFrame | None) -> dict[str, str]:
+    """The numbers the transient-ridge page says about λ̂ over training (``MISSING`` throughout without the table):
+    per M of ``table`` (``stored_llc_over_training``), ``peak_{M}``, the step of the highest λ̂, and ``fall_{M}``,
+    how far λ̂ falls from it to the last checkpoint ("75%"); ``final_gap``, the range over M of |final λ̂ − the
+    sweep's λ̂ at seed 0| ÷ the sweep's (``final``: the sweep's LLC table, with M, seed and llc_mean)."""
+    Ms = [] if table is None else sorted(table["M"].unique())
+    texts = {"final_gap": MISSING} | {f"{k}_{M:g}": MISSING for M in LLC_TRAINING["Ms"] for k in ("peak", "fall")}
+    gaps = []
+    for M in Ms:
+        rows = table[table["M"] == M].sort_values("step")
+        peak = rows.loc[rows["llc_mean"].idxmax()]
+        fall = 1 - rows["llc_mean"].iloc[-1] / peak["llc_mean"]
+        texts |= {f"peak_{M:g}": f"{int(peak['step']):,}", f"fall_{M:g}": f"{fall:.0%}"}
+        seed0 = None if final is None else final[(final["M"] == M) & (final["seed"] == 0)]["llc_mean"]
+        if seed0 is not None and len(seed0):
+            gaps.append(abs(rows["llc_mean"].iloc[-1] - seed0.iloc[0]) / seed0.iloc[0])
+    if gaps:
+        low, high = f"{min(gaps):.0%}", f"{max(gaps):.0%}"
+        texts["final_gap"] = low if low == high else f"{low}–{high}"
+    return texts
+
 # ---- the page's section: "Finding a CPU-sized transient" ---------------------------------------------------------
 
 SHOWN = {"trial": "trial", "M": "M", "seed": "seed", "params": "parameters", "steps_shown": "steps",
