@@ -36,7 +36,7 @@ from plateau_lib.engine.costs import cpu_costs
 from plateau_lib.engine.presets import PRESETS
 from plateau_lib.engine.sweep import sweep
 from plateau_lib.engine.utils import REPO_ROOT, cpu_threads, resolve_device, shown_path
-from plateau_lib.icl import analyses as icl_analyses, development, diversity, long_run, transient_search
+from plateau_lib.icl import analyses as icl_analyses, development, diversity, long_run, rerun as icl_rerun, transient_search
 from plateau_lib.icl.presets import (DIVERSITY, DIVERSITY_CALIBRATION, ICL_LLC_REDUCED, ICL_PAPER, ICL_STAGES,
                                      diversity as sweep_preset, icl_stages)
 from plateau_lib.llc.calibration import chosen_setting
@@ -486,12 +486,12 @@ def _rerun_options(parser):
 
 def _rerun(args, parser) -> int:
     cpu_threads()
-    for figure in rerun.PRESETS[args.preset]:
-        configs, results = rerun.train(figure, args.preset)  # grouped by architecture, through the store
-        print(figure, *(f"  {metric}: {value}" for metric, value in rerun.FIGURES[figure][1](results, configs).items()),
-              sep="\n", flush=True)
-        if args.commit:
-            print(*rerun.commit(figure, args.preset, configs), sep="\n", flush=True)
+    for chapter in (rerun, icl_rerun):
+        for figure in chapter.PRESETS[args.preset]:
+            values = chapter.run(figure, args.preset)  # trained through the store
+            print(figure, *(f"  {metric}: {value}" for metric, value in values.items()), sep="\n", flush=True)
+            if args.commit:
+                print(*chapter.commit(figure, args.preset), sep="\n", flush=True)
     return 0
 
 
@@ -510,7 +510,7 @@ COMMANDS = {  # name: (what it does, its options, what runs it)
     "plateau-llc": ("λ̂ across the MWS plateau, its SGLD calibration first", _plateau_llc_options, _plateau_llc),
     "probe": ("the probe and the collapse locations at every checkpoint", _probe_options, _probe),
     "collapse": ("train and analyse the LLM miniatures' collapse", _collapse_options, _collapse),
-    "rerun": ("the plateau pages re-run with every initial weight one float step up: which verdicts are fragile",
+    "rerun": ("the plateau and regression pages re-run with every initial weight one float step up: which verdicts are fragile",
               _rerun_options, _rerun),
 }
 

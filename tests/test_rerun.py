@@ -1,13 +1,13 @@
 """The plateau pages' perturbed re-runs (plateau.rerun): nudged copies of a page's runs, read committed only."""
 import pytest
 
-from plateau_lib.engine.runs import TrainConfig
+from plateau_lib.engine.runs import TrainConfig, nudged
 from plateau_lib.plateau import rerun
 
 
 def test_a_rerun_is_each_config_nudged_and_nothing_else():
     cfgs = {0: TrainConfig(d_model=16, seed=0), 1: TrainConfig(d_model=16, seed=1)}
-    again = rerun.nudged(cfgs)
+    again = nudged(cfgs)
     assert all(again[k] == cfgs[k].replace(init_nudge=True) for k in cfgs) and not any(c.init_nudge for c in cfgs.values())
     with pytest.raises(ValueError, match="figure must be one of"):
         rerun.configs("Fig. 99", "cpu")
@@ -17,3 +17,16 @@ def test_a_preset_whose_nudged_runs_are_not_all_committed_is_left_out(use_store,
     use_store(committed=tmp_path / "empty", local=tmp_path / "local")
     figure = "Fig. 2 (MWS plateau)"
     assert rerun.committed_values(figure, {"cpu": {0: TrainConfig(d_model=16, steps=20)}}) == {}
+
+
+def test_the_regression_pages_reruns_are_read_stored_only(use_store, tmp_path):
+    """A page whose nudged runs are not stored gets no re-run column; an unknown figure is refused before any compute."""
+    from plateau_lib.icl import diversity_page as dp, rerun as icl_rerun, stages_page
+    from plateau_lib.icl.presets import icl_stages
+    use_store(committed=tmp_path / "empty", local=tmp_path / "local")
+    assert icl_rerun.stages_values(*icl_stages("cpu")) is None
+    assert icl_rerun.sweep_values(dp.TRANSIENT_FIGURE, *dp.sweep_settings("cpu")) is None
+    with pytest.raises(ValueError, match="figure must be one of"):
+        icl_rerun.run("Fig. 99", "cpu")
+    with pytest.raises(ValueError, match="figure must be one of"):
+        icl_rerun.commit(stages_page.FIGURE, "paper")

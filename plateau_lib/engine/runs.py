@@ -149,6 +149,12 @@ def replace_fields(cfg, changes: dict):
     return dataclasses.replace(cfg, **changes)
 
 
+
+def nudged(configs: dict) -> dict:
+    """``{label: TrainConfig}`` with every initial weight one float step up (``init_nudge``): a re-run as another
+    machine, with its own order of sums, might make it."""
+    return {label: cfg.replace(init_nudge=True) for label, cfg in configs.items()}
+
 @dataclass
 class TrainResult:
     """Tidy tables of one run: ``metrics`` (step x scalar metrics), ``positions`` (step x position

@@ -340,10 +340,12 @@ def llc_at_paper_step(llc: pd.DataFrame, paper_step: int, steps: int, tolerance:
     return float(llc.loc[nearest, "llc_mean"]) if distance[nearest] <= np.log(tolerance) else float("nan")
 
 
-def verdict_table(values: dict, page: str, provenance: dict, status: dict | None = None) -> pd.DataFrame:
+def verdict_table(values: dict, page: str, provenance: dict, status: dict | None = None,
+                  rerun: dict | None = None) -> pd.DataFrame:
     """``book.pages.verdicts`` of this figure: "cpu" and "paper" recorded for the Reproducibility page, the long CPU
-    run in its own columns, judged by the miniature's rule; ``status``: why a preset's other claims wait."""
-    return verdicts(claims_of(FIGURE), values, page, provenance, LABELS, status)
+    run in its own columns, judged by the miniature's rule; ``status``: why a preset's other claims wait;
+    ``rerun``: ``{preset: values}`` of a nudged re-run (``icl.rerun.page_rerun``)."""
+    return verdicts(claims_of(FIGURE), values, page, provenance, LABELS, status, rerun=rerun)
 
 
 TRAINING_CLAIMS = ("minimum mean-square prediction (LR1 marker)", "final evaluation loss", "final Δ to ridge")

@@ -9,12 +9,8 @@ from __future__ import annotations
 
 from plateau_lib.book import pages
 from plateau_lib.engine.cache import cache_key, current
+from plateau_lib.engine.runs import nudged
 from plateau_lib.plateau import milestones, other_tasks, presets, setups
-
-
-def nudged(configs: dict) -> dict:
-    """``{label: TrainConfig}`` with every initial weight one float step up."""
-    return {label: cfg.replace(init_nudge=True) for label, cfg in configs.items()}
 
 
 def plateau_values(results: dict, configs: dict) -> dict:
@@ -81,10 +77,17 @@ def train(figure: str, preset: str) -> tuple[dict, dict]:
     return wanted, pages.train_runs(wanted)
 
 
-def commit(figure: str, preset: str, configs: dict) -> list:
-    """Commit ``figure``'s nudged runs (their extras with them); returns the folders."""
-    extra = extras(figure, preset, configs)
-    return [current().commit(cfg, extra[label]) for label, cfg in configs.items()]
+def commit(figure: str, preset: str) -> list:
+    """Commit ``figure``'s nudged runs at ``preset`` (their extras with them); returns the folders."""
+    wanted = configs(figure, preset)
+    extra = extras(figure, preset, wanted)
+    return [current().commit(cfg, extra[label]) for label, cfg in wanted.items()]
+
+
+def run(figure: str, preset: str) -> dict:
+    """Train ``figure``'s nudged runs at ``preset`` (through the store) and measure them as its page does."""
+    configs_, results = train(figure, preset)
+    return FIGURES[figure][1](results, configs_)
 
 
 def configs(figure: str, preset: str) -> dict:
