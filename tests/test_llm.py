@@ -374,3 +374,14 @@ def test_larger_miniature_is_loaded_only_when_committed_and_never_trained(local_
     assert lp.larger_miniature_panels("paper") == []  # at the paper preset they are the page's own panels
     with pytest.raises(ValueError, match="preset"):
         lp.larger_miniature_panels("gpu")
+
+
+def test_the_key_table_marks_where_the_cosine_stays_high_and_collapses_again():
+    """A cosine that peaks at step 2, stays above 0.9 to step 3, falls below 0.8 and climbs above 0.9 again at
+    step 6: the table has those steps as rows, beside the first, the peak and the last."""
+    from types import SimpleNamespace
+    from plateau_lib.llm import page as lp
+    summary = pd.DataFrame({"step": range(8), "cosine": [0.2, 0.8, 0.97, 0.92, 0.7, 0.85, 0.95, 0.5],
+                            "repetition": 0.5, "distinct": 0.9})
+    table = lp.key_table([SimpleNamespace(summary=summary, arch="pythia", label="m")]).set_index("when")["step"]
+    assert table.to_dict() == {"first": 0, "peak": 2, "still above 0.9 after the peak": 3, "collapses again": 6, "last": 7}

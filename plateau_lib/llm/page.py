@@ -292,12 +292,14 @@ def verdict_tables(panels: list[Panel], preset: str) -> dict:
 
 
 def key_table(panels: list[Panel]) -> pd.DataFrame:
-    """Per panel: the cosine, repetition and distinct fraction at the first, peak-cosine and last step."""
+    """Per panel: the cosine, repetition and distinct fraction at the first, peak-cosine and last step, at the last
+    step of the stretch after the peak where the cosine stays above 0.9, and where it collapses again (above 0.9
+    after it fell below 0.8), where it does."""
     rows = []
     for panel in panels:
         s = panel.summary.set_index("step")
         names = {}
-        for name, step in key_steps(panel).items():
+        for name, step in {**key_steps(panel), **_after_peak(panel)}.items():
             names.setdefault(step, []).append(name)
         for step, when in sorted(names.items()):
             rows.append({"model": panel.label, "when": " = ".join(when), "step": step,
@@ -305,28 +307,17 @@ def key_table(panels: list[Panel]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def findings(panels: list[Panel]) -> str:
-    """One sentence per panel, in markdown: the cosine and repetition at step 0, at the peak and at the end."""
-    lines = []
-    for panel in panels:
-        s = panel.summary.set_index("step")
-        k = key_steps(panel)
-        first, peak, last = (s.loc[k[name]] for name in ("first", "peak", "last"))
-        after = s.loc[s.index > k["peak"], "cosine"]
-        stays = after[(after > 0.9).cummin()]  # the checkpoints right after the peak still above 0.9
-        rest = after[after.index > (stays.index[-1] if len(stays) else k["peak"])]
-        recovered = rest[rest < 0.8]
-        again = rest[(rest.index > recovered.index[0]) & (rest > 0.9)] if len(recovered) else rest.iloc[:0]
-        line = (f"- **{panel.label}:** cosine {first['cosine']:.2f} at step {k['first']}, a peak of "
-                f"{peak['cosine']:.2f} at step {k['peak']} with repetition {peak['repetition']:.2f}, and "
-                f"{last['cosine']:.2f} (repetition {last['repetition']:.2f}) at step {k['last']}.")
-        if len(stays):
-            line += f" The cosine stays above 0.9 until step {int(stays.index[-1])}."
-        if len(again):
-            line += (f" It falls below 0.8, then collapses again at step {int(again.index[0])} (cosine "
-                     f"{again.iloc[0]:.2f}).")
-        lines.append(line)
-    return "\n".join(lines)
+def _after_peak(panel: Panel) -> dict:
+    """``{"still above 0.9 after the peak": step, "collapses again": step}`` of one panel, those it has."""
+    s = panel.summary.set_index("step")
+    peak = key_steps(panel)["peak"]
+    after = s.loc[s.index > peak, "cosine"]
+    stays = after[(after > 0.9).cummin()]  # the checkpoints right after the peak still above 0.9
+    rest = after[after.index > (stays.index[-1] if len(stays) else peak)]
+    recovered = rest[rest < 0.8]
+    again = rest[(rest.index > recovered.index[0]) & (rest > 0.9)] if len(recovered) else rest.iloc[:0]
+    return ({"still above 0.9 after the peak": int(stays.index[-1])} if len(stays) else {}) | (
+        {"collapses again": int(again.index[0])} if len(again) else {})
 
 
 def settings_table(panels: list[Panel]) -> pd.DataFrame:
