@@ -90,11 +90,13 @@ DEVELOPER_NOTES = ["transcript", "003_", "000_", "we aimed for", "No GPU was ava
                    "this checkout", "lent GPU", "our copy", "work session", "reference notes", "an earlier version",
                    "model hub", "next GPU", "not computed yet"]
 # How a number or a flag reads when code printed it for its maker: numpy's repr, Python's True / False as a value,
-# e-notation with a fixed mantissa (3.140e+06, 1.000e-04), a float's every digit (6.666666666666667).
+# e-notation with a fixed mantissa (3.140e+06, 1.000e-04), a float's every digit (6.666666666666667), a list as Python
+# prints it ([0, 40, 80]).
 CODE_PRINTS = {"numpy repr": re.compile(r"\bnp\.(?:int|float|bool_?)\d*\("),
                "Python flag": re.compile(r"(?:=\s*|^)(?:True|False)\b"),
                "e-notation": re.compile(r"\d\.\d+e[+-]\d\d\b"),
-               "every digit": re.compile(r"\d\.(?!000)\d{7,}")}  # 0.0000288 is 3 significant digits
+               "every digit": re.compile(r"\d\.(?!000)\d{7,}"),  # 0.0000288 is 3 significant digits
+               "Python list": re.compile(r"\[-?\d[\d.]*(?:, -?\d[\d.]*)+\]")}
 
 
 # Not reader text: code, maths, the hidden inputs, and quotations (verbatim, from the papers and their code).
@@ -140,10 +142,10 @@ def test_reader_text_check_finds_each_fault():
     assert not {"cpu_long", "d_model", "x_1", "y_i", "x_y"} & set(faults)
     assert reader_text_faults(BeautifulSoup("<main><p>None of the chains diverged.</p></main>", "html.parser")) == []
     prints = reader_text_faults(BeautifulSoup(
-        "<main><p>seeds [np.int64(0)], softmax = True, 3.140e+06 s, γ 6.666666666666667, Our copy says</p>"
+        "<main><p>seeds [np.int64(0)], softmax = True, 3.140e+06 s, γ 6.666666666666667, steps [0, 40, 80], Our copy says</p>"
         "<table><tr><td>False</td></tr></table></main>", "html.parser"))
     assert [f.split(":")[0] for f in prints] == ["numpy repr", "Python flag", "e-notation", "every digit",
-                                                "Python flag in a table", "our copy"]
+                                                "Python list", "Python flag in a table", "our copy"]
     assert reader_text_faults(BeautifulSoup("<main><p>ε = 4e-4, 0.25, 0.0000288 and yes; True to the paper.</p></main>",
                                             "html.parser")) == []
 

@@ -250,7 +250,8 @@ def heading(runs: pd.DataFrame, name: str):
         if torch_version:
             facts.append(f"**torch** {torch_version}")
         if any(v is not None for v in load):
-            facts.append(f"**load average** (1, 5, 15 min) {load[0]} at the start, {load[1]} at the end")
+            shown = [", ".join(f"{x:.2f}" for x in v) if v is not None else "–" for v in load]
+            facts.append(f"**load average** (1, 5, 15 min) {shown[0]} at the start, {shown[1]} at the end")
         if total is not None:
             facts.append(f"**whole run** {total:.0f} s")
         shown_args = ", ".join(f"`{k}={v}`" for k, v in device_args.items())

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from plateau_lib.book.verdicts import listed
 from plateau_lib.engine import cache, stages
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.utils import resolve_device
@@ -345,7 +346,7 @@ def provenance_rows(analyses: dict, calibration: dict | None = None) -> list[dic
     for label, a in analyses.items():
         source = a.meta.get("cache") or "computed in this build"
         for part, wall in (("training", a.meta["train_wall_s"]), ("λ̂ at checkpoints", a.meta["llc_wall_s"])):
-            rows.append({"preset": label, "run": f"{part}, seeds {a.meta.get('seeds')}",
+            rows.append({"preset": label, "run": f"{part}, seeds {listed(a.meta.get('seeds') or [])}",
                          "device": a.meta.get("device"), "wall time (s)": wall, "source": source,
                          "commit": a.meta.get("commit"), "date": str(a.meta.get("date", ""))[:10]})
     return rows
