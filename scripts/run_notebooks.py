@@ -33,7 +33,8 @@ SUMMARIES = EXECUTED / "_summaries"
 DATA = ROOT / DATA_FOLDER  # the pages' CSV downloads (plateau_lib.book.pages.data_downloads)
 TOC = ROOT / "_toc.yml"
 PRESETS = ("cpu", "paper")
-LAST = ("performance", "reproducibility")  # read the others' timings and summaries, so they run alone after them
+LAST = ("summary_plateau", "summary_icl", "performance", "reproducibility")  # read the others' summaries and timings,
+# so they run alone after them
 
 
 def toc_files() -> list[str] | None:

@@ -24,7 +24,7 @@ def test_every_toc_notebook_has_a_page(built_book):
         assert (html / "book" / "figures" / f"{name}.html").exists(), name
 
 
-NO_FIGURES = {"reproducibility", "performance"}  # pages of tables
+NO_FIGURES = {"reproducibility", "performance", "summary_plateau", "summary_icl"}  # pages of tables and summaries
 
 
 def test_figure_pages_show_images_that_exist(built_book):

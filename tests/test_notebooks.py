@@ -59,7 +59,7 @@ def test_every_cell_has_a_unique_id(path):
     assert len(set(ids)) == len(ids), f"{path.name}: repeated cell ids"
 
 
-FIGURE_PAGES = [p for p in NOTEBOOKS if p.stem not in ("reproducibility", "performance")]
+FIGURE_PAGES = [p for p in NOTEBOOKS if p.stem not in ("reproducibility", "performance", "summary_plateau", "summary_icl")]
 
 
 @pytest.mark.parametrize("path", FIGURE_PAGES, ids=lambda p: p.stem)

@@ -386,3 +386,17 @@ def test_not_yet_shown_counts_the_claims_that_wait_by_figure():
     shown = pages.not_yet_shown(table, pending, {"A": "Paper A", "B": "Paper B", "C": "Paper C"})
     assert shown.reset_index().to_dict("records") == [{"paper": "Paper A", "figure": "A", "claims waiting": 2,
                                                        "what they wait for": "left for a GPU"}]  # a sanity check is not counted
+
+
+def test_a_papers_claims_count_its_verdicts_once_and_list_what_waits():
+    import pandas as pd
+    from plateau_lib.book import pages
+    paper = pages.PRESET_COLUMNS["paper"]
+    table = pd.DataFrame({"figure": ["A", "A", "A", "A", "B"], "metric": ["m1", "m2", "m3", "m4", "m5"],
+                          "paper": ["1", "2", "3", "4", "5"], "sanity check": [False, False, True, False, False],
+                          paper: ["1.0 (reproduced)", "0.5 (partly)", "0.1 (sanity check passed)",
+                                  "1.0 (reproduced; shown, not counted)", "left for a GPU"]})
+    texts, shown = pages.paper_claims(table, "P", {"A": "P", "B": "P"})
+    assert texts == {"claims": "3", "reproduced": "1", "partly": "1", "not_reproduced": "0", "waiting": "1"}
+    assert shown.loc[("A", "m2"), ["ours", "verdict"]].tolist() == ["0.5", "partly"]
+    assert shown.loc[("B", "m5"), ["ours", "verdict"]].tolist() == ["–", "left for a GPU"]

@@ -496,6 +496,26 @@ def verdict_counts(table: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     return out.reset_index().set_index([by, "verdict"]) if by else out
 
 
+
+def paper_claims(table: pd.DataFrame, paper: str, papers: dict, column: str = PRESET_COLUMNS["paper"]
+                 ) -> tuple[dict[str, str], pd.DataFrame]:
+    """One paper's claims in ``column`` of ``summaries.reproducibility_table`` (default: the paper preset's), for its
+    per-paper summary; ``papers``: ``chapters.paper_of()``. Sanity checks and results counted under another figure
+    are left out. Returns the counts the summary glues (``claims``, ``reproduced``, ``partly``, ``not_reproduced``,
+    ``waiting``: no verdict yet) and one row per claim: figure, claim, the paper's value, ours and the verdict (or
+    what the claim waits for)."""
+    rows = table[(table["figure"].map(papers) == paper) & ~table["sanity check"].astype(bool)]
+    verdict = rows[column].str.extract(r"\(([^()]*)\)$")[0]
+    rows, verdict = rows[~verdict.str.endswith(NOT_COUNTED, na=False)], verdict[~verdict.str.endswith(NOT_COUNTED, na=False)]
+    judged = verdict.isin(VERDICTS)
+    counts = count_verdicts(verdict[judged])
+    texts = {"claims": f"{len(rows)}", "reproduced": f"{counts[VERDICTS[0]]}", "partly": f"{counts[VERDICTS[1]]}",
+             "not_reproduced": f"{counts[VERDICTS[2]]}", "waiting": f"{int((~judged).sum())}"}
+    shown = pd.DataFrame({"figure": rows["figure"], "claim": rows["metric"], "the paper": rows["paper"],
+                          "ours": rows[column].str.replace(r"\s*\([^()]*\)$", "", regex=True).where(judged, MISSING),
+                          "verdict": verdict.where(judged, rows[column])})
+    return texts, shown.set_index(["figure", "claim"])
+
 def tally(table: pd.DataFrame, by: str) -> pd.DataFrame:
     """The Reproducibility page's opening tally: one row per (``by``, kind of run) that has any verdict, one
     column per verdict (the sanity checks and the results shown but not counted last, apart)."""
