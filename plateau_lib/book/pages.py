@@ -506,7 +506,8 @@ def paper_claims(table: pd.DataFrame, paper: str, papers: dict, column: str = PR
     what the claim waits for)."""
     rows = table[(table["figure"].map(papers) == paper) & ~table["sanity check"].astype(bool)]
     verdict = rows[column].str.extract(r"\(([^()]*)\)$")[0]
-    rows, verdict = rows[~verdict.str.endswith(NOT_COUNTED, na=False)], verdict[~verdict.str.endswith(NOT_COUNTED, na=False)]
+    counted = ~verdict.str.endswith(NOT_COUNTED, na=False)
+    rows, verdict = rows[counted], verdict[counted]
     judged = verdict.isin(VERDICTS)
     counts = count_verdicts(verdict[judged])
     texts = {"claims": f"{len(rows)}", "reproduced": f"{counts[VERDICTS[0]]}", "partly": f"{counts[VERDICTS[1]]}",
