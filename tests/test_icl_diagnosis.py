@@ -355,3 +355,16 @@ def test_saving_a_state_keeps_the_note_on_how_earlier_stretches_ran(tmp_path):
     record = diagnosis.save(diagnosis.variant(3), run_dir, None, dst)
     assert record["note"] == "trained on a lent H100"
     assert json.loads((dst / "progress.json").read_text())["note"] == "trained on a lent H100"
+
+
+def test_the_authors_estimator_table_gives_each_seeds_value_spread_and_fall():
+    import pandas as pd
+    from plateau_lib.icl import diagnosis, diagnosis_page
+    as_run, reduced = diagnosis.budget_label(diagnosis.LLC_AS_RUN), diagnosis.budget_label(diagnosis.ICL_LLC_REDUCED)
+    llc = pd.DataFrame({"seed": [0, 0, 3, 3], "operands": "float32", "step": [40_292, 499_999, 40_292, 499_999],
+                        "llc_mean": [170.0, 120.0, 168.0, 150.0], "llc_std": [1.0, 2.0, 0.5, 0.5],
+                        "budget": [as_run, as_run, as_run, reduced]})
+    table = diagnosis_page.authors_estimator_table(llc).set_index("step (the paper's)")
+    assert table.loc["40,292 (40k)", ["seed 0", "seed 3"]].tolist() == ["170.0 ± 1.0", "168.0 ± 0.5"]
+    assert table.loc["end ÷ 40k", ["seed 0", "seed 3", "paper: seeds 0–4"]].tolist() == ["0.71", "–", "0.68–0.83"]
+    assert diagnosis_page.authors_estimator_table(llc.iloc[3:]).empty

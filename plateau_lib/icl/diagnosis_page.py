@@ -10,6 +10,7 @@ import pandas as pd
 from plateau_lib.book import pages, plots
 from plateau_lib.book.verdicts import listed
 from plateau_lib.icl import development as dev, diagnosis, long_run, stages_page
+from plateau_lib.icl.claims import claims_of
 from plateau_lib.icl.diagnosis import STEP_40K
 from plateau_lib.icl.presets import ICL_LLC_REDUCED, ICL_PAPER
 from plateau_lib.icl.stages_page import llc_at_paper_step
@@ -22,6 +23,7 @@ PANELS = [("llc", "λ̂ (4 chains × 800 draws)"), ("loss", "evaluation loss"), 
           ("ln_f", "final LN, mean |w|"), ("ln_attn_1", "1st attention's LN, mean |w|")]
 PAPER = {"llc": dev.PAPER_LLC, "loss": dev.PAPER_EVAL_LOSS, "delta_ridge": dev.PAPER_DELTA_RIDGE,
          "weight_norm": dev.PAPER_WEIGHT_NORM, "loss_ood_inputs_authors": dev.PAPER_OOD_INPUTS_STD_NOISE}
+FALL_CLAIM = "λ̂ at the end ÷ λ̂ at 40k"
 PAPER_OOD_40K, PAPER_OOD_LATE = (dev.PAPER_OOD_INPUTS_STD_NOISE[s] for s in (40_000, 323_000))
 
 
@@ -372,6 +374,34 @@ def seed_llc_table(llc: pd.DataFrame) -> pd.DataFrame:
                      "paper: seeds 0–4": f"{low}–{high}"})
     return pd.DataFrame(rows)
 
+
+
+def authors_estimator_table(llc: pd.DataFrame) -> pd.DataFrame:
+    """λ̂ as the authors' code ran the estimator (``diagnosis.LLC_AS_RUN``: every draw from the first, n = 2²⁰) at
+    every float32 seed with such rows, at the kept checkpoints nearest the paper's steps where any seed has one: the
+    mean over chains ± their standard deviation, then each seed's λ̂ at the end ÷ at 40k where it has both; beside
+    the paper's seeds 0–4. Text cells; "–": not estimated. Empty without such rows."""
+    rows = llc[(llc["budget"] == diagnosis.budget_label(diagnosis.LLC_AS_RUN)) & (llc["operands"] == "float32")] \
+        if not llc.empty else llc
+    if rows.empty:
+        return pd.DataFrame()
+    at = {int(seed): t.set_index(t["step"].astype(int)) for seed, t in rows.groupby("seed")}
+    points = {step: paper for step, paper in paper_points().items() if any(step in t.index for t in at.values())}
+    table = []
+    for step, paper in points.items():
+        low, high = dev.PAPER_LLC_SEEDS[paper]
+        label = f"{paper // 1000}k" if paper >= 1000 else f"{paper}"
+        table.append({"step (the paper's)": f"{step:,} ({label})",
+                      **{f"seed {s}": f"{t.loc[step, 'llc_mean']:.1f} ± {t.loc[step, 'llc_std']:.1f}"
+                         if step in t.index else "–" for s, t in sorted(at.items())},
+                      "paper: seeds 0–4": f"{low}–{high}"})
+    end, peak = diagnosis.END_STEP, diagnosis.STEP_40K
+    fall = next(c for c in claims_of(stages_page.FIGURE) if c.metric == FALL_CLAIM)  # its band: the paper's seeds
+    table.append({"step (the paper's)": "end ÷ 40k",
+                  **{f"seed {s}": f"{t.loc[end, 'llc_mean'] / t.loc[peak, 'llc_mean']:.2f}"
+                     if {end, peak} <= set(t.index) else "–" for s, t in sorted(at.items())},
+                  "paper: seeds 0–4": "–".join(f"{v:.2f}" for v in fall.reproduced)})
+    return pd.DataFrame(table)
 
 def estimator_values() -> tuple[pd.DataFrame, dict]:
     """Result 8's numbers: seed 1's λ̂ (the CPU retrain) as the authors ran the estimator, one row per step with
