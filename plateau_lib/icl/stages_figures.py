@@ -1,6 +1,6 @@
 """The stages page's figures (``notebooks/icl_stages.ipynb``): Hoogland Fig. 1(b) for one run (λ̂, the evaluation
-loss and the markers, the stages shaded), the checkpoint widget's frames, and the section that draws a stored run
-(``show_stored_run``). The numbers are in ``stages_page``."""
+loss and the markers, the stages shaded), the stage rule on one curve (its side page), the checkpoint widget's
+frames, and the section that draws a stored run (``show_stored_run``). The numbers are in ``stages_page``."""
 from __future__ import annotations
 
 import math
@@ -170,6 +170,53 @@ def stages_figure(dev, stages, title: str = ""):
         fig.suptitle(title)
     return fig
 
+
+
+def rule_figure(stages, steps: int, slope_tol: float, title: str = ""):
+    """The stage rule on one curve (``stages``: ``stages_page.detect_stages``), over log(step + 1): λ̂ at each
+    checkpoint with its GP mean, the boundaries kept (solid) and the paper's at the same fraction of the run's
+    ``steps`` (dotted); below, |dλ̂ / dlog(step + 1)| of the GP mean with the tolerance ``slope_tol`` dashed, every
+    candidate circled and the kept ones filled."""
+    x = stages.steps + 1
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(PAGE_WIDTH, 6.2), sharex=True, constrained_layout=True,
+                                      height_ratios=[1.2, 1.0])
+    top.plot(x, stages.values, "o", ms=3.5, color="C0", label="λ̂ at a checkpoint")
+    top.plot(x, stages.smooth, color="C1", lw=1.5, label="GP mean")
+    bottom.plot(x, np.abs(stages.slope), color="C1", lw=1.5, label="|slope| of the GP mean")
+    bottom.axhline(slope_tol, color="#33475b", ls="--", lw=1, label=f"tolerance {slope_tol:g}")
+    at = dict(zip(stages.steps, np.abs(stages.slope)))
+    bottom.plot([c + 1 for c in stages.candidates], [at[c] for c in stages.candidates], "o", mfc="none", ms=8,
+                color="#33475b", label="candidate")
+    bottom.plot([b + 1 for b in stages.boundaries], [at[b] for b in stages.boundaries], "o", ms=6, color="#33475b",
+                label="boundary kept")
+    for ax in (top, bottom):
+        shade_stages(ax, stages.boundaries, int(stages.steps.max()), from_paper_step(PAPER_BOUNDARIES, steps))
+    top.plot([], [], color=PAPER_COLOUR, ls=":", label="paper's boundaries")
+    top.set(ylabel="λ̂", title="λ̂ and its GP fit")
+    bottom.set(ylabel="|dλ̂ / dlog(step + 1)|", yscale="log", xscale="log", xlabel="training step + 1 (log scale)",
+               title="the slope the rule reads")
+    bottom.set_xlim(x.min() / 1.5, x.max() * 1.5)
+    top.legend(loc="upper left", ncols=2)
+    bottom.legend(loc="lower left", ncols=2)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def heads_figure(dev, stages, title: str = ""):
+    """For each layer and each type (previous token, previous x, previous y), the largest attention weight any head
+    puts on it over training, against log(step + 1), with the λ̂ stages of ``stages`` shaded and the paper's
+    boundaries at the same fraction of the schedule dotted."""
+    fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 3.8), constrained_layout=True)
+    _marker(ax, "heads", dev)
+    ax.legend(handles=ax.get_legend().legend_handles, loc="center left", ncols=2, handlelength=1.5)  # clear of stage 1
+    last = int(max(dev.llc["step"].max(), dev.train.metrics["step"].max()))
+    shade_stages(ax, stages.boundaries, last, from_paper_step(PAPER_BOUNDARIES, run_steps(dev)), label=True)
+    ax.set(xscale="log", xlim=(1, last + 1), ylim=(0, 1.12), ylabel="largest attention weight",
+           xlabel="training step + 1 (log scale)")
+    if title:
+        ax.set_title(title)
+    return fig
 
 def checkpoint_frame(train, index: int, sequences: int = 3, title: str = ""):
     """One widget frame at evaluation ``index``: every head's batch-mean attention (rows: layers), and for
