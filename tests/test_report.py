@@ -396,7 +396,8 @@ def test_a_papers_claims_count_its_verdicts_once_and_list_what_waits():
                           "paper": ["1", "2", "3", "4", "5"], "sanity check": [False, False, True, False, False],
                           paper: ["1.0 (reproduced)", "0.5 (partly)", "0.1 (sanity check passed)",
                                   "1.0 (reproduced; shown, not counted)", "left for a GPU"]})
-    texts, shown = pages.paper_claims(table, "P", {"A": "P", "B": "P"})
-    assert texts == {"claims": "3", "reproduced": "1", "partly": "1", "not_reproduced": "0", "waiting": "1"}
+    texts, tables = pages.paper_claims(table, {"p": "P"}, {"A": "P", "B": "P"})
+    assert texts == {"p_claims": "3", "p_reproduced": "1", "p_partly": "1", "p_not_reproduced": "0", "p_waiting": "1"}
+    shown = tables["p"]
     assert shown.loc[("A", "m2"), ["ours", "verdict"]].tolist() == ["0.5", "partly"]
     assert shown.loc[("B", "m5"), ["ours", "verdict"]].tolist() == ["–", "left for a GPU"]

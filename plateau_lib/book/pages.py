@@ -497,25 +497,30 @@ def verdict_counts(table: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
 
 
 
-def paper_claims(table: pd.DataFrame, paper: str, papers: dict, column: str = PRESET_COLUMNS["paper"]
-                 ) -> tuple[dict[str, str], pd.DataFrame]:
-    """One paper's claims in ``column`` of ``summaries.reproducibility_table`` (default: the paper preset's), for its
-    per-paper summary; ``papers``: ``chapters.paper_of()``. Sanity checks and results counted under another figure
-    are left out. Returns the counts the summary glues (``claims``, ``reproduced``, ``partly``, ``not_reproduced``,
-    ``waiting``: no verdict yet) and one row per claim: figure, claim, the paper's value, ours and the verdict (or
-    what the claim waits for)."""
-    rows = table[(table["figure"].map(papers) == paper) & ~table["sanity check"].astype(bool)]
-    verdict = rows[column].str.extract(r"\(([^()]*)\)$")[0]
-    counted = ~verdict.str.endswith(NOT_COUNTED, na=False)
-    rows, verdict = rows[counted], verdict[counted]
-    judged = verdict.isin(VERDICTS)
-    counts = count_verdicts(verdict[judged])
-    texts = {"claims": f"{len(rows)}", "reproduced": f"{counts[VERDICTS[0]]}", "partly": f"{counts[VERDICTS[1]]}",
-             "not_reproduced": f"{counts[VERDICTS[2]]}", "waiting": f"{int((~judged).sum())}"}
-    shown = pd.DataFrame({"figure": rows["figure"], "claim": rows["metric"], "the paper": rows["paper"],
-                          "ours": rows[column].str.replace(r"\s*\([^()]*\)$", "", regex=True).where(judged, MISSING),
-                          "verdict": verdict.where(judged, rows[column])})
-    return texts, shown.set_index(["figure", "claim"])
+def paper_claims(table: pd.DataFrame, papers: dict[str, str], paper_of: dict, column: str = PRESET_COLUMNS["paper"]
+                 ) -> tuple[dict[str, str], dict[str, pd.DataFrame]]:
+    """Each paper's claims in ``column`` of ``summaries.reproducibility_table`` (default: the paper preset's), for
+    the per-paper summaries; ``papers``: ``{key: paper}``, ``paper_of``: ``chapters.paper_of()``. Sanity checks and
+    results counted under another figure are left out. Returns the counts the summary glues, under
+    ``{key}_claims``, ``{key}_reproduced``, ``{key}_partly``, ``{key}_not_reproduced`` and ``{key}_waiting`` (no
+    verdict yet), and per key one row per claim: figure, claim, the paper's value, ours and the verdict (or what
+    the claim waits for)."""
+    texts, tables = {}, {}
+    for key, paper in papers.items():
+        rows = table[(table["figure"].map(paper_of) == paper) & ~table["sanity check"].astype(bool)]
+        verdict = rows[column].str.extract(r"\(([^()]*)\)$")[0]
+        counted = ~verdict.str.endswith(NOT_COUNTED, na=False)
+        rows, verdict = rows[counted], verdict[counted]
+        judged = verdict.isin(VERDICTS)
+        counts = count_verdicts(verdict[judged])
+        texts |= {f"{key}_claims": f"{len(rows)}", f"{key}_reproduced": f"{counts[VERDICTS[0]]}",
+                  f"{key}_partly": f"{counts[VERDICTS[1]]}", f"{key}_not_reproduced": f"{counts[VERDICTS[2]]}",
+                  f"{key}_waiting": f"{int((~judged).sum())}"}
+        tables[key] = pd.DataFrame({
+            "figure": rows["figure"], "claim": rows["metric"], "the paper": rows["paper"],
+            "ours": rows[column].str.replace(r"\s*\([^()]*\)$", "", regex=True).where(judged, MISSING),
+            "verdict": verdict.where(judged, rows[column])}).set_index(["figure", "claim"])
+    return texts, tables
 
 def tally(table: pd.DataFrame, by: str) -> pd.DataFrame:
     """The Reproducibility page's opening tally: one row per (``by``, kind of run) that has any verdict, one
