@@ -174,5 +174,18 @@ def page_runs(preset: str = "paper") -> dict:
     stages page's (its λ̂ is computed by ``python -m plateau_lib stages`` from the checkpoints that run
     keeps locally) and the transient-ridge sweep's."""
     long = "paper" if preset == "paper" else "cpu_long"
+    sweep = sorted(diversity(long)[0].items(), key=lambda item: sweep_rank(item[0][0]))
     return {"icl_stages": {"training": ICL_STAGES[long]},
-            "transient_ridge": {("M", M, seed): cfg for (M, seed), cfg in diversity(long)[0].items()}}
+            "transient_ridge": {("M", M, seed): cfg for (M, seed), cfg in sweep}}
+
+
+SWEEP_DECIDES_FIRST = (64, 512, math.inf, 256)  # a transient M, a ridge M (≥ 362), M = ∞, the switch (182–362)
+
+
+def sweep_rank(M) -> tuple:
+    """Where ``M`` comes in the paper queue: the values that decide Carroll et al.'s claims soonest first
+    (``SWEEP_DECIDES_FIRST``), then the rest from the middle of the grid outwards, since a lent GPU trains
+    one or two values of M a day."""
+    if M in SWEEP_DECIDES_FIRST:
+        return (0, SWEEP_DECIDES_FIRST.index(M))
+    return (1, abs(math.log2(M) - 6), M)
