@@ -36,8 +36,11 @@ if [ "$PLAN" = paper ]; then
   tail -n 20 "$OUT/lease.log"
 elif [ "$PLAN" = sgld ]; then
   SEED1=icl_diagnosis-seed1-float32-cpu-9f3124abd06b377d
-  ${PYTHON:-python3} scripts/icl_diagnosis.py --seeds 1 --stream cpu --llc-at 40292 80807 126262 318181 499999 \
-    --as-run --chains 10 --device ${SGLD_DEVICE:-cuda} --budget-s "$LEFT" >> "$OUT/lease.log" 2>&1 \
+  # the estimator checks its budget only between checkpoints (about 100 s each here): the timeout stops it
+  # in a row, so the rows already made are packed below whatever happens
+  timeout "$LEFT" ${PYTHON:-python3} scripts/icl_diagnosis.py --seeds 1 --stream cpu \
+    --llc-at 40292 80807 126262 318181 499999 --as-run --chains 10 --device ${SGLD_DEVICE:-cuda} \
+    --budget-s "$LEFT" >> "$OUT/lease.log" 2>&1 \
     || echo "sgld: exit $?" >> "$OUT/lease.log"
   tail -n 8 "$OUT/lease.log"
   (cd results/in_progress && tar -czf "$OUT/sgld.tar.gz" $SEED1/llc.csv $(ls $SEED1/trace_*_10x5000+0.npy 2>/dev/null))
