@@ -276,3 +276,26 @@ def test_claims_are_judged_at_each_complete_seed_never_on_the_seed_mean():
     assert isinstance(values[order], BySeed) and list(values[order].values) == [0]
     assert values[order].values[0] < 0 == dp.transient_values(sweep)[order]  # the mean shows a tie
     assert dp.seed_transients(sweep) == "16 at 1,200 and 32 at 800 (seed 0); 16 at 800 and 32 at 1,200 (seed 1)"
+
+
+def test_a_sweep_made_M_by_M_is_shown_from_its_first_run_and_names_the_rest(tmp_path, use_store, monkeypatch):
+    """The paper sweep comes in M by M from lent GPUs: ``paper_so_far`` shows it from one committed M on (the
+    complete ``stored`` sweep still needs every M), and ``so_far_texts`` names each run's seconds and the M left."""
+    from plateau_lib.engine.sweep import sweep
+    from plateau_lib.icl import diversity_page as dp
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
+    configs, llc = icl_presets.diversity("cpu", [2, 16, None], overrides={"steps": 20, "eval_steps": [0, 10, 20]})
+    monkeypatch.setattr(dp, "sweep_settings", lambda preset, *a, **k: (configs, llc))
+    assert dp.paper_so_far({}) is None and dp.so_far_texts(None) == {"runs": "none", "left": "2, 16, ∞"}
+    sweep({(16, 0): configs[(16, 0)]}, progress=False)
+    so_far = dp.paper_so_far({})
+    assert list(so_far.configs) == [(16, 0)] and dp.stored("paper") is None
+    texts = dp.so_far_texts(so_far)
+    assert texts["left"] == "2, ∞" and texts["runs"].startswith("M = 16 in ") and texts["runs"].endswith(" s (on cpu)")
+    assert dp.paper_so_far({"paper": so_far}) is None  # the whole sweep shown: nothing more to show run by run
+
+
+def test_the_paper_queue_trains_carrolls_sweep_in_the_order_that_decides_it_soonest():
+    """A transient M (64), a ridge M (512), ∞, the switch (256), then outwards from 64; every M once."""
+    labels = list(icl_presets.page_runs("paper")["transient_ridge"])
+    assert [M for _, M, _ in labels] == [64, 512, math.inf, 256, 32, 128, 16, 8, 4, 1024, 2, 1]

@@ -231,28 +231,48 @@ def M_frames(s: Sweep) -> dict:
     the M selector."""
     colours = palette(s.curves["M"])
     frames = {}
-    for M, g in s.curves.groupby("M"):
-        g = g[g["seed"] == g["seed"].min()]
+    for M in sorted(s.curves["M"].unique()):
         fig, axes = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 2.9))
-        axes[0].plot(g["step"], g["ood_loss"], color=colours[M], lw=1.6, label="model")
-        axes[0].axhline(g["ood_ridge"].iloc[-1], color="crimson", ls=":", label="ridge")
-        if M != icl_presets.INF:
-            axes[0].axhline(g["ood_dmmse"].iloc[-1], color=colours[M], ls="--", label="dMMSE$_M$")
-        r = transients(s).loc[M]
-        axes[0].plot(r["t_crit"], r["min_ood_loss"], "o", mfc="none", mec="k", ms=9,
-                     label="t$^{crit}$" + ("" if r["transient"] else " (no transient)"))
-        axes[0].set_title("OOD loss")
-        axes[1].plot(g["step"], g["delta_dmmse"], color="tab:blue", label="Δ to dMMSE$_M$")
-        axes[1].plot(g["step"], g["delta_ridge"], color="crimson", label="Δ to ridge")
-        axes[1].set_title("Δ on $q_M$")
-        for ax in axes:
-            _log_step(ax)
-            ax.legend(fontsize=9)
-        _log_y(axes[1])
+        _one_M(axes, s, M, colours[M])
         fig.suptitle(f"M = {div.label_M(M)}")
         frames[f"M = {div.label_M(M)}"] = fig
         plt.close(fig)
     return frames
+
+
+def runs_figure(s: Sweep, title: str | None = None):
+    """Each M of ``s`` on its own row: its OOD loss (t_crit circled, its dMMSE and ridge levels) and its Δ
+    curves; for a sweep shown run by run as its M come in."""
+    Ms = sorted(s.curves["M"].unique())
+    colours = palette(s.curves["M"])
+    fig, axes = plt.subplots(len(Ms), 2, figsize=(PAGE_WIDTH, 3.2 * len(Ms)), squeeze=False)
+    for row, M in zip(axes, Ms):
+        _one_M(row, s, M, colours[M])
+        row[0].set_title(f"M = {div.label_M(M)}: OOD loss")
+        row[1].set_title(f"M = {div.label_M(M)}: Δ on $q_M$")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def _one_M(axes, s: Sweep, M, colour) -> None:
+    g = s.curves[s.curves["M"] == M]
+    g = g[g["seed"] == g["seed"].min()]
+    axes[0].plot(g["step"], g["ood_loss"], color=colour, lw=1.6, label="model")
+    axes[0].axhline(g["ood_ridge"].iloc[-1], color="crimson", ls=":", label="ridge")
+    if M != icl_presets.INF:
+        axes[0].axhline(g["ood_dmmse"].iloc[-1], color=colour, ls="--", label="dMMSE$_M$")
+    r = transients(s).loc[M]
+    axes[0].plot(r["t_crit"], r["min_ood_loss"], "o", mfc="none", mec="k", ms=9,
+                 label="t$^{crit}$" + ("" if r["transient"] else " (no transient)"))
+    axes[0].set_title("OOD loss")
+    axes[1].plot(g["step"], g["delta_dmmse"], color="tab:blue", label="Δ to dMMSE$_M$")
+    axes[1].plot(g["step"], g["delta_ridge"], color="crimson", label="Δ to ridge")
+    axes[1].set_title("Δ on $q_M$")
+    for ax in axes:
+        _log_step(ax)
+        ax.legend(fontsize=9)
+    _log_y(axes[1])
 
 
 def checkpoint_frames(s: Sweep, n: int = 8, n_components: int = 2) -> dict:

@@ -87,21 +87,22 @@ def live(preset: str = "cpu", Ms=None, seeds=None, steps=None, overrides=None, u
 SHOWN_WHEN_PARTIAL = ("cpu_d8", "cpu_d8_50k")
 
 
-def stored(preset: str) -> Sweep | None:
+def stored(preset: str, so_far: bool = False) -> Sweep | None:
     """The committed (or locally finished) sweep of ``preset`` with its LLC table, or None; never trains. A
-    preset of ``SHOWN_WHEN_PARTIAL`` comes with the runs found so far (at least three M). The preset's more
-    seeds (``presets.more_seeds``) join it where found, so its curves and t_crit are seed means there; its LLC
-    table is the preset's own runs'."""
+    preset of ``SHOWN_WHEN_PARTIAL`` comes with the runs found so far (at least three M); with ``so_far``, any
+    preset does, from one M on (a sweep made M by M on lent GPUs: shown run by run, never judged). The preset's
+    more seeds (``presets.more_seeds``) join it where found, so its curves and t_crit are seed means there; its
+    LLC table is the preset's own runs'."""
     configs, llc = sweep_settings(preset)
     results, store = {}, cache.current()
     for label, cfg in configs.items():
         result = store.result(cfg)
         if result is None:
-            if preset in SHOWN_WHEN_PARTIAL:
+            if so_far or preset in SHOWN_WHEN_PARTIAL:
                 continue
             return None
         results[label] = result
-    if len({M for M, _ in results}) < 3:
+    if len({M for M, _ in results}) < (1 if so_far else 3):
         return None
     found = {label: configs[label] for label in results}
     llc_found = div.load_llc(found, llc) if found == configs else None
@@ -109,6 +110,25 @@ def stored(preset: str) -> Sweep | None:
         if (result := store.result(cfg)) is not None:
             results[label], found[label] = result, cfg
     return assemble(preset, found, llc, results, llc_found)
+
+
+def paper_so_far(shown: dict) -> Sweep | None:
+    """The ``paper`` sweep's runs committed so far while the whole sweep is not (None once it is shown, or while
+    no run is committed): Carroll et al.'s sweep is trained M by M on lent GPUs, and each M is shown as it comes,
+    its claims judged only once every M is in."""
+    return None if "paper" in shown else stored("paper", so_far=True)
+
+
+def so_far_texts(s: Sweep | None) -> dict[str, str]:
+    """The runs of a sweep made M by M (``paper_so_far``, or the whole sweep) as the page glues them: ``runs``,
+    each M with its training seconds ("M = 64 in 521 s"; a run not made on a GPU names its device; "none");
+    ``left``, the M still to train ("none")."""
+    configs, _ = sweep_settings(s.preset if s is not None else "paper")
+    done = {} if s is None else {M: r.meta for (M, _), r in sorted(s.results.items())}
+    runs = [f"M = {div.label_M(M)} in {m['wall_time_s']:,.0f} s"
+            + ("" if str(m["device"]).startswith("cuda") else f" (on {m['device']})") for M, m in done.items()]
+    return {"runs": listed(runs, empty="none"),
+            "left": ", ".join(div.label_M(M) for M in sorted({M for M, _ in configs} - set(done))) or "none"}
 
 
 def not_yet_committed(s: Sweep) -> list:

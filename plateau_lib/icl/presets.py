@@ -168,7 +168,6 @@ def diversity(preset: str, Ms=None, seeds=(0,), overrides: dict | None = None,
     return configs(base, DIVERSITY_MS[preset] if Ms is None else Ms, seeds), DIVERSITY_LLC[preset].replace(**llc_fields)
 
 
-
 def page_runs(preset: str = "paper") -> dict:
     """The training runs of the chapter's pages for ``preset`` ("paper"; anything else: the long CPU runs): the
     stages page's (its λ̂ is computed by ``python -m plateau_lib stages`` from the checkpoints that run
