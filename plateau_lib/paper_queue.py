@@ -66,6 +66,7 @@ COMMITTED, ON_CPU, MISSING = "committed", "committed, computed on CPU", "missing
 
 PART_MIB, CARRY_MIB = 15, 64   # a lent GPU returns files of at most 16 MiB and is given at most 64 MiB
 ANALYSIS_STACK = 8             # checkpoints per batched SGLD computation on a GPU
+PARTIAL_MIN_S = 60             # seconds left that are worth starting a run which cannot finish (its state comes back)
 
 
 class Entry(NamedTuple):
@@ -128,14 +129,16 @@ LEASE_ORDER = ("transient_ridge", "mws_training_setups")  # Carroll et al.'s pap
 
 
 def lease_groups(entries: list[Entry], budget_s: float | None, carry_mib: float = CARRY_MIB,
-                 estimate=estimate_gpu_s, state_mib=resume_mib) -> tuple[list[list[Entry]], list[Entry]]:
+                 estimate=estimate_gpu_s, state_mib=resume_mib,
+                 done=lambda cfg: 0.0) -> tuple[list[list[Entry]], list[Entry]]:
     """``(groups to train, in order; runs left for a later command)`` of ``entries`` (runs with no copied groups)
     within ``budget_s`` seconds. Pages in ``LEASE_ORDER`` come first, the others in page order; each group is one
     architecture, stacked where its optimizer stacks. A group whose resume states fit ``carry_mib`` is started
     whole: a deadline stops it and the next command resumes it. A larger one (Carroll et al.'s 12 models: about
-    360 MiB) takes only as many runs as its estimate (``estimate(cfg, stacked)``, a run's share in seconds) lets
-    finish in the seconds left, M by M, since its stopped state could not come back; the rest are left. Without a
-    budget every run is started."""
+    360 MiB) takes as many runs as its estimate (``estimate(cfg, stacked)``, a run's share in seconds, less the
+    share ``done(cfg)`` a resumed run has made) lets finish in the seconds left, M by M; then, where at least
+    ``PARTIAL_MIN_S`` are left and its state fits ``carry_mib``, the next run alone, which the deadline stops and
+    a later command resumes. The rest are left. Without a budget every run is started."""
     rank = {page: i for i, page in enumerate(LEASE_ORDER)}
     ordered = sorted(entries, key=lambda e: rank.get(e.page, len(rank)))  # stable: page order among the rest
     by_arch = {}
@@ -150,7 +153,7 @@ def lease_groups(entries: list[Entry], budget_s: float | None, carry_mib: float 
         def cost(n):  # seconds for the first n runs: those whose optimizer stacks together, the others in turn
             first = members[:n]
             together = sum(stacks(e.config) for e in first)
-            return sum(estimate(e.config, together if stacks(e.config) else 1) for e in first)
+            return sum(estimate(e.config, together if stacks(e.config) else 1) * (1 - done(e.config)) for e in first)
 
         n, spent = 0, 0.0
         while n < len(members):  # the cost only grows with n: stop at the first run that does not fit
@@ -161,6 +164,9 @@ def lease_groups(entries: list[Entry], budget_s: float | None, carry_mib: float 
         if n:
             groups.append(members[:n])
             seconds -= spent
+        if n < len(members) and seconds >= PARTIAL_MIN_S and state_mib(members[n].config) <= carry_mib:
+            groups.append([members[n]])  # started alone after the others: its state comes back to be resumed
+            n, seconds = n + 1, 0.0
         left += members[n:]
     return groups, left
 
@@ -196,8 +202,10 @@ def run_queue(pages=None, budget_s: float | None = None, device: str = "auto", p
         return commit
 
     copied = [e for e in todo if e.config.copy_groups]
+    made = {e.key: max(carried.resume_step(store.working(e.config) / "resume.pt"), 0) / e.config.steps for e in todo
+            if not e.config.copy_groups}  # the share of each run a stopped command made
     groups, left = lease_groups([e for e in todo if not e.config.copy_groups], budget_s, carry_mib, estimate_gpu_s,
-                                resume_mib)
+                                resume_mib, done=lambda cfg: made.get(cache.cache_key(cfg), 0.0))
     for e in left:
         print(f"{e.page} {e.label}: left for a later command (it cannot finish in {budget_s:.0f} s, and its group's "
               f"resume states, {resume_mib(e.config):.0f} MiB each, could not all come back)", flush=True)

@@ -255,6 +255,22 @@ def test_lease_groups_put_carrolls_sweep_first_and_start_only_what_can_finish_or
     assert paper_queue.lease_groups(sweep[:2], 1, 64, estimate, state) == ([sweep[:2]], [])  # 60 MiB can come back
 
 
+def test_a_lease_starts_one_run_it_cannot_finish_where_its_state_comes_back_and_counts_a_resumed_runs_share():
+    """Seconds left after the runs that finish (at least ``PARTIAL_MIN_S``) start the next run alone, its 30 MiB
+    state brought back; a run already half made costs half its estimate."""
+    big = TINY.replace(d_model=16)
+    sweep = [_entry("transient_ridge", ("M", m, 0), big.replace(seed=m)) for m in range(12)]
+    state = lambda cfg: 30.0  # noqa: E731
+    estimate = lambda cfg, stacked: 100.0  # noqa: E731
+    groups, left = paper_queue.lease_groups(sweep, 480, 64, estimate, state)  # 4 finish, 80 s start a fifth
+    assert groups == [sweep[:4], [sweep[4]]] and left == sweep[5:]
+    assert paper_queue.lease_groups(sweep, 200, 64, estimate, state) == ([sweep[:2]], sweep[2:])  # no second left
+    assert paper_queue.lease_groups(sweep, 280, 20, estimate, state) == ([sweep[:2]], sweep[2:])  # 30 MiB > 20
+    assert paper_queue.lease_groups(sweep, 90, 64, estimate, state) == ([[sweep[0]]], sweep[1:])  # alone, stopped
+    half = lambda cfg: 0.5 if cfg.seed == 0 else 0.0  # noqa: E731  (seed 0 resumed at half its steps)
+    assert paper_queue.lease_groups(sweep, 220, 64, estimate, state, done=half)[0] == [sweep[:2], [sweep[2]]]  # 150 s, then 70
+
+
 def test_a_budgeted_queue_leaves_runs_it_could_neither_finish_nor_bring_back(tiny_queue, monkeypatch):
     """Dry run at tiny sizes: the runs' states are made to look too large to carry, and the estimate lets one
     finish in the budget; that one is trained and committed, the other left untouched (no resume state)."""
