@@ -150,10 +150,16 @@ def replace_fields(cfg, changes: dict):
 
 
 
+def nudged_config(cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` with every initial weight one float step up (``init_nudge``): a re-run as another machine, with its
+    own order of sums, might make it."""
+    return cfg.replace(init_nudge=True)
+
+
 def nudged(configs: dict) -> dict:
-    """``{label: TrainConfig}`` with every initial weight one float step up (``init_nudge``): a re-run as another
-    machine, with its own order of sums, might make it."""
-    return {label: cfg.replace(init_nudge=True) for label, cfg in configs.items()}
+    """``{label: nudged_config(cfg)}`` of ``{label: TrainConfig}``."""
+    return {label: nudged_config(cfg) for label, cfg in configs.items()}
+
 
 @dataclass
 class TrainResult:

@@ -463,11 +463,12 @@ def page_values(markers: pd.DataFrame, runs, llc: pd.DataFrame, stages_run=None)
              for name, value in values.items()}
     texts |= {name: listed(str(s).removeprefix("seed ") for s in value) for name, value in seed_lists.items()}
     texts |= {f"r5_{k}": " → ".join(pages.value_range([v]) for v in row) for k, row in norms.iterrows()}
-    texts |= {"r5_steps": ", ".join(f"{s:,}" for s in norms.columns),
-              "r6_values": ", ".join(f"{v:.1f} (seed {s}, {o})" for s, o, v in peak["values"]),
+    texts |= {"r5_steps": listed(norms.columns, "{:,}"),
+              "r6_values": listed([f"{v:.1f} (seed {s}, {o})" for s, o, v in peak["values"]]),
               "st_stages": str(stages_found["stages"]), "st_boundaries": stages_found["boundaries"],
               "st_highest": stages_found["highest"]}
     return texts, {"later": later, "settling": settle_table, "windows": windows, "seed_stages": stages_table}
+
 
 def styled(table: pd.DataFrame):
     """The hypotheses table as the page shows it: left-aligned text, no index."""

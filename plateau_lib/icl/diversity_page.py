@@ -435,7 +435,7 @@ def seed_transients(s: Sweep | None) -> str:
 def verdict_table(figure: str, shown: dict, values_of, page: str, rerun: dict | None = None) -> pd.DataFrame:
     """``book.pages.verdicts`` of ``figure`` over the sweeps shown, each judged seed by seed (``seed_by_seed`` of
     ``values_of``), recorded for the Reproducibility page as ``RECORD_AS`` says; ``rerun``: ``{preset: values}``
-    of a nudged re-run (``icl.rerun.page_rerun``)."""
+    of a nudged re-run (``icl.rerun.sweep_rerun``)."""
     record_as = RECORD_AS.get(figure, {}) if "cpu_d8_50k" in shown else {}
     return verdicts(claims_of(figure), {p: seed_by_seed(values_of, s) for p, s in shown.items()}, page,
                     {p: provenance_summary(s) for p, s in shown.items()}, LABELS, record_as=record_as, rerun=rerun)

@@ -7,7 +7,7 @@ page reads them stored, and trains nothing."""
 from __future__ import annotations
 
 from plateau_lib.engine.cache import current
-from plateau_lib.engine.runs import nudged
+from plateau_lib.engine.runs import nudged, nudged_config
 from plateau_lib.engine.sweep import sweep
 from plateau_lib.icl import development, diversity as div, diversity_page as dp, stages_page
 from plateau_lib.icl.presets import icl_stages
@@ -16,14 +16,10 @@ SWEEP_MEASURES = {dp.TRANSIENT_FIGURE: dp.transient_values, dp.DIVERSITY_FIGURE:
 PRESETS = {"cpu": (stages_page.FIGURE, *SWEEP_MEASURES), "paper": ()}  # the paper runs are hours or a GPU's
 
 
-def _nudged_run(cfg):
-    return nudged({None: cfg})[None]
-
-
 def stages_values(cfg, llc) -> dict | None:
     """The stages claims on the stored nudged copy of the run ``cfg`` with its λ̂ at ``llc`` (the page's live run),
     measured as the page measures them; None where it is not stored."""
-    dev = development.load(_nudged_run(cfg), llc)
+    dev = development.load(nudged_config(cfg), llc)
     return None if dev is None else stages_page.stage_values(dev, stages_page.detect_stages(dev))
 
 
@@ -39,12 +35,18 @@ def sweep_values(figure: str, configs: dict, llc) -> dict | None:
     return dp.seed_by_seed(SWEEP_MEASURES[figure], dp.assemble("rerun", wanted, llc, results, found))
 
 
-def page_rerun(figure: str, preset: str, cfg_or_configs, llc) -> dict:
-    """``{preset: claims}`` on the stored nudged copy of a page's live run (``stages_values``) or sweep
-    (``sweep_values``), for ``book.pages.verdicts``' ``rerun``; empty where it is not stored (a page run with other
-    parameters than the committed re-run's)."""
-    values = (stages_values(cfg_or_configs, llc) if figure == stages_page.FIGURE
-              else sweep_values(figure, cfg_or_configs, llc))
+def stages_rerun(preset: str, cfg, llc) -> dict:
+    """``{preset: claims}`` on the stored nudged copy of the stages page's live run (``stages_values``), for
+    ``book.pages.verdicts``' ``rerun``; empty where it is not stored (a page run with other parameters than the
+    committed re-run's)."""
+    values = stages_values(cfg, llc)
+    return {} if values is None else {preset: values}
+
+
+def sweep_rerun(figure: str, preset: str, configs: dict, llc) -> dict:
+    """``{preset: claims}`` on the stored nudged copies of a sweep page's live sweep (``sweep_values``); empty
+    where they are not all stored."""
+    values = sweep_values(figure, configs, llc)
     return {} if values is None else {preset: values}
 
 
@@ -58,7 +60,7 @@ def run(figure: str, preset: str) -> dict:
     _check(figure, preset)
     if figure == stages_page.FIGURE:
         cfg, llc = icl_stages(preset)
-        stages_page.develop(_nudged_run(cfg), llc, progress=False)
+        stages_page.develop(nudged_config(cfg), llc, progress=False)
         return stages_values(cfg, llc)
     configs, llc = dp.sweep_settings(preset)
     sweep(nudged(configs), progress=False)
@@ -72,7 +74,7 @@ def commit(figure: str, preset: str) -> list:
     store = current()
     if figure == stages_page.FIGURE:
         cfg, llc = icl_stages(preset)
-        cfg = _nudged_run(cfg)
+        cfg = nudged_config(cfg)
         return [store.commit(cfg), development.stored(cfg, llc).commit()]
     configs, llc = dp.sweep_settings(preset)
     wanted = nudged(configs)

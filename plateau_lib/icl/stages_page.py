@@ -344,7 +344,7 @@ def verdict_table(values: dict, page: str, provenance: dict, status: dict | None
                   rerun: dict | None = None) -> pd.DataFrame:
     """``book.pages.verdicts`` of this figure: "cpu" and "paper" recorded for the Reproducibility page, the long CPU
     run in its own columns, judged by the miniature's rule; ``status``: why a preset's other claims wait;
-    ``rerun``: ``{preset: values}`` of a nudged re-run (``icl.rerun.page_rerun``)."""
+    ``rerun``: ``{preset: values}`` of a nudged re-run (``icl.rerun.stages_rerun``)."""
     return verdicts(claims_of(FIGURE), values, page, provenance, LABELS, status, rerun=rerun)
 
 
