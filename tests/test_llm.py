@@ -320,9 +320,10 @@ def test_hf_source_without_files_falls_back_or_raises(local_cache, no_network, m
     tiny = {k: v for k, v in TINY.replace(steps=1).__dict__.items() if k not in ("seed", "device", "arch", "vocab_size")}
     with pytest.raises(FileNotFoundError, match="EleutherAI/pythia-14m"):
         llm_page.load(source="hf", models=["pythia-14m"], hf_cache=tmp_path, fallback=False, overrides=tiny)
-    panels, note = llm_page.load(source="hf", models=["pythia-14m"], hf_cache=tmp_path, overrides=tiny, seeds=[0],
-                                 n_prompts=2, progress=False, olmo=False)
-    assert "not on this machine" in note and [p.kind for p in panels] == ["trained here"]
+    with pytest.warns(UserWarning, match="not on this machine.*EleutherAI/pythia-14m"):
+        panels = llm_page.load(source="hf", models=["pythia-14m"], hf_cache=tmp_path, overrides=tiny, seeds=[0],
+                               n_prompts=2, progress=False, olmo=False)
+    assert [p.kind for p in panels] == ["trained here"]
 
 
 def test_generations_with_carriage_returns_and_quotes_survive_the_stored_table(local_cache):
@@ -358,9 +359,9 @@ def test_real_checkpoints_run_through_the_page_as_the_papers_models(local_cache,
     for step in checkpoints.PYTHIA_STEPS:
         (tmp_path / "weights" / "pythia-14m").mkdir(parents=True, exist_ok=True)
         (tmp_path / "weights" / "pythia-14m" / f"step{step}").symlink_to(saved)
-    panels, note = llm_page.load(source="hf", models=["pythia-14m"], weights_dir=tmp_path / "weights", n_prompts=2,
-                                 progress=False, fallback=False)
-    assert note == "" and [(p.label, p.kind, p.arch) for p in panels] == [("pythia-14m", "real checkpoints", "pythia")]
+    panels = llm_page.load(source="hf", models=["pythia-14m"], weights_dir=tmp_path / "weights", n_prompts=2,
+                           progress=False, fallback=False)
+    assert [(p.label, p.kind, p.arch) for p in panels] == [("pythia-14m", "real checkpoints", "pythia")]
     assert sorted(panels[0].rows["step"].unique()) == list(checkpoints.PYTHIA_STEPS)
     assert panels[0].summary["cosine"].nunique() == 1  # the same weights at every step
     table = llm_page.verdict_tables(panels, "cpu")[llm_page.FIGURE]

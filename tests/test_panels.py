@@ -185,8 +185,8 @@ def test_the_collapse_panel_redraws_one_prompt_and_offers_each_models_checkpoint
     """Committed analyses only (no training): moving the prompt or the checkpoint redraws at once, the chosen values
     reach the run, switching the model offers that model's checkpoints, and a step never analysed is refused."""
     from plateau_lib.llm import page as lp, panels as llm_panels
-    models, _ = lp.load("cpu", "miniature", None, None, None, None, 100, 0, {}, True, "cpu", True, progress=False,
-                        olmo=True)
+    models = lp.load("cpu", "miniature", None, None, None, None, 100, 0, {}, True, "cpu", True, progress=False,
+                     olmo=True)
     panel = llm_panels.collapse_panel(models, live=True)
     panel.controls["prompt"].value = 5
     first = bytes(panel.image.value)

@@ -3,6 +3,7 @@ ones when present, else the offline miniature), the paper's figure, heat-maps, g
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -64,33 +65,33 @@ def check_models(models) -> list[str]:
 
 def load(preset: str = "cpu", source: str = "miniature", models=None, weights_dir=None, hf_cache=None, seeds=None,
          n_prompts=100, prompt_seed=0, overrides=None, use_cache: bool = True, device: str = "auto",
-         fallback: bool = True, progress: bool = True, olmo: bool = True) -> tuple[list[Panel], str]:
-    """The page's panels and a note (empty, or why the real checkpoints were not used). Every parameter is
-    checked before any compute; ``source="hf"`` with absent files falls back to the miniature when ``fallback``
-    (the note says what to place where) and raises otherwise."""
+         fallback: bool = True, progress: bool = True, olmo: bool = True) -> list[Panel]:
+    """The page's panels. Every parameter is checked before any compute; ``source="hf"`` with absent files falls
+    back to the miniature when ``fallback`` (with a warning that says what to place where) and raises otherwise.
+    Each panel's ``kind`` says what it shows."""
     engine_presets.check_preset(preset)
     check_source(source)
     models = check_models(models)
     n_prompts = one_number(n_prompts, "n_prompts", 100, int)
     seeds = int_list(seeds, "seeds", presets.LLM_SEEDS[preset])
     configs = presets.llm_miniatures(preset, seeds, {**overrides_dict(overrides), "device": device}, olmo)
-    note = ""
     if source == "hf":
         try:
             found = llm_checkpoints.real_checkpoints(models, weights_dir, hf_cache)
         except FileNotFoundError as err:
             if not fallback:
                 raise
-            note = f"**The real checkpoints are not on this machine**, so this page shows the miniature. {err}"
+            warnings.warn(f"the real checkpoints are not on this machine, so the page shows the miniature. {err}",
+                          stacklevel=2)
         else:
-            return _real_panels(found, n_prompts, prompt_seed, use_cache, device, progress), note
+            return _real_panels(found, n_prompts, prompt_seed, use_cache, device, progress)
     panels = []
     for (arch, seed), cfg in configs.items():
         tables, meta = llm.miniature_collapse(cfg, n_prompts, cfg.prompt_seed(prompt_seed), use_cache, progress)
         kind = "trained on a GPU" if str(meta.get("device", "cpu")).startswith("cuda") else "trained here"
         panels.append(Panel(f"{ARCH_NAMES[arch]} miniature, seed {seed}", kind, arch, tables["prompts"],
                             meta, tables["losses"]))
-    return panels, note
+    return panels
 
 
 def larger_miniature_panels(preset: str, n_prompts: int = 100, prompt_seed: int | None = 0) -> list[Panel]:
