@@ -187,12 +187,12 @@ def test_verdicts_near_an_edge_of_a_reading_are_listed_nearest_first(summaries):
     edges = report.edge_table(CLAIMS)
     assert list(edges["metric"]) == [metric] and edges["edge"].item() == 0.9
     assert edges["distance"].item() == pytest.approx(0.02 / 0.9)
-    text, near = pages.near_edges(edges)
-    assert text.startswith("**1 of the paper column's 1 verdicts") and list(near["edge"]) == ["0.9"]
+    texts, near = pages.near_edges(edges)
+    assert texts == {"near_total": "1", "near_count": "1", "near_within": "10%"} and list(near["edge"]) == ["0.9"]
     assert list(near["distance to it"]) == ["2.2%"]
     report.record_summary(claims_of(FIG), "paper", {metric: 0.8}, "mws_plateau", {})
-    text, near = pages.near_edges(report.edge_table(CLAIMS))
-    assert near.empty and text.startswith("None of the paper column's 1 verdicts")
+    texts, near = pages.near_edges(report.edge_table(CLAIMS))
+    assert near.empty and texts["near_count"] == "none"
 
 
 def test_the_verdict_box_lists_the_paper_columns_verdicts_sanity_checks_last(summaries):

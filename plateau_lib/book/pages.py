@@ -543,17 +543,16 @@ def band_tally(table: pd.DataFrame, column: str = PRESET_COLUMNS["paper"]) -> pd
     return counts.rename_axis("bands from")
 
 
-def near_edges(edges: pd.DataFrame, within: float = 0.1, kind: str = "reading") -> tuple[str, pd.DataFrame]:
-    """``(markdown, table)`` of the verdicts of ``summaries.edge_table`` (bands of ``kind``) that sit within
-    ``within`` (a fraction) of an edge their bands set: how many of them there are, and which."""
+def near_edges(edges: pd.DataFrame, within: float = 0.1) -> tuple[dict[str, str], pd.DataFrame]:
+    """``(texts, table)`` of the verdicts of ``summaries.edge_table`` that sit within ``within`` (a fraction) of an
+    edge their bands set. ``texts`` as the page glues them: ``near_total``, the verdicts with such an edge;
+    ``near_count``, how many of them are near it ("none"); ``near_within`` ("10%"). The table lists those near,
+    nearest first."""
     near = edges[edges["distance"] <= within]
-    what = f"the paper column's {len(edges)} verdicts that rest on {BAND_KINDS[kind].meaning}"
-    if near.empty:
-        return f"None of {what} sits within {within:.0%} of an edge of its band.", near
-    count = (f"**{len(near)} of {what}** sit within {within:.0%} of an edge of their band: that edge moved by so "
-             "little would turn them.")
+    texts = {"near_total": f"{len(edges)}", "near_count": f"{len(near)}" if len(near) else "none",
+             "near_within": f"{within:.0%}"}
     shown = near.assign(edge=near["edge"].map("{:g}".format), distance=near["distance"].map("{:.1%}".format))
-    return count, shown.rename(columns={"distance": "distance to it"}).set_index(["figure", "metric"])[
+    return texts, shown.rename(columns={"distance": "distance to it"}).set_index(["figure", "metric"])[
         ["ours", "verdict", "edge", "distance to it"]]
 
 
