@@ -187,6 +187,18 @@ def test_seed_llc_points_keep_the_other_float32_seeds_with_both_points_at_the_st
     assert diagnosis.seed_llc_points(checked) == {0: (169.3, 120.0, diagnosis.STEP_40K)}
 
 
+def test_the_fall_by_the_authors_estimator_is_read_at_every_float32_seed_with_both_rows():
+    as_run, reduced = diagnosis.budget_label(diagnosis.LLC_AS_RUN), diagnosis.budget_label(ICL_LLC_REDUCED)
+    rows = [(0, "float32", as_run, diagnosis.STEP_40K, 169.2), (0, "float32", as_run, diagnosis.END_STEP, 119.8),
+            (1, "float32", as_run, diagnosis.STEP_40K, 164.2), (1, "float32", as_run, diagnosis.END_STEP, 162.3),
+            (2, "float32", as_run, diagnosis.STEP_40K, 168.5),  # no end yet: left out
+            (3, "float32", reduced, diagnosis.STEP_40K, 170.0), (3, "float32", reduced, diagnosis.END_STEP, 120.0),
+            (4, "bfloat16", as_run, diagnosis.STEP_40K, 170.0), (4, "bfloat16", as_run, diagnosis.END_STEP, 120.0)]
+    llc = pd.DataFrame(rows, columns=["seed", "operands", "budget", "step", "llc_mean"])
+    assert diagnosis.as_run_falls(llc) == pytest.approx({0: 119.8 / 169.2, 1: 162.3 / 164.2})
+    assert diagnosis.as_run_falls(pd.DataFrame()) == {}
+
+
 def test_the_seed_table_puts_every_seed_at_the_reduced_budget_beside_the_papers_seeds(monkeypatch):
     from plateau_lib.icl import diagnosis_page, long_run
     budget = diagnosis.budget_label(ICL_LLC_REDUCED)

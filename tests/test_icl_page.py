@@ -141,6 +141,11 @@ def test_other_seeds_judge_the_llc_claims_seed_by_seed_and_leave_the_curve_claim
     assert values["stages found"] == 5
     assert stages_page.provenance_summary(fake_run(), {0: diagnosis.SeedPoints(170.0, 170.0, 80_807)})[
         "λ̂ claims also at seeds"] == [0]
+    # the fall by the authors' estimator replaces the stages budget's at the seeds judged that have it, only there
+    values = stages_page.stage_values(fake_run(), SimpleNamespace(boundaries=[984, 35353, 126262, 323232]),
+                                      {0: diagnosis.SeedPoints(170.0, 170.0, 80_807)}, {0: 0.70, 7: 0.1})
+    assert values[fall.metric].values == pytest.approx({1: 0.69, 0: 0.70}, abs=0.005)
+    assert fall.judge(values[fall.metric], "paper") == "reproduced"
 
 
 def test_verdict_table_records_each_preset_shown(tmp_path, monkeypatch):

@@ -385,6 +385,14 @@ def seed_llc_points(llc: pd.DataFrame) -> dict[int, SeedPoints]:
     return points
 
 
+def as_run_falls(llc: pd.DataFrame) -> dict[int, float]:
+    """``{seed: λ̂ at END_STEP ÷ λ̂ at STEP_40K}`` by the authors' estimator (``LLC_AS_RUN``: every draw from the
+    first, n = 2²⁰, as the paper's logged λ̂ were made) at every float32 seed with both rows (``llc``:
+    ``llc_rows``; seed 1's are the CPU retrain's, whose weights are the stages run's)."""
+    at = llc_by_seed(llc, LLC_AS_RUN)
+    return {seed: float(a[END_STEP] / a[STEP_40K]) for seed, a in at.items() if {STEP_40K, END_STEP} <= set(a.index)}
+
+
 def progress_table(runs: list[tuple[TrainConfig, str]]) -> pd.DataFrame:
     """Each run's state: the step reached, its status and seconds per device."""
     rows = []

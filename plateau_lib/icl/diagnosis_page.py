@@ -403,6 +403,16 @@ def authors_estimator_table(llc: pd.DataFrame) -> pd.DataFrame:
                   "paper: seeds 0–4": "–".join(f"{v:.2f}" for v in fall.reproduced)})
     return pd.DataFrame(table)
 
+def fall_texts(falls: dict[int, float]) -> dict[str, str]:
+    """The fall of λ̂ by the authors' estimator (``diagnosis.as_run_falls``) as the stages page glues it:
+    ``fall_seeds`` ("0, 1 and 2"), ``fall_values`` ("0.71 at seed 0, …") and ``fall_band``, the paper's seeds'
+    range ("0.68–0.83")."""
+    claim = next(c for c in claims_of(stages_page.FIGURE) if c.metric == FALL_CLAIM)
+    return {"fall_seeds": listed(sorted(falls), empty="none"),
+            "fall_values": listed([f"{falls[s]:.2f} at seed {s}" for s in sorted(falls)], empty="–"),
+            "fall_band": "–".join(f"{v:.2f}" for v in claim.reproduced)}
+
+
 def estimator_values() -> tuple[pd.DataFrame, dict]:
     """Result 8's numbers: seed 1's λ̂ (the CPU retrain) as the authors ran the estimator, one row per step with
     the chains read over every draw, the stages page's window and the draws after the first 1,000 steps

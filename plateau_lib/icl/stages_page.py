@@ -306,12 +306,14 @@ def llc_at_points(dev) -> pd.DataFrame:
 
 # ---- verdict numbers -----------------------------------------------------------------------------------
 
-def stage_values(dev, stages, other_seeds: dict | None = None) -> dict:
+def stage_values(dev, stages, other_seeds: dict | None = None, as_run_falls: dict | None = None) -> dict:
     """The page's numbers for the claims of ``FIGURE`` (``icl.claims``). ``other_seeds``: ``{seed: SeedPoints}``
     of other model seeds of the same configuration (``diagnosis.seed_llc_points``): the three λ̂ claims about the
     configuration (λ̂ at 40k, its fall to the end, the step of its peak) are then judged seed by seed
     (``verdicts.BySeed``), ``dev``'s seed among them; the stages and their boundaries, which need ``dev``'s denser
-    λ̂ curve, stay ``dev``'s."""
+    λ̂ curve, stay ``dev``'s. ``as_run_falls``: ``{seed: fall}`` by the authors' estimator
+    (``diagnosis.as_run_falls``), which the fall is judged on at the seeds that have it, as the paper's values were
+    made; the others keep the fall at the stages page's budget."""
     steps = run_steps(dev)
     llc = dev.llc.dropna(subset=["llc_mean"]).sort_values("step").reset_index(drop=True)
     peak_step = float(to_paper_step(llc.loc[llc["llc_mean"].idxmax(), "step"], steps))
@@ -320,7 +322,8 @@ def stage_values(dev, stages, other_seeds: dict | None = None) -> dict:
     if other_seeds:
         seed = int(dev.train.config.get("seed", 1))
         at_40k = BySeed({seed: at_40k} | {s: p.at_40k for s, p in other_seeds.items()})
-        fall = BySeed({seed: fall} | {s: p.at_end / p.at_40k for s, p in other_seeds.items()})
+        fall = BySeed({seed: fall} | {s: p.at_end / p.at_40k for s, p in other_seeds.items()}
+                      | {s: f for s, f in (as_run_falls or {}).items() if s == seed or s in other_seeds})
         peak_step = BySeed({seed: peak_step} | {s: float(p.peak_step) for s, p in other_seeds.items()})
     metrics = dev.train.metrics.sort_values("step")
     matched = (boundary_table(stages.boundaries, steps, llc)["match"] == "yes").sum()
