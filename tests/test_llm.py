@@ -377,6 +377,12 @@ def test_larger_miniature_is_loaded_only_when_committed_and_never_trained(local_
         lp.larger_miniature_panels("gpu")
 
 
+def test_the_committed_larger_miniature_loads_as_one_panel_a_model():
+    panels = llm_page.larger_miniature_panels("cpu")  # the book's committed analyses, made on a GPU
+    assert panels and all(isinstance(p, llm_page.Panel) for p in panels)
+    assert {p.kind for p in panels} == {"trained on a GPU"}
+
+
 def test_the_key_table_marks_where_the_cosine_stays_high_and_collapses_again():
     """A cosine that peaks at step 2, stays above 0.9 to step 3, falls below 0.8 and climbs above 0.9 again at
     step 6: the table has those steps as rows, beside the first, the peak and the last."""

@@ -104,7 +104,7 @@ def larger_miniature_panels(preset: str, n_prompts: int = 100, prompt_seed: int 
     if any(llm.stored(cfg, n_prompts, cfg.prompt_seed(prompt_seed), committed_only=True) is None
            for cfg in configs.values()):
         return []
-    return load("paper", n_prompts=n_prompts, prompt_seed=prompt_seed, progress=False)[0]
+    return load("paper", n_prompts=n_prompts, prompt_seed=prompt_seed, progress=False)
 
 
 def _real_panels(found: dict, n_prompts: int, prompt_seed, use_cache: bool, device: str, progress: bool) -> list:
