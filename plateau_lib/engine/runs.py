@@ -149,7 +149,6 @@ def replace_fields(cfg, changes: dict):
     return dataclasses.replace(cfg, **changes)
 
 
-
 def nudged_config(cfg: TrainConfig) -> TrainConfig:
     """``cfg`` with every initial weight one float step up (``init_nudge``): a re-run as another machine, with its
     own order of sums, might make it."""

@@ -396,18 +396,24 @@ def authors_estimator_table(llc: pd.DataFrame) -> pd.DataFrame:
                          if step in t.index else "–" for s, t in sorted(at.items())},
                       "paper: seeds 0–4": f"{low}–{high}"})
     end, peak = diagnosis.END_STEP, diagnosis.STEP_40K
-    fall = next(c for c in claims_of(stages_page.FIGURE) if c.metric == FALL_CLAIM)  # its band: the paper's seeds
+    fall = fall_claim()  # its band: the paper's seeds
     table.append({"step (the paper's)": "end ÷ 40k",
                   **{f"seed {s}": f"{t.loc[end, 'llc_mean'] / t.loc[peak, 'llc_mean']:.2f}"
                      if {end, peak} <= set(t.index) else "–" for s, t in sorted(at.items())},
                   "paper: seeds 0–4": "–".join(f"{v:.2f}" for v in fall.reproduced)})
     return pd.DataFrame(table)
 
+
+def fall_claim():
+    """The stages claim on λ̂'s fall from 40k to the end (``FALL_CLAIM``); its band is the paper's seeds' range."""
+    return next(c for c in claims_of(stages_page.FIGURE) if c.metric == FALL_CLAIM)
+
+
 def fall_texts(falls: dict[int, float]) -> dict[str, str]:
     """The fall of λ̂ by the authors' estimator (``diagnosis.as_run_falls``) as the stages page glues it:
     ``fall_seeds`` ("0, 1 and 2"), ``fall_values`` ("0.71 at seed 0, …") and ``fall_band``, the paper's seeds'
     range ("0.68–0.83")."""
-    claim = next(c for c in claims_of(stages_page.FIGURE) if c.metric == FALL_CLAIM)
+    claim = fall_claim()
     return {"fall_seeds": listed(sorted(falls), empty="none"),
             "fall_values": listed([f"{falls[s]:.2f} at seed {s}" for s in sorted(falls)], empty="–"),
             "fall_band": "–".join(f"{v:.2f}" for v in claim.reproduced)}

@@ -123,12 +123,11 @@ def so_far_texts(s: Sweep | None) -> dict[str, str]:
     """The runs of a sweep made M by M (``paper_so_far``, or the whole sweep) as the page glues them: ``runs``,
     each M with its training seconds ("M = 64 in 521 s"; a run not made on a GPU names its device; "none");
     ``left``, the M still to train ("none")."""
-    configs, _ = sweep_settings(s.preset if s is not None else "paper")
     done = {} if s is None else {M: r.meta for (M, _), r in sorted(s.results.items())}
+    left = not_yet_committed(s) if s is not None else sorted({M for M, _ in sweep_settings("paper")[0]})
     runs = [f"M = {div.label_M(M)} in {m['wall_time_s']:,.0f} s"
             + ("" if str(m["device"]).startswith("cuda") else f" (on {m['device']})") for M, m in done.items()]
-    return {"runs": listed(runs, empty="none"),
-            "left": ", ".join(div.label_M(M) for M in sorted({M for M, _ in configs} - set(done))) or "none"}
+    return {"runs": listed(runs, empty="none"), "left": ", ".join(div.label_M(M) for M in left) or "none"}
 
 
 def not_yet_committed(s: Sweep) -> list:
