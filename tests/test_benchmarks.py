@@ -144,3 +144,36 @@ def test_devinterp2_runner_refuses_another_devinterp():
     done = subprocess.run([sys.executable, str(root / "benchmarks" / "llc_devinterp2_bench.py"), "--quick"],
                           capture_output=True, text=True, cwd=root, timeout=120)
     assert done.returncode != 0 and "make venv-devinterp2" in done.stderr and "found 1.3.2" in done.stderr
+
+
+def _agreement_csv(path, ours, theirs, workload="mlp"):
+    rows = [{"workload": workload, "estimator": "ours", "seed": s, "chains": 4, "draws": 30, "llc_mean": v,
+             "llc_std": 0.1} for s, v in enumerate(ours)]
+    rows += [{"workload": workload, "estimator": "devinterp 1.3.2", "seed": s, "chains": 4, "draws": 30,
+              "llc_mean": v, "llc_std": 0.1} for s, v in enumerate(theirs)]
+    import pandas as pd
+    pd.DataFrame(rows, columns=B.AGREEMENT_COLUMNS).to_csv(path, index=False)
+
+
+def test_estimator_agreement_by_hand(tmp_path):
+    path = tmp_path / "agreement.csv"
+    _agreement_csv(path, [1.0, 3.0], [2.0, 2.0, 2.0, 2.0])  # ours: mean 2, SE 1; theirs: mean 2, SE 0
+    row = B.estimator_agreement(path).loc["MLP"]
+    assert (row["seeds"], row["ours"], row["ours SE"], row["devinterp"]) == (2, 2.0, 1.0, 2.0)
+    assert row["difference"] == 0.0 and row["difference SE"] == 1.0 and row["within 2 SE"] == "yes"
+    _agreement_csv(path, [4.0, 4.2], [2.0, 2.2])  # a gap of 2 against an SE of 0.14: they disagree
+    assert B.estimator_agreement(path).loc["MLP", "within 2 SE"] == "no"
+
+
+def test_estimator_agreement_needs_two_seeds_and_tolerates_no_file(tmp_path):
+    assert B.estimator_agreement(tmp_path / "absent.csv").empty
+    path = tmp_path / "agreement.csv"
+    _agreement_csv(path, [1.0], [2.0, 2.0])
+    with pytest.raises(ValueError, match="'mlp' needs at least 2 seeds"):
+        B.estimator_agreement(path)
+
+
+def test_committed_agreement_rows_show_the_estimators_agree():
+    table = B.estimator_agreement()
+    assert {"MLP", "GPT"} <= set(table.index), "run benchmarks/llc_agreement.py and commit its CSV"
+    assert (table["within 2 SE"] == "yes").all(), table

@@ -383,3 +383,36 @@ def execution_status(path=None) -> pd.DataFrame:
                           for name, t in sorted(timings.items())],
                          columns=["page", "status", "preset", "run time (s)", "finished (UTC)"])
     return table.set_index("page")
+
+
+# ---- our λ̂ against devinterp's, over many seeds (benchmarks/llc_agreement.py) -----------------------------
+
+AGREEMENT_PATH = BENCH_DIR / "llc_agreement.csv"
+AGREEMENT_COLUMNS = ["workload", "estimator", "seed", "chains", "draws", "llc_mean", "llc_std"]
+
+
+def estimator_agreement(path=None) -> pd.DataFrame:
+    """Per workload, ours against devinterp over the seeds of ``llc_agreement.csv``: each estimator's mean λ̂
+    over seeds with its standard error, their difference (ours − devinterp) with its standard error (the
+    seeds are independent draws, not pairs), and whether the difference is within 2 of those. Empty when the
+    file is absent."""
+    path = Path(AGREEMENT_PATH if path is None else path)
+    columns = ["seeds", "chains × draws", "ours", "ours SE", "devinterp", "devinterp SE", "difference",
+               "difference SE", "within 2 SE"]
+    if not path.exists():
+        return pd.DataFrame(columns=columns).rename_axis("workload")
+    runs = pd.read_csv(path)
+    table = []
+    for workload, rows in runs.groupby("workload", sort=False):
+        ours = rows.loc[rows["estimator"] == "ours", "llc_mean"]
+        theirs = rows.loc[rows["estimator"] != "ours", "llc_mean"]
+        if len(ours) < 2 or len(theirs) < 2:
+            raise ValueError(f"{path}: workload {workload!r} needs at least 2 seeds of each estimator, "
+                             f"has {len(ours)} of ours and {len(theirs)} of devinterp's")
+        diff, diff_se = ours.mean() - theirs.mean(), math.hypot(ours.sem(), theirs.sem())
+        table.append({"workload": workload.upper(), "seeds": len(ours),
+                      "chains × draws": f"{rows['chains'].iloc[0]} × {rows['draws'].iloc[0]}",
+                      "ours": ours.mean(), "ours SE": ours.sem(), "devinterp": theirs.mean(),
+                      "devinterp SE": theirs.sem(), "difference": diff, "difference SE": diff_se,
+                      "within 2 SE": "yes" if abs(diff) <= 2 * diff_se else "no"})
+    return pd.DataFrame(table, columns=["workload", *columns]).set_index("workload")
