@@ -30,3 +30,17 @@ def test_the_regression_pages_reruns_are_read_stored_only(use_store, tmp_path):
         icl_rerun.run("Fig. 99", "cpu")
     with pytest.raises(ValueError, match="figure must be one of"):
         icl_rerun.commit(stages_page.FIGURE, "paper")
+
+
+def test_the_probes_rerun_needs_its_probe_tables_stored_not_only_its_runs(use_store, tmp_path):
+    """Figs. 41–42's claims read the nudged runs' probe tables: with the runs committed but no tables stored, the
+    page gets no re-run column (it measures nothing), and the figure's re-run commits its tables with its runs."""
+    from plateau_lib.engine.cache import current
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
+    figure = "Figs. 41–42 (collapse at every location)"
+    assert figure in rerun.PRESETS["cpu"] and figure in rerun.ANALYSED
+    cfg = TrainConfig(d_model=16, steps=20, eval_every=10)
+    current().train(nudged({0: cfg})[0], progress=False)
+    current().commit(nudged({0: cfg})[0])
+    assert current().committed_result(nudged({0: cfg})[0]) is not None
+    assert rerun.committed_values(figure, {"cpu": {0: cfg}}) == {}

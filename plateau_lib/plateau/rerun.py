@@ -10,51 +10,69 @@ from __future__ import annotations
 from plateau_lib.book import pages
 from plateau_lib.engine.cache import cache_key, current
 from plateau_lib.engine.runs import nudged
-from plateau_lib.plateau import milestones, other_tasks, presets, setups
+from plateau_lib.plateau import milestones, other_tasks, presets, probe, setups
 
 
-def plateau_values(results: dict, configs: dict) -> dict:
+def plateau_values(results: dict, configs: dict, preset: str) -> dict:
     """Fig. 2's claims on ``{seed: TrainResult}``, measured as the page measures them."""
     metrics = pages.tidy(results, "seed")
     return milestones.plateau_values(milestones.milestones(metrics), metrics)
 
 
-def bias_values(results: dict, configs: dict) -> dict:
+def bias_values(results: dict, configs: dict, preset: str) -> dict:
     """Figs. 3–4's claims on ``{(c, seed): TrainResult}`` (the bias from step 0), as the page measures them."""
     metrics = pages.tidy({(f"{c:g}", s): r for (c, s), r in results.items()}, ("c", "seed"))
     return milestones.attention_bias_values(milestones.milestones(metrics, by=("c", "seed")))
 
 
-def switch_values(results: dict, configs: dict) -> dict:
+def switch_values(results: dict, configs: dict, preset: str) -> dict:
     """Fig. 43's claim on ``{(switch step, seed): TrainResult}``, as the page measures it."""
     runs, switched_at = milestones.switch_comparison(results, {}, next(iter(configs.values())).attn_bias_c)
     return milestones.switch_values(milestones.switch_milestones(runs, switched_at))
 
 
-def optimal_init_values(results: dict, configs: dict) -> dict:
+def optimal_init_values(results: dict, configs: dict, preset: str) -> dict:
     """Fig. 5's claims on ``{(condition, seed): TrainResult}``, as the page measures them."""
     metrics = pages.tidy(results, ("condition", "seed"))
     order = {"condition": list(dict.fromkeys(name for name, _ in configs))}
     return milestones.optimal_init_values(milestones.milestones(metrics, by=("condition", "seed"), order=order))
 
 
-def setup_values(results: dict, configs: dict) -> dict:
+def setup_values(results: dict, configs: dict, preset: str) -> dict:
     """Figs. 26–40's claims on ``{(setup, seed): TrainResult}``, as the page measures them (the families only
     label the page's panels, so none is needed here)."""
     family = {name: "" for name, _ in configs}
     return setups.setup_values(setups.setup_milestones(setups.setup_metrics(results, family), family))
 
 
-# figure: (its runs at a preset, {label: TrainConfig}; the page's measure of them, (results, configs) -> values).
-# Fig. 2 at both presets; the others at the miniature's (their paper runs are hours on this CPU).
+def probe_values(results: dict, configs: dict, preset: str) -> dict:
+    """Figs. 41–42's claims on ``{seed: TrainResult}`` from the stored probe tables of those runs (``run`` measures
+    them first), as the page measures them; {} where the tables are not stored (a page trains and measures nothing)."""
+    found = probe_stored(configs, preset).load()
+    if found is None:
+        return {}
+    return probe.location_values(probe.phase_table(found[0]["scalars"], pages.tidy(results, "seed")))
+
+
+def probe_stored(configs: dict, preset: str):
+    """The stored probe tables of the runs ``configs`` at ``preset``'s probe settings, as the page reads them."""
+    return probe.probe_table(configs, presets.probe_settings(preset))
+
+
+# figure: (its runs at a preset, {label: TrainConfig}; the page's measure of them, (results, configs, preset) ->
+# values). Fig. 2 at both presets; the others at the miniature's (their paper runs are hours on this CPU).
 FIGURES = {
     "Fig. 2 (MWS plateau)": (presets.seed_runs, plateau_values),
     "Figs. 3–4 (attention bias)": (lambda preset: presets.attention_bias_runs(preset)[0], bias_values),
     "Fig. 43 (bias switched on mid-run)": (lambda preset: presets.attention_bias_runs(preset)[1], switch_values),
     "Fig. 5 (optimal initialisation)": (lambda preset: presets.optimal_init_runs(preset)[1], optimal_init_values),
-    "Figs. 6–22 (other tasks)": (presets.other_task_runs, other_tasks.survey_values),
+    "Figs. 6–22 (other tasks)": (presets.other_task_runs,
+                                 lambda results, configs, preset: other_tasks.survey_values(results, configs)),
     "Figs. 26–40 (training setups)": (presets.training_setup_runs, setup_values),
+    "Figs. 41–42 (collapse at every location)": (presets.probe_runs, probe_values),
 }
+# A figure whose claims read an analysis of the runs' checkpoints as well: its stored tables, (configs, preset) -> table.
+ANALYSED = {"Figs. 41–42 (collapse at every location)": probe_stored}
 PRESETS = {"cpu": tuple(FIGURES), "paper": ("Fig. 2 (MWS plateau)",)}
 # A figure whose runs copy parts of a trained model: its reference run (the same, not nudged, as the page's).
 REFERENCES = {"Fig. 5 (optimal initialisation)": lambda preset: presets.optimal_init_runs(preset)[0]}
@@ -81,13 +99,16 @@ def commit(figure: str, preset: str) -> list:
     """Commit ``figure``'s nudged runs at ``preset`` (their extras with them); returns the folders."""
     wanted = configs(figure, preset)
     extra = extras(figure, preset, wanted)
-    return [current().commit(cfg, extra[label]) for label, cfg in wanted.items()]
+    analysed = [ANALYSED[figure](wanted, preset).commit()] if figure in ANALYSED else []
+    return [current().commit(cfg, extra[label]) for label, cfg in wanted.items()] + analysed
 
 
 def run(figure: str, preset: str) -> dict:
     """Train ``figure``'s nudged runs at ``preset`` (through the store) and measure them as its page does."""
     configs_, results = train(figure, preset)
-    return FIGURES[figure][1](results, configs_)
+    if figure in ANALYSED:
+        probe.measure_runs(configs_, presets.probe_settings(preset))
+    return FIGURES[figure][1](results, configs_, preset)
 
 
 def configs(figure: str, preset: str) -> dict:
@@ -107,6 +128,6 @@ def committed_values(figure: str, shown: dict) -> dict:
         extra = extras(figure, preset, wanted)
         found = {label: current().committed_result(cfg, extra[label]) for label, cfg in wanted.items()}
         found = {label: r for label, r in found.items() if r is not None}
-        if len(found) == len(wanted):
-            values[preset] = measure(found, wanted)
+        if len(found) == len(wanted) and (measured := measure(found, wanted, preset)):
+            values[preset] = measured
     return values
