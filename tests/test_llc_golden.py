@@ -109,6 +109,10 @@ def test_golden_estimates_cover_every_claim():
     # the same seed gives the same estimates
     again = golden_estimates(tiny, seed=3)
     assert [e.result.llc_mean for e in again] == [e.result.llc_mean for e in estimates]
+    # the fragility re-run draws from the next seed, as another device's generator would draw other numbers
+    other = golden_estimates(tiny, seed=3, another_stream=True)
+    assert {e.result.hyperparams["seed"] for e in other} == {4}
+    assert all(o.result.llc_mean != e.result.llc_mean for o, e in zip(other, estimates))
 
 
 def test_sgld_discretization_bias_of_a_quadratic_by_hand():

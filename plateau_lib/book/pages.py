@@ -291,7 +291,8 @@ def readable(table: pd.DataFrame, steps=None) -> pd.DataFrame:
 # ---- verdicts and provenance -----------------------------------------------------------------------
 
 def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: dict | None = None,
-             status: dict | None = None, record_as: dict | None = None, rerun: dict | None = None) -> pd.DataFrame:
+             status: dict | None = None, record_as: dict | None = None, rerun: dict | None = None,
+             rerun_as: str = "nudged initial weights") -> pd.DataFrame:
     """Record the summaries of one figure (``claims``: its chapter's ``claims_of(figure)``) for each preset shown
     and return the page's verdict table.
 
@@ -302,8 +303,9 @@ def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: di
     Presets
     the Reproducibility page has no column for get their own columns here, headed by ``labels[preset]``,
     judged by the miniature's rule and not recorded. ``rerun``: ``{preset: {claim metric: number}}`` on a re-run
-    with every initial weight nudged (``TrainConfig.init_nudge``): a column each, a verdict it turns marked
-    *fragile* (recorded for the Reproducibility page).
+    with every initial weight nudged (``TrainConfig.init_nudge``), or with the perturbation ``rerun_as`` names (a
+    sampler's other random stream, as another device's generator draws it): a column each, a verdict it turns
+    marked *fragile* (recorded for the Reproducibility page).
     """
     table = pd.DataFrame({"metric": [c.metric for c in claims], "paper": [c.paper for c in claims]})
     rules = {c.metric: c.rule() for c in claims}
@@ -321,7 +323,7 @@ def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: di
         table[column] = table["metric"].map(lambda m: rows[m]["shown"] if m in rows else "–")
         table[f"verdict ({preset})"] = table["metric"].map(lambda m: rows[m]["verdict"] if m in rows else "–")
         if again is not None:
-            table[f"re-run, nudged initial weights ({preset})"] = table["metric"].map(
+            table[f"re-run, {rerun_as} ({preset})"] = table["metric"].map(
                 lambda m: f"{rows[m]['rerun']} ({rows[m]['rerun verdict']}){': fragile' * rows[m]['fragile']}"
                 if "rerun" in rows.get(m, {}) else "–")
     table["rule"] = table["metric"].map(rules)

@@ -220,19 +220,21 @@ def predicted_quadratic_ratio(preset: str) -> float:
 
 
 def golden_estimates(settings: dict, seed: int = 0, device: str = "cpu", preset: str = "cpu",
-                     draws_factor: int = 1) -> list[GoldenEstimate]:
+                     draws_factor: int = 1, another_stream: bool = False) -> list[GoldenEstimate]:
     """Estimate the LLC of every golden model at ``preset``'s SGLD settings (``GOLDEN_SGLD``).
 
     settings: the LLC page's settings (``llc.presets.llc_page``): ``golden_chains`` and ``golden_draws`` where the
     preset leaves them to the page, ``golden_train_steps`` full-batch Adam steps (lr 0.01) for reduced-rank
     regression. ``seed``: where the preset fixes none. ``draws_factor``: every chain that many times longer.
+    ``another_stream``: the seed + 1, the other random stream that another device's generator draws (the re-run
+    that tells whether a verdict is fragile).
     Polynomials: n = 1000, full batch, default nβ = n/ln n; reduced-rank regression at its trained point; the
     regular model (d = 10) at its exact least-squares fit.
     """
     if preset not in GOLDEN_SGLD:
         raise ValueError(f"preset must be one of {list(GOLDEN_SGLD)}, got {preset!r}")
     recipe = GOLDEN_SGLD[preset]
-    seed = seed if recipe["seed"] is None else recipe["seed"]
+    seed = (seed if recipe["seed"] is None else recipe["seed"]) + int(another_stream)
 
     def run(model, data, family):
         f = dict(recipe[family])
