@@ -44,6 +44,8 @@ SMOKE_PARAMS = {
     "llc_calibration": {"num_chains": 2, "num_draws": 10, "sgld_batch": 32, "train_steps": 20, "d_model": 16,
                         "golden_draws": 60, "golden_train_steps": 200, "epsilons": [0.001], "nbetas": [None],
                         "gammas": [100.0], "golden_longer": 0},
+    "llc_failures": {"num_chains": 2, "num_draws": 10, "sgld_batch": 32, "train_steps": 20, "d_model": 16,
+                     "epsilons": [0.001]},
     "icl_stages": {"steps": 40, "d_model": 16, "num_chains": 2, "num_draws": 10, "sgld_batch": 32,
                    "overrides": {"eval_batch": 64}},
     "icl_stages_heads": {"frames": 3},

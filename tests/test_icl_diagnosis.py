@@ -380,3 +380,15 @@ def test_the_authors_estimator_table_gives_each_seeds_value_spread_and_fall():
     assert table.loc["40,292 (40k)", ["seed 0", "seed 3"]].tolist() == ["170.0 ± 1.0", "168.0 ± 0.5"]
     assert table.loc["end ÷ 40k", ["seed 0", "seed 3", "paper: seeds 0–4"]].tolist() == ["0.71", "–", "0.68–0.83"]
     assert diagnosis_page.authors_estimator_table(llc.iloc[3:]).empty
+
+
+def test_the_calibration_grid_holds_the_papers_setting_at_a_kept_checkpoint():
+    from plateau_lib.icl.presets import ICL_LLC_PAPER
+    grid = diagnosis.STAGES_CALIBRATION
+    assert grid["step"] in diagnosis.KEPT_STEPS
+    cells = diagnosis.calibration_cells()
+    assert len(cells) == len(set(cells)) == 10
+    assert (ICL_LLC_PAPER.epsilon, ICL_LLC_PAPER.nbeta, ICL_LLC_PAPER.gamma) in cells
+    # the calibration draws from the stages page's data set, at the paper's batch and seed
+    sgld = diagnosis.CALIBRATION_SGLD
+    assert (sgld.batch_size, sgld.n_data, sgld.seed) == (1024, 2**18, 0) and sgld.num_burnin_steps == 0

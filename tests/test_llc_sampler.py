@@ -509,6 +509,15 @@ def test_calibration_criteria_on_a_hand_built_sweep():
                                                     calibration.criteria(sweep.assign(mala_mean=0.3))})
     assert list(answers["answer"]) == ["yes: ε = 0.001, nβ = 10, γ = 100", "no: no cell has MALA acceptance ≥ 0.8"]
     assert answers["question"].iloc[0] == "Does a cell of the live sweep meet the page's criteria?"
+    # a named cell's misses, e.g. a paper's own setting: [] where it meets all four, None where it was not swept
+    assert calibration_page.missed_criteria(checked, 1e-3, 10.0, 100.0) == []
+    assert calibration_page.missed_criteria(checked, 1e-2, 10.0, 100.0) == ["flat in ε", "MALA acceptance ≥ 0.8"]
+    assert calibration_page.missed_criteria(checked, 1e-3, 50.0, 100.0) == ["no diverged chain"]
+    assert calibration_page.missed_criteria(checked, 3e-3, 10.0, 100.0) is None
+    assert calibration_page.missed_text(checked, SGLDConfig(epsilon=1e-3, nbeta=10.0, gamma=100.0)) == "none"
+    assert calibration_page.missed_text(checked, SGLDConfig(epsilon=1e-2, nbeta=10.0, gamma=100.0)) == \
+        "flat in ε; MALA acceptance ≥ 0.8"
+    assert calibration_page.missed_text(None, SGLDConfig()) == pages.MISSING
     # one definition of flat in ε: the page's criteria and the step-size rule read it alike (the rule also takes
     # the smallest ε, which has no neighbour, as flat when healthy)
     flat = calibration.flat_in_epsilon(sweep.iloc[::-1])

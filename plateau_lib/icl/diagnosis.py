@@ -29,7 +29,7 @@ from plateau_lib.engine.utils import atomic_path, git_commit, resolve_device, wr
 from plateau_lib.icl import data, long_run
 from plateau_lib.icl.development import llc_data, structure_row
 from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER
-from plateau_lib.llc import SGLDConfig, llc_over_checkpoints, summarize
+from plateau_lib.llc import SGLDConfig, calibration_sweep, llc_over_checkpoints, summarize
 
 KIND = "icl_diagnosis"
 TARGET_STEPS = (1_000, 5_000, 10_000, 20_000, 40_000, 80_000, 126_000, 200_000, 250_000, 320_000, 400_000, 500_000)
@@ -466,3 +466,58 @@ def committed_evals(step: int, cfg: TrainConfig = ICL_PAPER) -> dict:
         return {"loss": float("nan"), "delta_ridge": float("nan")}
     row = committed.set_index("step").loc[step]
     return {"loss": float(row["loss"]), "delta_ridge": float(row["delta_ridge"])}
+
+
+# The sampling guide's calibration on Hoogland et al.'s model at one checkpoint: seed 1 (its data drawn on a CPU) at the
+# 40k marker, where λ̂ peaks. A grid of ε around the paper's (3e-4) and below it, where MALA's acceptance can reach the
+# criteria's 0.8 (it is about 0.5 at 1e-4), at the paper's nβ (200/3) and at m / ln m for its batch m = 1,024, the
+# paper's γ (20/3); 2 chains x 1,000 draws each, with the MALA acceptance the criteria read, on the stages page's
+# fixed 2^18 sequences. About 5 minutes a cell on one free core. The cells are numbered in the order they were
+# computed (the three larger ε first), so ``epsilons`` is not sorted.
+CALIBRATION_KIND = "icl_stages_calibration"
+STAGES_CALIBRATION = {"seed": 1, "stream": "cpu", "step": 40_292, "epsilons": (1e-4, 3e-4, 1e-3, 3e-5, 1e-5),
+                      "nbetas": (200 / 3, 1024 / float(np.log(1024))), "gammas": (20 / 3,)}
+CALIBRATION_SGLD = ICL_LLC_REDUCED.replace(num_chains=2, num_draws=1_000, num_burnin_steps=0)
+
+
+def calibration_cells() -> list[tuple]:
+    """The calibration's (ε, nβ, γ) cells, in the order they are computed and numbered."""
+    grid = STAGES_CALIBRATION
+    return [(e, b, g) for e in grid["epsilons"] for b in grid["nbetas"] for g in grid["gammas"]]
+
+
+def calibration_stored() -> cache.StoredTable:
+    """The stored calibration (one row per cell: ``calibration_sweep``'s columns and the cell's number)."""
+    grid = STAGES_CALIBRATION
+    return cache.StoredTable(CALIBRATION_KIND, {"run": name(variant(grid["seed"]), grid["stream"]), "step": grid["step"],
+                                                "grid": {k: list(grid[k]) for k in ("epsilons", "nbetas", "gammas")},
+                                                "sgld": CALIBRATION_SGLD.key_dict(), "version": 1})
+
+
+def stages_calibration(compute: bool = False, deadline: float | None = None, progress: bool = True):
+    """``(table, meta)`` of the calibration on Hoogland et al.'s model (stored; else, with ``compute``, computed and
+    kept cell by cell so that an interrupted run resumes; else None)."""
+    stored = calibration_stored()
+    if (found := stored.load()) is not None or not compute:
+        return None if found is None else (found[0]["sweep"], found[1])
+    grid, cells = STAGES_CALIBRATION, calibration_cells()
+    cfg = variant(grid["seed"])
+    model = cfg.make_task().build_model(cfg)
+    model.load_state_dict(load_checkpoint(cfg, grid["step"], grid["stream"]))
+    data = llc_data(cfg, CALIBRATION_SGLD.n_data, CALIBRATION_SGLD.seed, "cpu")
+
+    def rows(chunk):
+        (i,) = chunk
+        eps, nbeta, gamma = cells[i]
+        table, _ = calibration_sweep(model, cfg.make_task().loss, data, CALIBRATION_SGLD, epsilons=[eps],
+                                     nbetas=[nbeta], gammas=[gamma], progress=False, device="cpu", mala=True)
+        return table.assign(cell=i)
+
+    table = stored.build(range(len(cells)), rows, on="cell", desc="calibration", progress=progress, deadline=deadline)
+    if len(table) < len(cells):
+        return None
+    stored.save({"sweep": table}, {"what": f"the sampling guide's calibration on Hoogland et al.'s model, seed "
+                                           f"{grid['seed']} at step {grid['step']:,}", "device": "cpu",
+                                   "wall_s": round(float(table["elapsed_s"].sum()), 1)})
+    stored.drop_rows()
+    return table, stored.load()[1]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
 import pandas as pd
 
 from plateau_lib.book.pages import MISSING, setting_text, value_range
@@ -100,6 +101,26 @@ def cells_text(cells: pd.DataFrame, gamma: bool = False) -> str:
     """Sweep cells as the page writes them: "ε = 0.001, nβ = 10; …" (with ``gamma``, each cell's γ too)."""
     return "; ".join(f"ε = {r.epsilon:g}, nβ = {r.nbeta:.3g}" + (f", γ = {r.gamma:g}" if gamma else "")
                      for r in cells.itertuples())
+
+
+def missed_criteria(checked: pd.DataFrame, epsilon: float, nbeta: float, gamma: float) -> list[str] | None:
+    """The criteria (``calibration.criteria``'s names) that the cell (ε, nβ, γ) of a checked sweep misses: [] where it
+    meets them all, None where the sweep has no such cell."""
+    cell = checked[np.isclose(checked["epsilon"], epsilon) & np.isclose(checked["nbeta"], nbeta)
+                   & np.isclose(checked["gamma"], gamma)]
+    if cell.empty:
+        return None
+    row = cell.iloc[0]
+    return [name for name, met in (("flat in ε", row["flat in ε"]), (f"MALA acceptance ≥ {MIN_MALA}", row["MALA ok"]),
+                                   ("no diverged chain", row["num_diverged"] == 0),
+                                   ("converged traces", bool(row["converged"]))) if not met]
+
+
+def missed_text(checked: pd.DataFrame | None, sgld: SGLDConfig) -> str:
+    """``missed_criteria`` of the setting ``sgld`` (its ε, nβ, γ) as the pages paste it: "none", the criteria it
+    misses joined by "; ", or ``MISSING`` without a sweep or where the sweep lacks that cell."""
+    missed = None if checked is None else missed_criteria(checked, sgld.epsilon, sgld.nbeta, sgld.gamma)
+    return MISSING if missed is None else "; ".join(missed) or "none"
 
 
 def calibration_answers(sweeps: dict) -> pd.DataFrame:

@@ -89,6 +89,19 @@ def failure_table(results: dict) -> pd.DataFrame:
                          for name, r in results.items()]).set_index("case")
 
 
+def recognised(results: dict) -> pd.DataFrame:
+    """The failure page's own question of each case (columns question, answer, for its opening box): does the
+    estimator flag it, and by which sign (chains marked diverged, traces not converged, a negative λ̂, a warning)?"""
+    rows = []
+    for name, r in results.items():
+        signs = [f"{int(r.diverged.sum())} of {len(r.diverged)} chains marked diverged"] * bool(r.diverged.any())
+        signs += ["not converged"] * (not converged(r)) + ["λ̂ negative"] * bool(r.llc_mean < 0)
+        signs += ["a warning"] * bool(r.warnings)
+        rows.append({"question": f"Does the estimator flag the case {name}?",
+                     "answer": "yes: " + ", ".join(signs) if signs else "no"})
+    return pd.DataFrame(rows, columns=["question", "answer"])
+
+
 def finite_draw_mean(res: LLCResult) -> float:
     """What a hand-made estimate reports when it averages every finite draw, diverged chains included
     (``nanmean`` over the per-draw nβ·(L − L(w*))). NaN if no draw is finite."""

@@ -61,6 +61,16 @@ def sgld_sequences(cfg: TrainConfig, n: int) -> torch.Tensor:
     return cfg.make_task().sample(n, torch.Generator().manual_seed(DATA_SEED))
 
 
+def page_model(settings: dict, use_cache: bool = True, seed: int = 0):
+    """What the LLC pages sample: ``(cfg, trained, seqs, sgld)``, the page's training config, its trained
+    transformer (through the result cache), the fixed SGLD sequences and the page's SGLD settings (its chains,
+    draws and batch, every estimate at ``seed``)."""
+    cfg = transformer_config(settings)
+    sgld = SGLDConfig(num_chains=settings["num_chains"], num_draws=settings["num_draws"],
+                      batch_size=settings["sgld_batch"], seed=seed)
+    return cfg, load_trained(cfg, use_cache), sgld_sequences(cfg, settings["n_data"]), sgld
+
+
 def loss_at(model, data: torch.Tensor) -> float:
     """L(w*): the loss of ``model`` on the whole of ``data``."""
     with torch.no_grad():
