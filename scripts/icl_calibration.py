@@ -1,6 +1,7 @@
 """The sampling guide's calibration on Hoogland et al.'s model at one checkpoint (plateau_lib.icl.diagnosis.
 STAGES_CALIBRATION: seed 1 at step 40,292, a grid of ε and nβ around the paper's, 2 chains x 1,000 draws a cell),
-resuming from the cells an interrupted run kept; committed to results/ when it is finished.
+resuming from the cells an interrupted run kept; committed to results/ when it is finished, with the MALA
+acceptance that the minibatch noise allows there (diagnosis.mala_ceilings, seconds).
 
     OMP_NUM_THREADS=1 python scripts/icl_calibration.py --budget-s 3600     # about 30 min on one free core
 """
@@ -27,6 +28,9 @@ def main(argv=None) -> None:
         return
     print(calibration.criteria(found[0]).drop(columns=["llc_mean"]).to_string(index=False))
     print(f"committed to {diagnosis.calibration_stored().commit()}")
+    ceilings, _ = diagnosis.mala_ceilings(compute=True)
+    print(ceilings.to_string(index=False))
+    print(f"committed to {diagnosis.mala_ceilings_stored().commit()}")
 
 
 if __name__ == "__main__":

@@ -547,3 +547,18 @@ def test_the_long_calibration_is_not_computed_unless_asked(tmp_path):
     from plateau_lib.plateau import llc_transformer
     with cache.using(cache.Store(tmp_path / "results", tmp_path / "local")):
         assert llc_transformer.long_calibration(presets.llc_page("cpu")) is None
+
+
+def test_the_mala_ceiling_of_minibatch_noise_by_hand():
+    """Two batch losses nβ·ΔL = ln 2 apart: the move toward the higher loss is accepted with probability 1/2, the
+    other always, so the ceiling is 3/4; equal batches give 1; fewer than two losses are refused."""
+    from plateau_lib.llc import calibration
+    assert calibration.mala_ceiling([0.0, math.log(2) / 10.0], nbeta=10.0) == pytest.approx(0.75)
+    assert calibration.mala_ceiling([1.3, 1.3, 1.3], nbeta=100.0) == 1.0
+    with pytest.raises(ValueError, match="at least two batch losses"):
+        calibration.mala_ceiling([1.0], nbeta=1.0)
+    # batch_losses draws its batches from the data: a constant data set gives equal losses
+    model = nn.Linear(3, 1)
+    data = (torch.ones(50, 3), torch.zeros(50, 1))
+    losses = calibration.batch_losses(model, lambda m, b: F.mse_loss(m(b[0]), b[1]), data, batch_size=8, batches=5)
+    assert losses.shape == (5,) and np.ptp(losses) == 0.0

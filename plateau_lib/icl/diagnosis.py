@@ -29,7 +29,7 @@ from plateau_lib.engine.utils import atomic_path, git_commit, resolve_device, wr
 from plateau_lib.icl import data, long_run
 from plateau_lib.icl.development import llc_data, structure_row
 from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER
-from plateau_lib.llc import SGLDConfig, calibration_sweep, llc_over_checkpoints, summarize
+from plateau_lib.llc import SGLDConfig, calibration, calibration_sweep, llc_over_checkpoints, summarize
 
 KIND = "icl_diagnosis"
 TARGET_STEPS = (1_000, 5_000, 10_000, 20_000, 40_000, 80_000, 126_000, 200_000, 250_000, 320_000, 400_000, 500_000)
@@ -494,30 +494,68 @@ def calibration_stored() -> cache.StoredTable:
                                                 "sgld": CALIBRATION_SGLD.key_dict(), "version": 1})
 
 
+def calibration_point():
+    """``(model, loss, data)`` of the calibration: seed 1's kept weights at its step, the task's loss and the stages
+    page's fixed SGLD sequences."""
+    grid = STAGES_CALIBRATION
+    cfg = variant(grid["seed"])
+    model = cfg.make_task().build_model(cfg)
+    model.load_state_dict(load_checkpoint(cfg, grid["step"], grid["stream"]))
+    return model, cfg.make_task().loss, llc_data(cfg, CALIBRATION_SGLD.n_data, CALIBRATION_SGLD.seed, "cpu")
+
+
 def stages_calibration(compute: bool = False, deadline: float | None = None, progress: bool = True):
     """``(table, meta)`` of the calibration on Hoogland et al.'s model (stored; else, with ``compute``, computed and
     kept cell by cell so that an interrupted run resumes; else None)."""
     stored = calibration_stored()
     if (found := stored.load()) is not None or not compute:
         return None if found is None else (found[0]["sweep"], found[1])
-    grid, cells = STAGES_CALIBRATION, calibration_cells()
-    cfg = variant(grid["seed"])
-    model = cfg.make_task().build_model(cfg)
-    model.load_state_dict(load_checkpoint(cfg, grid["step"], grid["stream"]))
-    data = llc_data(cfg, CALIBRATION_SGLD.n_data, CALIBRATION_SGLD.seed, "cpu")
+    cells = calibration_cells()
+    model, loss, data = calibration_point()
 
     def rows(chunk):
         (i,) = chunk
         eps, nbeta, gamma = cells[i]
-        table, _ = calibration_sweep(model, cfg.make_task().loss, data, CALIBRATION_SGLD, epsilons=[eps],
+        table, _ = calibration_sweep(model, loss, data, CALIBRATION_SGLD, epsilons=[eps],
                                      nbetas=[nbeta], gammas=[gamma], progress=False, device="cpu", mala=True)
         return table.assign(cell=i)
 
     table = stored.build(range(len(cells)), rows, on="cell", desc="calibration", progress=progress, deadline=deadline)
     if len(table) < len(cells):
         return None
+    grid = STAGES_CALIBRATION
     stored.save({"sweep": table}, {"what": f"the sampling guide's calibration on Hoogland et al.'s model, seed "
                                            f"{grid['seed']} at step {grid['step']:,}", "device": "cpu",
                                    "wall_s": round(float(table["elapsed_s"].sum()), 1)})
     stored.drop_rows()
+    return table, stored.load()[1]
+
+
+# The MALA acceptance a minibatch estimate can reach at all on that checkpoint (``calibration.mala_ceiling``): its
+# acceptance compares the potential on two different batches, and at batch 1,024 their losses differ enough to cap it.
+MALA_CEILING_KIND, CEILING_BATCHES = "icl_stages_mala_ceiling", 64
+
+
+def mala_ceilings_stored() -> cache.StoredTable:
+    """The stored MALA ceilings of the calibration's checkpoint (one row per nβ of its grid)."""
+    grid = STAGES_CALIBRATION
+    return cache.StoredTable(MALA_CEILING_KIND, {"run": name(variant(grid["seed"]), grid["stream"]), "step": grid["step"],
+                                                 "nbetas": list(grid["nbetas"]), "batches": CEILING_BATCHES,
+                                                 "sgld": CALIBRATION_SGLD.key_dict(), "version": 1})
+
+
+def mala_ceilings(compute: bool = False):
+    """``(table, meta)``: per nβ of the calibration's grid, the highest MALA acceptance its minibatch noise allows at
+    the checkpoint (``mala_ceiling``, from ``CEILING_BATCHES`` batch losses at w*) and the batch losses' standard
+    deviation (stored; else, with ``compute``, computed and saved; else None)."""
+    stored = mala_ceilings_stored()
+    if (found := stored.load()) is not None or not compute:
+        return None if found is None else (found[0]["ceilings"], found[1])
+    start = time.time()
+    model, loss, data = calibration_point()
+    losses = calibration.batch_losses(model, loss, data, CALIBRATION_SGLD.batch_size, CEILING_BATCHES)
+    table = pd.DataFrame({"nbeta": list(STAGES_CALIBRATION["nbetas"]), "batch_loss_std": float(losses.std()),
+                          "mala_ceiling": [calibration.mala_ceiling(losses, nb) for nb in STAGES_CALIBRATION["nbetas"]]})
+    stored.save({"ceilings": table}, {"what": "the MALA acceptance the calibration's minibatch noise allows",
+                                      "device": "cpu", "wall_s": round(time.time() - start, 1)})
     return table, stored.load()[1]

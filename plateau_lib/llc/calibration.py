@@ -12,7 +12,9 @@ import itertools
 import warnings
 from typing import Callable, Sequence
 
+import numpy as np
 import pandas as pd
+import torch
 from tqdm.auto import tqdm
 
 from plateau_lib.engine.utils import in_book_build
@@ -53,6 +55,32 @@ def calibration_sweep(model, loss_fn: Callable, data, sgld: SGLDConfig, *, epsil
         results[(eps, nb, gam)] = res
         rows.append(sweep_row(res, last))
     return pd.DataFrame(rows), results
+
+
+def batch_losses(model, loss_fn: Callable, data, batch_size: int, batches: int = 64, seed: int = 0) -> np.ndarray:
+    """The loss of ``model`` (at w*) on ``batches`` minibatches of ``batch_size`` rows drawn at random from ``data``
+    (a tensor or a tuple of tensors of equal length), under ``no_grad``."""
+    rows = len(data[0] if isinstance(data, (tuple, list)) else data)
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    with torch.no_grad():
+        for _ in range(batches):
+            idx = torch.randint(0, rows, (batch_size,), generator=g)
+            out.append(float(loss_fn(model, tuple(t[idx] for t in data) if isinstance(data, (tuple, list))
+                                     else data[idx])))
+    return np.array(out)
+
+
+def mala_ceiling(losses: Sequence[float], nbeta: float) -> float:
+    """The highest MALA acceptance a minibatch estimate can show, at any ε: its acceptance compares the potential
+    nβ·L on two different batches, so even as ε → 0 it is E[min(1, exp(nβ (L_b − L_b')))] over pairs of batches,
+    here the mean over every ordered pair (b ≠ b') of ``losses`` (``batch_losses`` at w*)."""
+    losses = np.asarray(losses, dtype=float)
+    if losses.ndim != 1 or len(losses) < 2:
+        raise ValueError(f"losses must hold at least two batch losses, got shape {losses.shape}")
+    gaps = nbeta * (losses[:, None] - losses[None, :])
+    off = ~np.eye(len(losses), dtype=bool)
+    return float(np.minimum(1.0, np.exp(np.minimum(gaps[off], 0.0))).mean())
 
 
 def middle_epsilon(epsilons: Sequence[float]) -> float:
