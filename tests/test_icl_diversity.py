@@ -77,6 +77,8 @@ def test_a_run_keeps_its_root_predictions_and_curves_read_them():
     inf = curves[curves["M"] == math.inf]
     assert (inf["ood_loss"] == inf["id_loss"]).all()  # for M = ∞ the training distribution is q_∞
     assert results[(2, 0)].arrays["pred_root"].shape == (3, 3, 4)
+    assert results[(2, 0)].arrays["pred_root"].dtype == np.float16  # kept at half precision, for the PCA only
+    assert rows[(2, 0)].dtype == np.float64
     with pytest.raises(ValueError, match="n_root"):
         results[(2, 0)].arrays.pop("pred_root")
         diversity.trajectory_rows(results)

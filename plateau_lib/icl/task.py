@@ -22,7 +22,7 @@ predictions, and not divided by D, as in Hoogland et al.):
 - ``weight_norm``: the L2 norm of all parameters;
 - arrays: ``attn`` (n_layer, H, 2K, 2K), the batch-mean attention; ``pred``, ``pred_ridge`` and ``y``
   (n, K) on the first ``n_show`` sequences; with ``n_root`` > 0, ``pred_root`` (n_root, K): the predictions
-  on the fixed root-task sequences of ``data.root_probe`` (the rows of the joint trajectory PCA).
+  on the fixed root-task sequences of ``data.root_probe`` (the rows of the joint trajectory PCA), in float16.
 """
 from __future__ import annotations
 
@@ -176,4 +176,7 @@ class ICLRegression:
         arrays = {"step": np.array([s for s, _ in evals])}
         arrays.update({k: np.stack([out[k].numpy() for _, out in evals]) for k in keys
                        if k not in scalars and k not in per_token})
+        if "pred_root" in arrays:  # at half precision: read only by the joint trajectory PCA, whose two components
+            # move by 1e-5 of their range so (Carroll's paper-scale M = 64 run), while its result shrinks by a third
+            arrays["pred_root"] = arrays["pred_root"].astype(np.float16)
         return metrics, tokens, arrays
