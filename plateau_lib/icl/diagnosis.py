@@ -469,8 +469,9 @@ def committed_evals(step: int, cfg: TrainConfig = ICL_PAPER) -> dict:
 
 
 # The sampling guide's calibration on Hoogland et al.'s model at one checkpoint: seed 1 (its data drawn on a CPU) at the
-# 40k marker, where λ̂ peaks. A grid of ε around the paper's (3e-4) and below it, where MALA's acceptance can reach the
-# criteria's 0.8 (it is about 0.5 at 1e-4), at the paper's nβ (200/3) and at m / ln m for its batch m = 1,024, the
+# 40k marker, where λ̂ peaks. A grid of ε around the paper's (3e-4) and below it, to see whether MALA's acceptance
+# (about 0.5 at 1e-4) rises toward the criteria's 0.8 as ε falls (``mala_ceilings``: it cannot, at this batch size),
+# at the paper's nβ (200/3) and at m / ln m for its batch m = 1,024, the
 # paper's γ (20/3); 2 chains x 1,000 draws each, with the MALA acceptance the criteria read, on the stages page's
 # fixed 2^18 sequences. About 5 minutes a cell on one free core. The cells are numbered in the order they were
 # computed (the three larger ε first), so ``epsilons`` is not sorted.
