@@ -141,11 +141,18 @@ def test_other_seeds_judge_the_llc_claims_seed_by_seed_and_leave_the_curve_claim
     assert values["stages found"] == 5
     assert stages_page.provenance_summary(fake_run(), {0: diagnosis.SeedPoints(170.0, 170.0, 80_807)})[
         "λ̂ claims also at seeds"] == [0]
-    # the fall by the authors' estimator replaces the stages budget's at the seeds judged that have it, only there
+    # the authors' estimator replaces the stages budget at the seeds judged that have it to the end, only there
+    authors = pd.Series({984: 19.0, 40_292: 170.0, 126_262: 157.0, 318_181: 120.0, 499_999: 119.0})
     values = stages_page.stage_values(fake_run(), SimpleNamespace(boundaries=[984, 35353, 126262, 323232]),
-                                      {0: diagnosis.SeedPoints(170.0, 170.0, 80_807)}, {0: 0.70, 7: 0.1})
-    assert values[fall.metric].values == pytest.approx({1: 0.69, 0: 0.70}, abs=0.005)
+                                      {0: diagnosis.SeedPoints(170.0, 170.0, 80_807)},
+                                      {0: authors, 7: authors * 0.1, 1: authors.drop(499_999) * 0.1})
+    assert values[fall.metric].values == pytest.approx({1: 116.3 / 169.3, 0: 119.0 / 170.0})
     assert fall.judge(values[fall.metric], "paper") == "reproduced"
+    at = {paper: values[metric].values for paper, metric in stages_page.MARKER_CLAIMS.items()}
+    assert at == {1_000: {1: 18.6, 0: 19.0}, 40_000: {1: 169.3, 0: 170.0}, 126_000: {1: 156.9, 0: 157.0},
+                  320_000: {1: 112.8, 0: 120.0}}
+    assert all(by_metric[metric].judge(values[metric], "paper") == "reproduced"
+               for metric in stages_page.MARKER_CLAIMS.values())
 
 
 def test_verdict_table_records_each_preset_shown(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ _TD = "Raventós Fig. 2 (task diversity)"
 # The paper of each figure (``chapters.paper_of``: the Reproducibility page's tally).
 PAPER_OF = {_ICL: "Hoogland et al. 2024", _TR: "Carroll et al. 2025", _TD: "Raventós et al. 2023"}
 
+_NO_CHECKPOINT = "no checkpoint near it"  # a shorter run with no λ̂ near the paper's step at the same fraction
 _NO_TRAJECTORY = "a model that learns nothing has no trajectory: its predictions never move, so there is no variance to explain"
 
 CLAIMS = [
@@ -29,8 +30,16 @@ CLAIMS = [
     # of a 10-chain estimate (the chains' sd is 18-27 there: about ±15). An untrained model gives λ̂ ≈ 0.
     # These two λ̂ claims are about the configuration, which the paper backs with five seeds: where more of our
     # seeds of it have λ̂ at 40k and at the end, each seed is judged alone (verdicts.BySeed), never their mean.
+    Claim(_ICL, "λ̂ at 1k, the end of LR1 (× steps ÷ 500k)", "18.6 (seeds 0–4: 18–20)", (18, 20), (16.2, 22),
+          scale_bound=True, fmt="{:.1f}", missing=_NO_CHECKPOINT),
     Claim(_ICL, "λ̂ at 40k, the paper's peak (× steps ÷ 500k)", "169.3 (seeds 0–4: 169–171)", (169, 171),
-          (155, 185), scale_bound=True, fmt="{:.1f}"),
+          (155, 185), scale_bound=True, fmt="{:.1f}", missing=_NO_CHECKPOINT),
+    # λ̂ at the next two boundaries, partly as at 40k: the seeds' range widened by two standard errors (±15). The
+    # 320k range is written 113–131 but holds seed 1's 112.8, so that is its lower end.
+    Claim(_ICL, "λ̂ at 126k, the end of LR3 (× steps ÷ 500k)", "156.9 (seeds 0–4: 156–158)", (156, 158),
+          (141, 173), scale_bound=True, fmt="{:.1f}", missing=_NO_CHECKPOINT),
+    Claim(_ICL, "λ̂ at 320k, the end of LR4 (× steps ÷ 500k)", "112.8 (seeds 0–4: 113–131)", (112.8, 131),
+          (98, 146), scale_bound=True, fmt="{:.1f}", missing=_NO_CHECKPOINT),
     # The fall through LR3-LR4: the end over the 40k value; the band is the paper's seeds' (116-141 ÷ 169-171).
     Claim(_ICL, "λ̂ at the end ÷ λ̂ at 40k", "0.69 (116.3 ÷ 169.3; seeds 0–4: 0.68–0.83; falls in LR3–LR4)",
           (0.68, 0.83), (0.55, 0.9), scale_bound=True, fmt="{:.2f}"),
@@ -93,6 +102,12 @@ SOURCES = {
         'Stage LR1 (0–1k steps) … Stage LR2 (1k–40k steps) … Stages LR3 & LR4 (40k–126k & 126k–320k steps)'),
     'step of the λ̂ peak (× 500k ÷ steps)': Source('code', 'timaeus-research/icl, analysis/L2H4Minf/llcs.pt (the authors\' logged λ̂, 5 seeds, read by this book)',
         '40k: 169–171 (169.3), the peak'),
+    'λ̂ at 1k, the end of LR1 (× steps ÷ 500k)': Source('code', 'timaeus-research/icl, analysis/L2H4Minf/llcs.pt (the authors\' logged λ̂, 5 seeds, read by this book)',
+        '~1k: 18–20 (18.6)'),
+    'λ̂ at 126k, the end of LR3 (× steps ÷ 500k)': Source('code', 'timaeus-research/icl, analysis/L2H4Minf/llcs.pt (the authors\' logged λ̂, 5 seeds, read by this book)',
+        '126k: 156–158 (156.9)'),
+    'λ̂ at 320k, the end of LR4 (× steps ÷ 500k)': Source('code', 'timaeus-research/icl, analysis/L2H4Minf/llcs.pt (the authors\' logged λ̂, 5 seeds, read by this book)',
+        '320k: 113–131 (112.8)'),
     "λ̂ at 40k, the paper's peak (× steps ÷ 500k)": Source('code', 'timaeus-research/icl, analysis/L2H4Minf/llcs.pt (the authors\' logged λ̂, 5 seeds, read by this book)',
         '40k: 169–171 (169.3), the peak'),
     'λ̂ at the end ÷ λ̂ at 40k': Source('code', 'timaeus-research/icl, analysis/L2H4Minf/llcs.pt (the authors\' logged λ̂, 5 seeds, read by this book)',
@@ -132,7 +147,10 @@ SOURCES = {
 BANDS = {
     "stages found": Band("paper", "the paper's count of stages, 5"),
     "paper boundaries matched (at the same fraction of the schedule)": Band("paper", "the paper's four boundaries"),
+    "λ̂ at 1k, the end of LR1 (× steps ÷ 500k)": Band("paper", "the paper's seeds 0–4 (18–20); partly: that range widened by a tenth"),
     "λ̂ at 40k, the paper's peak (× steps ÷ 500k)": Band("paper", "the paper's seeds 0–4 (169–171)"),
+    "λ̂ at 126k, the end of LR3 (× steps ÷ 500k)": Band("paper", "the paper's seeds 0–4 (156–158)"),
+    "λ̂ at 320k, the end of LR4 (× steps ÷ 500k)": Band("paper", "the paper's seeds 0–4 (113–131, its seed 1's 112.8 the lowest)"),
     "λ̂ at the end ÷ λ̂ at 40k": Band("paper", "the paper's seeds 0–4 (0.68–0.83)"),
     "minimum mean-square prediction (LR1 marker)": Band(
         "tolerance", "below 0.05, well under σ² = 0.125, around the authors' logged 0.013"),

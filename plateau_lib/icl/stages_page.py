@@ -306,33 +306,70 @@ def llc_at_points(dev) -> pd.DataFrame:
 
 # ---- verdict numbers -----------------------------------------------------------------------------------
 
-def stage_values(dev, stages, other_seeds: dict | None = None, as_run_falls: dict | None = None) -> dict:
+# λ̂ at the paper's boundaries, each a claim (``icl.claims``): the paper's step and the claim it is read for.
+MARKER_CLAIMS = {1_000: "λ̂ at 1k, the end of LR1 (× steps ÷ 500k)",
+                 40_000: "λ̂ at 40k, the paper's peak (× steps ÷ 500k)",
+                 126_000: "λ̂ at 126k, the end of LR3 (× steps ÷ 500k)",
+                 320_000: "λ̂ at 320k, the end of LR4 (× steps ÷ 500k)"}
+
+
+def curve_points(llc: pd.DataFrame, steps: int) -> dict:
+    """λ̂ of one curve (``step``, ``llc_mean`` rows) where the claims read it: at each of ``MARKER_CLAIMS``' paper
+    steps at the same fraction of a ``steps``-step run (NaN with no checkpoint near it), its last row ÷ its
+    40k value (``"fall"``) and the paper step of its largest value (``"peak"``)."""
+    llc = llc.dropna(subset=["llc_mean"]).sort_values("step").reset_index(drop=True)
+    points = {paper: llc_at_paper_step(llc, paper, steps) for paper in MARKER_CLAIMS}
+    return points | {"fall": float(llc["llc_mean"].iloc[-1]) / points[40_000],
+                     "peak": float(to_paper_step(llc.loc[llc["llc_mean"].idxmax(), "step"], steps))}
+
+
+def stage_values(dev, stages, other_seeds: dict | None = None, as_run: dict | None = None) -> dict:
     """The page's numbers for the claims of ``FIGURE`` (``icl.claims``). ``other_seeds``: ``{seed: SeedPoints}``
-    of other model seeds of the same configuration (``diagnosis.seed_llc_points``): the three λ̂ claims about the
-    configuration (λ̂ at 40k, its fall to the end, the step of its peak) are then judged seed by seed
-    (``verdicts.BySeed``), ``dev``'s seed among them; the stages and their boundaries, which need ``dev``'s denser
-    λ̂ curve, stay ``dev``'s. ``as_run_falls``: ``{seed: fall}`` by the authors' estimator
-    (``diagnosis.as_run_falls``), which the fall is judged on at the seeds that have it, as the paper's values were
-    made; the others keep the fall at the stages page's budget."""
+    of other model seeds of the same configuration (``diagnosis.seed_llc_points``): the λ̂ claims about the
+    configuration (λ̂ at the paper's boundaries, its fall to the end, the step of its peak) are then judged seed by
+    seed (``verdicts.BySeed``), ``dev``'s seed among them; the stages and their boundaries, which need ``dev``'s
+    denser λ̂ curve, stay ``dev``'s. ``as_run``: ``{seed: λ̂ by step}`` by the authors' estimator
+    (``diagnosis.llc_by_seed`` at ``LLC_AS_RUN``), which λ̂ at the boundaries and its fall are judged on at the seeds
+    that have it, as the paper's values were made; the others keep the stages page's budget. The peak's step needs
+    a dense curve, so it stays at that budget."""
     steps = run_steps(dev)
-    llc = dev.llc.dropna(subset=["llc_mean"]).sort_values("step").reset_index(drop=True)
-    peak_step = float(to_paper_step(llc.loc[llc["llc_mean"].idxmax(), "step"], steps))
-    at_40k = llc_at_paper_step(llc, 40_000, steps)
-    fall = float(llc["llc_mean"].iloc[-1] / at_40k)
+    own = curve_points(dev.llc, steps)
+    markers = {paper: own[paper] for paper in MARKER_CLAIMS}
+    fall, peak_step = own["fall"], own["peak"]
     if other_seeds:
         seed = int(dev.train.config.get("seed", 1))
-        at_40k = BySeed({seed: at_40k} | {s: p.at_40k for s, p in other_seeds.items()})
-        fall = BySeed({seed: fall} | {s: p.at_end / p.at_40k for s, p in other_seeds.items()}
-                      | {s: f for s, f in (as_run_falls or {}).items() if s == seed or s in other_seeds})
+        authors = {s: curve_points(pd.DataFrame({"step": c.index, "llc_mean": c.to_numpy()}), PAPER_STEPS)
+                   for s, c in (as_run or {}).items() if (s == seed or s in other_seeds) and c.index.max() == steps - 1}
+        reduced = {seed: own} | {s: {40_000: p.at_40k, "fall": p.at_end / p.at_40k} for s, p in other_seeds.items()}
+        judged = {key: {s: point[key] for s, point in (reduced | authors).items()
+                        if not math.isnan(point.get(key, math.nan))} or {seed: own[key]}
+                  for key in (*MARKER_CLAIMS, "fall")}
+        markers = {paper: BySeed(judged[paper]) for paper in MARKER_CLAIMS}
+        fall = BySeed(judged["fall"])
         peak_step = BySeed({seed: peak_step} | {s: float(p.peak_step) for s, p in other_seeds.items()})
     metrics = dev.train.metrics.sort_values("step")
-    matched = (boundary_table(stages.boundaries, steps, llc)["match"] == "yes").sum()
+    matched = (boundary_table(stages.boundaries, steps, dev.llc.dropna(subset=["llc_mean"]).sort_values("step")
+                              .reset_index(drop=True))["match"] == "yes").sum()
     return {"stages found": len(stages.boundaries) + 1,
             "paper boundaries matched (at the same fraction of the schedule)": int(matched),
             "step of the λ̂ peak (× 500k ÷ steps)": peak_step,
-            "λ̂ at 40k, the paper's peak (× steps ÷ 500k)": at_40k,
+            **{MARKER_CLAIMS[paper]: value for paper, value in markers.items()},
             "λ̂ at the end ÷ λ̂ at 40k": fall,
             **training_values(metrics)}
+
+
+def marker_counts(as_run: dict) -> dict[str, str]:
+    """How many seeds' λ̂ by the authors' estimator (``{seed: λ̂ by step}``) fall inside the paper's seeds' range
+    at each of ``MARKER_CLAIMS``' boundaries, glued as ``marker_counts`` ("4 of 5 at 1k, …")."""
+    claims = {c.metric: c for c in claims_of(FIGURE)}
+    points = [curve_points(pd.DataFrame({"step": c.index, "llc_mean": c.to_numpy()}), PAPER_STEPS)
+              for c in as_run.values()]
+    counts = []
+    for paper, metric in MARKER_CLAIMS.items():
+        low, high = claims[metric].reproduced
+        values = [p[paper] for p in points if not math.isnan(p[paper])]
+        counts.append(f"{sum(low <= v <= high for v in values)} of {len(values)} at {paper // 1000:,}k")
+    return {"marker_counts": listed(counts, empty="–")}
 
 
 def llc_at_paper_step(llc: pd.DataFrame, paper_step: int, steps: int, tolerance: float = 1.25) -> float:
