@@ -458,13 +458,16 @@ def _collapse_options(parser):
     parser.add_argument("--n-prompts", type=int, default=100)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--commit", action="store_true", help="copy each finished analysis into results/")
+    parser.add_argument("--nudged", action="store_true",
+                        help="the re-run with every initial weight one float step up (which verdicts are fragile)")
 
 
 def _collapse(args, parser) -> int:
     if args.n_prompts < 1:
         return refuse(parser, f"--n-prompts must be a positive integer, got {args.n_prompts}")
     cpu_threads()
-    for (arch, seed), cfg in llm_presets.llm_miniatures(args.preset, args.seeds, {"device": args.device}).items():
+    overrides = {"device": args.device} | ({"init_nudge": True} if args.nudged else {})
+    for (arch, seed), cfg in llm_presets.llm_miniatures(args.preset, args.seeds, overrides).items():
         if args.arch not in (None, arch):
             continue
         tables, meta = collapse.miniature_collapse(cfg, args.n_prompts, cfg.prompt_seed(0))

@@ -392,3 +392,30 @@ def test_the_key_table_marks_where_the_cosine_stays_high_and_collapses_again():
                             "repetition": 0.5, "distinct": 0.9})
     table = lp.key_table([SimpleNamespace(summary=summary, arch="pythia", label="m")]).set_index("when")["step"]
     assert table.to_dict() == {"first": 0, "peak": 2, "still above 0.9 after the peak": 3, "collapses again": 6, "last": 7}
+
+
+def test_a_nudged_miniature_starts_one_float_step_up_and_its_verdicts_sit_beside_the_page_s(
+        local_cache, no_network, monkeypatch, tmp_path):
+    """``init_nudge`` moves every initial weight to the next float up and names a run of its own (the old keys
+    hold); the page reads the nudged analysis only once committed, and its verdicts fill the re-run column."""
+    monkeypatch.setattr(llm_task, "corpus_tokens", SYNTHETIC_CORPUS)
+    monkeypatch.setenv("PLATEAU_SUMMARIES", str(tmp_path / "summaries"))
+    cfg, nudged_cfg = TINY.replace(steps=2), TINY.replace(steps=2, init_nudge=True)
+    assert cfg.replace(init_nudge=False).key() == cfg.key() != nudged_cfg.key()
+    with pytest.raises(ValueError, match="init_nudge"):
+        cfg.replace(init_nudge=1)
+    plain = checkpoints.load_model(miniature.train_miniature(cfg, progress=False) / "step0")[0]
+    moved = dict(checkpoints.load_model(miniature.train_miniature(nudged_cfg, progress=False) / "step0")[0]
+                 .named_parameters())
+    for name, p in plain.named_parameters():
+        assert torch.equal(moved[name], torch.nextafter(p, torch.full_like(p, math.inf))), name
+    tables, meta = collapse.miniature_collapse(cfg, n_prompts=3, progress=False)
+    panels = [llm_page.Panel("Pythia miniature, seed 0", "trained here", "pythia", tables["prompts"], meta,
+                             tables["losses"])]
+    assert llm_page.nudged_panels(panels, n_prompts=3) == []  # not committed: nothing is trained for the page
+    collapse.miniature_collapse(nudged_cfg, n_prompts=3, progress=False)
+    collapse.miniature_table(nudged_cfg, 3, 0).commit()
+    again = llm_page.nudged_panels(panels, n_prompts=3)
+    assert [p.meta["spec"]["run"] for p in again] == [{"miniature": nudged_cfg.key()}]
+    table = llm_page.verdict_tables(panels, "cpu", again)[llm_page.FIGURE]
+    assert "re-run, nudged initial weights (cpu)" in table.columns

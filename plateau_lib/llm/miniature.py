@@ -42,6 +42,7 @@ class MiniatureConfig:
     corpus: tuple = ("boolq", "hellaswag")
     seed: int = 0
     device: str = "auto"
+    init_nudge: bool = False      # every initial weight one float step up: the re-run that marks fragile verdicts
 
     def __post_init__(self):
         if self.arch not in TOKENIZER_FILES:
@@ -60,6 +61,8 @@ class MiniatureConfig:
             raise ValueError(f"vocab_size must cover the {self.arch} tokenizer ({TOKENIZER_SIZES[self.arch]} ids), "
                              f"got {self.vocab_size}")
         check_corpus(self.corpus)
+        if not isinstance(self.init_nudge, bool):
+            raise ValueError(f"init_nudge must be True or False, got {self.init_nudge!r}")
 
     def replace(self, **fields) -> "MiniatureConfig":
         unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(self)})
@@ -69,8 +72,10 @@ class MiniatureConfig:
         return dataclasses.replace(self, **fields)
 
     def key(self) -> str:
-        """16 hex digits naming this run's checkpoints and results (the device is provenance, not key)."""
-        fields = {k: v for k, v in dataclasses.asdict(self).items() if k != "device"}
+        """16 hex digits naming this run's checkpoints and results (the device is provenance, not key; an
+        ``init_nudge`` left False is not in it, so the keys made before it existed hold)."""
+        fields = {k: v for k, v in dataclasses.asdict(self).items()
+                  if k != "device" and not (k == "init_nudge" and not v)}
         return hashlib.sha256(json.dumps({"config": fields, "version": LLM_VERSION}, sort_keys=True,
                                          default=list).encode()).hexdigest()[:16]
 
@@ -97,7 +102,7 @@ def train_config(cfg: MiniatureConfig) -> TrainConfig:
                        lr_floor=cfg.min_lr / cfg.lr, decay_steps=cfg.schedule_steps, grad_clip=cfg.grad_clip,
                        steps=cfg.steps, batch_size=cfg.batch_size, eval_every=cfg.steps, eval_batch=cfg.batch_size,
                        seed=cfg.seed, device=cfg.device, checkpoint_steps=steps, eval_steps=steps,
-                       record_train_loss=True)
+                       record_train_loss=True, init_nudge=cfg.init_nudge)
 
 
 def build_model(cfg: MiniatureConfig):

@@ -107,6 +107,23 @@ def larger_miniature_panels(preset: str, n_prompts: int = 100, prompt_seed: int 
     return load("paper", n_prompts=n_prompts, prompt_seed=prompt_seed, progress=False)
 
 
+def nudged_panels(panels: list[Panel], n_prompts: int = 100, prompt_seed: int | None = 0) -> list[Panel]:
+    """The miniatures of ``panels`` re-run with every initial weight one float step up (``python -m plateau_lib
+    collapse --nudged --commit``), read from their committed analyses only; [] for real checkpoints, or while any
+    of them is not committed (a page trains nothing for them)."""
+    if not panels or panels[0].kind == "real checkpoints":
+        return []
+    configs = [llm_miniature.MiniatureConfig(**{**p.meta["config"], "corpus": tuple(p.meta["config"]["corpus"])})
+               .replace(init_nudge=True) for p in panels]
+    if any(llm.stored(cfg, n_prompts, cfg.prompt_seed(prompt_seed), committed_only=True) is None for cfg in configs):
+        return []
+    nudged = []
+    for panel, cfg in zip(panels, configs):
+        tables, meta = llm.miniature_collapse(cfg, n_prompts, cfg.prompt_seed(prompt_seed), True, False)
+        nudged.append(dataclasses.replace(panel, rows=tables["prompts"], meta=meta, losses=tables["losses"]))
+    return nudged
+
+
 def _real_panels(found: dict, n_prompts: int, prompt_seed, use_cache: bool, device: str, progress: bool) -> list:
     panels = []
     for model, checkpoints in found.items():
@@ -278,17 +295,21 @@ def verdict_values(panels: list[Panel]) -> dict:
     return out
 
 
-def verdict_tables(panels: list[Panel], preset: str) -> dict:
+def verdict_tables(panels: list[Panel], preset: str, nudged: list[Panel] | None = None) -> dict:
     """``{figure: verdict table}`` for each figure shown. Real checkpoints are the paper's models, so they fill the
     ``paper`` column; models trained here at the paper preset (Pythia's and OLMo-2's shapes, far smaller) fill their
-    own column (``trained_shape``); the cpu miniature fills its preset's."""
+    own column (``trained_shape``); the cpu miniature fills its preset's. ``nudged``: the same miniatures re-run
+    with nudged initial weights (``nudged_panels``), whose verdicts mark the ones they turn *fragile*."""
     column = "paper" if panels[0].kind == "real checkpoints" else "trained_shape" if preset == "paper" else preset
+    again = verdict_values(nudged) if nudged else {}
     tables = {}
     for figure, values in verdict_values(panels).items():
         shown = [p for p in panels if (p.arch == "olmo2") == (figure == OLMO_FIGURE)]
         provenance = {"runs": len(shown), "seeds": sorted({p.meta.get("config", {}).get("seed") for p in shown}),
                       "device": shown[0].meta.get("device"), "source": shown[0].meta.get("cache") or "this build"}
-        tables[figure] = pages.verdicts(claims_of(figure), {column: values}, page="llm_collapse", provenance={column: provenance})
+        rerun = {column: again[figure]} if figure in again else None
+        tables[figure] = pages.verdicts(claims_of(figure), {column: values}, page="llm_collapse",
+                                        provenance={column: provenance}, rerun=rerun)
     return tables
 
 
