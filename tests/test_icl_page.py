@@ -387,3 +387,20 @@ def test_tables_of_every_run_are_one_table_under_the_runs_labels():
                                                                       "paper preset (500,000 steps)"]
     empty, texts = stages_page.budget_stages(fake_run())                        # not made on a CPU: nothing to show
     assert empty.empty and set(texts.values()) == {pages.MISSING}
+
+
+def test_the_five_seeds_figure_draws_each_seed_both_ways_beside_the_papers_range():
+    """Two panels (the whole run on a log axis, LR3-LR5 on a linear one), each with every seed's curve and the
+    authors'-estimator points, the paper's range at each logged step, and one legend entry per seed."""
+    from plateau_lib.icl import diagnosis_page, stages_figures
+    curve = pd.Series({984: 19.0, 40_292: 169.0, 126_262: 155.0, 318_181: 105.0, 499_999: 108.0})
+    fig = stages_figures.five_seeds_figure({0: curve, 2: curve * 0.99}, {0: curve + 10, 2: curve + 11})
+    whole, late = fig.axes
+    assert whole.get_xscale() == "log" and late.get_xscale() == "linear"
+    for ax in (whole, late):
+        assert len([line for line in ax.get_lines() if line.get_marker() == "o"]) == 2
+        assert len(ax.collections) == 1 and len(ax.collections[0].get_segments()) == len(
+            stages_figures.PAPER_LLC_SEEDS)
+    assert {"seed 0", "seed 2", "the authors' estimator"} <= {t.get_text() for t in fig.legends[0].get_texts()}
+    run = SimpleNamespace(llc=pd.DataFrame({"step": [1, 2, 3], "llc_mean": [1.0, np.nan, 3.0]}))
+    assert diagnosis_page.seed_curves(pd.DataFrame(), run)[1].to_dict() == {1: 1.0, 3: 3.0}

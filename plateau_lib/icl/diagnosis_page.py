@@ -409,6 +409,16 @@ def fall_claim():
     return next(c for c in claims_of(stages_page.FIGURE) if c.metric == FALL_CLAIM)
 
 
+def seed_curves(llc: pd.DataFrame, stages_run) -> dict:
+    """``{seed: λ̂ by step}`` of the paper's configuration at the stages page's budget: seed 1's from the stages run
+    (``stages_run``, every checkpoint it estimated), the other seeds' at their kept checkpoints (``llc``:
+    ``diagnosis.llc_rows``)."""
+    curves = diagnosis.llc_by_seed(llc)
+    if stages_run is not None:
+        curves[1] = stages_run.llc.dropna(subset=["llc_mean"]).set_index("step")["llc_mean"].sort_index()
+    return curves
+
+
 def fall_texts(falls: dict[int, float]) -> dict[str, str]:
     """The fall of λ̂ by the authors' estimator (``diagnosis.as_run_falls``) as the stages page glues it:
     ``fall_seeds`` ("0, 1 and 2"), ``fall_values`` ("0.71 at seed 0, …") and ``fall_band``, the paper's seeds'

@@ -8,6 +8,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
+from matplotlib.lines import Line2D
 
 from plateau_lib.book.plots import PAGE_WIDTH, PAPER_COLOUR
 from plateau_lib.icl.development import (PAPER_BOUNDARIES, PAPER_DELTA_RIDGE, PAPER_EVAL_LOSS, PAPER_LLC, PAPER_LLC_SEEDS,
@@ -170,6 +171,49 @@ def stages_figure(dev, stages, title: str = ""):
         fig.suptitle(title)
     return fig
 
+
+
+FIVE_SEEDS_ZOOM = (30_000, 510_000)  # the right panel's linear steps: LR3-LR5, where λ̂ falls and levels
+
+
+def five_seeds_figure(curves: dict, authors: dict, title: str = ""):
+    """λ̂ of the paper's configuration at each model seed: ``curves`` ``{seed: λ̂ by step}`` at the stages page's
+    budget (lines), ``authors`` ``{seed: λ̂ by step}`` by the authors' estimator (circles, the same colour), the
+    paper's five-seed range at each logged step (bars) and its boundaries (dotted). Left: the whole run on a log
+    axis; right: LR3-LR5 on a linear one, where the fall is readable."""
+    seeds = sorted(set(curves) | set(authors))
+    colours = dict(zip(seeds, sns.color_palette("colorblind", len(seeds))))
+    fig, axes = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.6), constrained_layout=True,
+                             gridspec_kw={"width_ratios": [1, 1.25]})
+    low, high = (np.array(v) for v in zip(*PAPER_LLC_SEEDS.values()))
+    logged = np.array(list(PAPER_LLC_SEEDS))
+    for ax, log in zip(axes, (True, False)):
+        x = logged + 1 if log else logged
+        ax.vlines(x, low, high, color=PAPER_COLOUR, lw=6, alpha=0.35, label="paper, seeds 0–4 (range)")
+        for seed in seeds:
+            if seed in curves:
+                c = curves[seed].sort_index()
+                ax.plot(c.index + 1 if log else c.index, c.to_numpy(), color=colours[seed], lw=1.3)
+            if seed in authors:
+                a = authors[seed].sort_index()
+                ax.plot(a.index + 1 if log else a.index, a.to_numpy(), "o", color=colours[seed], ms=6, mec="black",
+                        mew=0.6)
+        for step in PAPER_BOUNDARIES:
+            ax.axvline(step + 1 if log else step, color=PAPER_COLOUR, lw=1.0, ls=":", zorder=0)
+    axes[0].set(xscale="log", xlim=(50, PAPER_STEPS + 1), xlabel="training step + 1 (log scale)", ylabel="λ̂",
+                title="the whole run")
+    axes[1].set(xlim=FIVE_SEEDS_ZOOM, ylim=(90, 180), xlabel="training step", title="LR3–LR5 (linear steps)")
+    axes[1].xaxis.set_major_formatter(lambda v, _: f"{v / 1000:.0f}k")
+    for step, stage in zip(PAPER_BOUNDARIES[1:], ("LR3", "LR4", "LR5")):
+        axes[1].text(step, 178, f" {stage}", ha="left", va="top", fontsize=9, color="#33475b")
+    keys = [Line2D([], [], color=colours[seed], lw=2, label=f"seed {seed}") for seed in seeds] + [
+        Line2D([], [], color="0.4", lw=1.3, label="the stages page's budget"),
+        Line2D([], [], color="0.6", marker="o", mec="black", mew=0.6, ls="", label="the authors' estimator"),
+        Line2D([], [], color=PAPER_COLOUR, lw=6, alpha=0.35, label="paper, seeds 0–4 (range)")]
+    fig.legend(handles=keys, loc="outside lower center", ncols=4, frameon=False)
+    if title:
+        fig.suptitle(title)
+    return fig
 
 
 def rule_figure(stages, steps: int, slope_tol: float, title: str = ""):
