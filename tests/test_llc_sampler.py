@@ -562,3 +562,29 @@ def test_the_mala_ceiling_of_minibatch_noise_by_hand():
     data = (torch.ones(50, 3), torch.zeros(50, 1))
     losses = calibration.batch_losses(model, lambda m, b: F.mse_loss(m(b[0]), b[1]), data, batch_size=8, batches=5)
     assert losses.shape == (5,) and np.ptp(losses) == 0.0
+
+
+def test_a_stored_sweep_resumes_cell_by_cell_and_then_only_loads(tmp_path):
+    """calibration.stored_sweep: a run stopped at its deadline keeps its finished cells (Stopped says so); the next
+    computes only the rest (the point is loaded again, the kept cells are not redone); then it only loads."""
+    from plateau_lib.engine import cache
+    from plateau_lib.engine.train import Stopped
+    from plateau_lib.llc import calibration
+    loaded = []
+
+    def point():
+        loaded.append(1)
+        data = regular_data(2, n=64)
+        return least_squares_fit(RegularModel(2), data), mse_loss, data
+    cells = [(1e-3, 10.0, 100.0), (3e-3, 10.0, 100.0)]
+    sgld = SGLDConfig(num_chains=1, num_draws=20, num_burnin_steps=0, batch_size=16)
+    with cache.using(cache.Store(tmp_path / "results", tmp_path / "local")):
+        stored = cache.StoredTable("test_sweep", {"cells": cells})
+        assert calibration.stored_sweep(stored, cells, point, sgld, "a test") is None and not loaded
+        with pytest.raises(Stopped, match="after 1 test_sweep rows"):
+            calibration.stored_sweep(stored, cells, point, sgld, "a test", compute=True, deadline=0.0, progress=False)
+        table, meta = calibration.stored_sweep(stored, cells, point, sgld, "a test", compute=True, progress=False)
+        assert list(table["cell"]) == [0, 1] and list(table["epsilon"]) == [1e-3, 3e-3]
+        assert meta["what"] == "a test" and meta["device"] == "cpu" and len(loaded) == 2
+        again, _ = calibration.stored_sweep(stored, cells, point, sgld, "a test", compute=True)
+        assert again.equals(table) and len(loaded) == 2

@@ -29,7 +29,7 @@ from plateau_lib.engine.utils import atomic_path, git_commit, resolve_device, wr
 from plateau_lib.icl import data, long_run
 from plateau_lib.icl.development import llc_data, structure_row
 from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER
-from plateau_lib.llc import SGLDConfig, calibration, calibration_sweep, llc_over_checkpoints, summarize
+from plateau_lib.llc import SGLDConfig, calibration, llc_over_checkpoints, summarize
 
 KIND = "icl_diagnosis"
 TARGET_STEPS = (1_000, 5_000, 10_000, 20_000, 40_000, 80_000, 126_000, 200_000, 250_000, 320_000, 400_000, 500_000)
@@ -508,28 +508,10 @@ def calibration_point():
 def stages_calibration(compute: bool = False, deadline: float | None = None, progress: bool = True):
     """``(table, meta)`` of the calibration on Hoogland et al.'s model (stored; else, with ``compute``, computed and
     kept cell by cell so that an interrupted run resumes; else None)."""
-    stored = calibration_stored()
-    if (found := stored.load()) is not None or not compute:
-        return None if found is None else (found[0]["sweep"], found[1])
-    cells = calibration_cells()
-    model, loss, data = calibration_point()
-
-    def rows(chunk):
-        (i,) = chunk
-        eps, nbeta, gamma = cells[i]
-        table, _ = calibration_sweep(model, loss, data, CALIBRATION_SGLD, epsilons=[eps],
-                                     nbetas=[nbeta], gammas=[gamma], progress=False, device="cpu", mala=True)
-        return table.assign(cell=i)
-
-    table = stored.build(range(len(cells)), rows, on="cell", desc="calibration", progress=progress, deadline=deadline)
-    if len(table) < len(cells):
-        return None
     grid = STAGES_CALIBRATION
-    stored.save({"sweep": table}, {"what": f"the sampling guide's calibration on Hoogland et al.'s model, seed "
-                                           f"{grid['seed']} at step {grid['step']:,}", "device": "cpu",
-                                   "wall_s": round(float(table["elapsed_s"].sum()), 1)})
-    stored.drop_rows()
-    return table, stored.load()[1]
+    return calibration.stored_sweep(calibration_stored(), calibration_cells(), calibration_point, CALIBRATION_SGLD,
+                                    f"the sampling guide's calibration on Hoogland et al.'s model, seed {grid['seed']} "
+                                    f"at step {grid['step']:,}", compute, deadline, progress)
 
 
 # The MALA acceptance a minibatch estimate can reach at all on that checkpoint (``calibration.mala_ceiling``): its

@@ -57,6 +57,31 @@ def calibration_sweep(model, loss_fn: Callable, data, sgld: SGLDConfig, *, epsil
     return pd.DataFrame(rows), results
 
 
+def stored_sweep(stored, cells: Sequence[tuple], point: Callable, sgld: SGLDConfig, what: str,
+                 compute: bool = False, deadline: float | None = None, progress: bool = True):
+    """``(table, meta)`` of a calibration sweep kept in ``stored`` (an ``engine.cache.StoredTable``): loaded; else,
+    with ``compute``, :func:`calibration_sweep` run cell by cell over ``cells`` ((ε, nβ, γ), numbered in order, on
+    ``point()``'s ``(model, loss, data)``, on the CPU with MALA's acceptance), kept row by row so that an
+    interrupted run resumes, and saved (``what`` in its meta) once every cell is in; else None."""
+    if (found := stored.load()) is not None or not compute:
+        return None if found is None else (found[0]["sweep"], found[1])
+    model, loss, data = point()
+
+    def rows(chunk):
+        (i,) = chunk
+        eps, nbeta, gamma = cells[i]
+        table, _ = calibration_sweep(model, loss, data, sgld, epsilons=[eps], nbetas=[nbeta], gammas=[gamma],
+                                     progress=False, device="cpu", mala=True)
+        return table.assign(cell=i)
+
+    table = stored.build(range(len(cells)), rows, on="cell", desc="calibration", progress=progress, deadline=deadline)
+    if len(table) < len(cells):
+        return None
+    stored.save({"sweep": table}, {"what": what, "device": "cpu", "wall_s": round(float(table["elapsed_s"].sum()), 1)})
+    stored.drop_rows()
+    return table, stored.load()[1]
+
+
 def batch_losses(model, loss_fn: Callable, data, batch_size: int, batches: int = 64, seed: int = 0) -> np.ndarray:
     """The loss of ``model`` (at w*) on ``batches`` minibatches of ``batch_size`` rows drawn at random from ``data``
     (a tensor or a tuple of tensors of equal length), under ``no_grad``."""

@@ -13,7 +13,7 @@ import torch
 
 from plateau_lib.engine import cache
 from plateau_lib.engine.runs import TrainConfig, TrainResult
-from plateau_lib.llc.calibration import calibration_sweep
+from plateau_lib.llc import calibration
 from plateau_lib.llc.config import SGLDConfig
 from plateau_lib.plateau import metrics as M
 from plateau_lib.plateau.model import GPT
@@ -112,23 +112,10 @@ def long_calibration_table(settings: dict) -> cache.StoredTable:
 def long_calibration(settings: dict, compute: bool = False, deadline: float | None = None, progress: bool = True):
     """``(table, meta)`` of the long sweep (stored; else, with ``compute``, computed and kept cell by cell, so that
     an interrupted run resumes; else None)."""
-    stored = long_calibration_table(settings)
-    if (found := stored.load()) is not None or not compute:
-        return None if found is None else (found[0]["sweep"], found[1])
     cfg = transformer_config(settings)
-    trained, cells = load_trained(cfg), long_calibration_cells()
-    seqs, sgld = sgld_sequences(cfg, settings["n_data"]), long_calibration_sgld(settings)
 
-    def rows(chunk):
-        (i,) = chunk
-        eps, nbeta, gamma = cells[i]
-        table, _ = calibration_sweep(trained.model, sequence_loss, seqs, sgld, epsilons=[eps], nbetas=[nbeta],
-                                     gammas=[gamma], progress=False, device="cpu", mala=True)
-        return table.assign(cell=i)
-    table = stored.build(range(len(cells)), rows, on="cell", desc="long calibration",
-                         progress=progress, deadline=deadline)
-    stored.save({"sweep": table}, {"what": "the LLC page's calibration sweep with chains of "
-                                           f"{LONG_CALIBRATION['num_draws']:,} draws", "device": "cpu",
-                                   "wall_s": round(float(table["elapsed_s"].sum()), 1)})
-    stored.drop_rows()
-    return table, stored.load()[1]
+    def point():
+        return load_trained(cfg).model, sequence_loss, sgld_sequences(cfg, settings["n_data"])
+    return calibration.stored_sweep(long_calibration_table(settings), long_calibration_cells(), point,
+                                    long_calibration_sgld(settings), "the LLC page's calibration sweep with chains of "
+                                    f"{LONG_CALIBRATION['num_draws']:,} draws", compute, deadline, progress)
