@@ -500,9 +500,10 @@ def test_calibration_criteria_on_a_hand_built_sweep():
     assert list(checked["meets the criteria"]) == [False, True, False, False, False]
     assert calibration_page.criteria_summary(checked) == {
         "flat_tol": f"{calibration.FLAT_TOL:.0%}", "min_mala": f"{calibration.MIN_MALA}", "met_by": "ε = 0.001, nβ = 10",
-        "llc_met": "5.2", "mala_range": "0.40–0.95", "not_flat": 3, "cells": 5}
+        "llc_met": "5.2", "mala_range": "0.40–0.95", "not_flat": 3, "cells": 5, "met_but_mala": "ε = 0.001, nβ = 10"}
     none = calibration_page.criteria_summary(calibration.criteria(sweep.assign(mala_mean=0.3)))
     assert none["met_by"] == "no cell of this sweep" and none["mala_range"] == "0.30" and none["llc_met"] == pages.MISSING
+    assert none["met_but_mala"] == "ε = 0.001, nβ = 10"  # MALA aside, the flat, undiverged, converged cell
     assert set(calibration_page.criteria_summary(None).values()) == {pages.MISSING}
     # the verdict box's answers: which cells meet the criteria, or which criterion no cell meets
     answers = calibration_page.calibration_answers({"the live sweep": checked, "a short sweep":

@@ -86,12 +86,16 @@ def criteria_summary(checked: pd.DataFrame | None) -> dict:
     """The page's criteria on a sweep (``calibration.criteria``), as its prose pastes them: ``flat_tol`` (percent)
     and ``min_mala``, the thresholds; ``met_by``, the cells that meet every criterion ("ε = 0.001, nβ = 10; …", or
     "no cell of this sweep") and ``llc_met``, their final λ̂; ``mala_range``, the MALA acceptance over the cells;
-    ``not_flat`` of ``cells`` cells not flat in ε. Without a sweep (None), each value is ``MISSING``."""
+    ``not_flat`` of ``cells`` cells not flat in ε; ``met_but_mala``, the cells that meet every criterion but MALA's
+    ("no cell"). Without a sweep (None), each value is ``MISSING``."""
     if checked is None:
-        return dict.fromkeys(["flat_tol", "min_mala", "met_by", "llc_met", "mala_range", "not_flat", "cells"], MISSING)
+        return dict.fromkeys(["flat_tol", "min_mala", "met_by", "llc_met", "mala_range", "not_flat", "cells",
+                              "met_but_mala"], MISSING)
     good = checked[checked["meets the criteria"]]
+    but_mala = checked[checked["flat in ε"] & (checked["num_diverged"] == 0) & checked["converged"].astype(bool)]
     return {"flat_tol": f"{FLAT_TOL:.0%}", "min_mala": f"{MIN_MALA}",
             "met_by": cells_text(good) or "no cell of this sweep",
+            "met_but_mala": cells_text(but_mala.sort_values(["nbeta", "epsilon"])) or "no cell",
             "llc_met": value_range(good["llc_final"], "{:.1f}"),
             "mala_range": value_range(checked["mala_mean"]), "not_flat": int((~checked["flat in ε"]).sum()),
             "cells": len(checked)}
