@@ -1,8 +1,9 @@
-"""λ̂ of the LLC page's deep linear networks (plateau_lib.llc.dln.DLN_CASES) with both samplers, case by case,
-then the checks on the two smallest (DLN_CHECKS), resuming from the rows an interrupted run kept; each table is
-committed to results/ when it is finished.
+"""λ̂ of the LLC page's deep linear networks (plateau_lib.llc.dln.DLN_CASES) with both samplers, case by case, at
+the sweep's step sizes and at a third of them (DLN_SMALL_EPSILON), then the checks on the two smallest (DLN_CHECKS)
+and on the largest, resuming from the rows an interrupted run kept; each table is committed to results/ when it is
+finished.
 
-    OMP_NUM_THREADS=1 python scripts/llc_dln.py --budget-s 3600     # about 40 min on one core, sweep and checks
+    OMP_NUM_THREADS=1 python scripts/llc_dln.py --budget-s 3600     # about 70 min on one core, sweeps and checks
 """
 import argparse
 import time
@@ -18,9 +19,10 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     deadline = time.time() + args.budget_s
-    rows = dln.dln_estimates(compute=True, deadline=deadline)
-    print(dln.dln_summary(rows).to_string(index=False))
-    print(f"committed to {dln.dln_table().commit()}")
+    for epsilon in (dln.DLN_EPSILON, dln.DLN_SMALL_EPSILON):
+        rows = dln.dln_estimates(epsilon=epsilon, compute=True, deadline=deadline)
+        print(dln.dln_summary(rows).to_string(index=False))
+        print(f"committed to {dln.dln_table(epsilon=epsilon).commit()}")
     for large in (False, True):
         checks = dln.dln_check_estimates(large, compute=True, deadline=deadline)
         print(dln.dln_check_summary(checks).to_string())

@@ -138,3 +138,13 @@ def test_the_size_check_summarizes_the_chains_that_did_not_diverge():
     assert dln_metric("1M") == "λ̂ ÷ λ, deep linear network d = 1,040,000"
     assert [parameter_count(w) for w, _ in DLN_CASES.values()] == [1024, 9984, 102400, 1040000]
     assert [dln_lambda(w, r) for w, r in DLN_CASES.values()] == [104.0, 906.5, 8631.5, 85125.0]
+
+
+def test_the_smaller_step_is_its_own_table_and_a_sampler_must_be_known():
+    """The sweep at DLN_SMALL_EPSILON is a new stored table (the committed one keeps its key); an unknown sampler is
+    refused before any compute, naming the parameter."""
+    from plateau_lib.llc import dln
+    assert dln.dln_table(epsilon=dln.DLN_SMALL_EPSILON).key != dln.dln_table().key
+    assert dln.dln_config("sgld", dln.DLN_SMALL_EPSILON).epsilon == 1e-5
+    with pytest.raises(ValueError, match="'sampler'"):
+        dln.dln_config("adam")

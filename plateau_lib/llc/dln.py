@@ -169,20 +169,26 @@ DLN_CASES = {"1k": ([20, 16, 12, 16, 20], 3), "10k": ([64, 48, 40, 48, 64], 5),
 # (``dln_config`` makes the settings of a sampler from them).
 DLN_SGLD = dict(nbeta=1e4, gamma=10.0, num_chains=4, num_draws=6000, num_burnin_steps=3000, batch_size=64, seed=0)
 DLN_EPSILON = {"sgld": 3e-5, "rmsprop_sgld": 3e-6}
+# The same sweep at a third of the step: the largest network's check found the step the lever there (one chain at
+# ε = 1e-5 read 1.08 of λ against 1.49 at 3e-5), so the whole sweep runs again at it, to see what it costs the small ones.
+DLN_SMALL_EPSILON = {"sgld": 1e-5, "rmsprop_sgld": 1e-6}
 DLN_DATA = dict(n=4096, seed=0)
 DLN_KIND = "llc_dln"
 
 
-def dln_table(cases: dict = DLN_CASES) -> "cache.StoredTable":
-    """The stored λ̂ of the DLN ``cases`` with both samplers (one row per case, sampler and chain)."""
+def dln_table(cases: dict = DLN_CASES, epsilon: dict = DLN_EPSILON) -> "cache.StoredTable":
+    """The stored λ̂ of the DLN ``cases`` with both samplers at their step sizes ``epsilon`` (one row per case,
+    sampler and chain)."""
     from plateau_lib.engine import cache
-    return cache.StoredTable(DLN_KIND, {"cases": cases, "sgld": DLN_SGLD, "epsilon": DLN_EPSILON, "data": DLN_DATA,
+    return cache.StoredTable(DLN_KIND, {"cases": cases, "sgld": DLN_SGLD, "epsilon": epsilon, "data": DLN_DATA,
                                         "version": 1})
 
 
-def dln_config(sampler: str = "sgld", **fields) -> SGLDConfig:
-    """The DLN sweep's settings for ``sampler`` (``DLN_SGLD`` at its step size ``DLN_EPSILON``), ``fields`` changed."""
-    return SGLDConfig(epsilon=DLN_EPSILON[sampler], sampler=sampler, **DLN_SGLD).replace(**fields)
+def dln_config(sampler: str = "sgld", epsilon: dict = DLN_EPSILON, **fields) -> SGLDConfig:
+    """The DLN sweep's settings for ``sampler`` (``DLN_SGLD`` at its step size in ``epsilon``), ``fields`` changed."""
+    if sampler not in epsilon:
+        raise ValueError(f"parameter 'sampler' must be one of {sorted(epsilon)}, got {sampler!r}")
+    return SGLDConfig(epsilon=epsilon[sampler], sampler=sampler, **DLN_SGLD).replace(**fields)
 
 
 def dln_result(case: str, sgld: SGLDConfig, cases: dict = DLN_CASES):
@@ -194,26 +200,28 @@ def dln_result(case: str, sgld: SGLDConfig, cases: dict = DLN_CASES):
     return estimate_llc(true_parameter(widths, rank), mse_loss, data, sgld, device="cpu", init_loss=0.0, warn=False)
 
 
-def dln_rows(case: str, sampler: str, cases: dict = DLN_CASES) -> "pd.DataFrame":
-    """λ̂ of one DLN case with one sampler, per chain (:func:`dln_result`)."""
+def dln_rows(case: str, sampler: str, cases: dict = DLN_CASES, epsilon: dict = DLN_EPSILON) -> "pd.DataFrame":
+    """λ̂ of one DLN case with one sampler at its step size in ``epsilon``, per chain (:func:`dln_result`)."""
     import pandas as pd
 
     widths, rank = cases[case]
-    res = dln_result(case, dln_config(sampler), cases)
+    res = dln_result(case, dln_config(sampler, epsilon), cases)
     lam = dln_lambda(widths, rank)
     return pd.DataFrame({"case": case, "sampler": sampler, "d": parameter_count(widths), "λ": lam,
                          "chain": res.chain_ids, "λ̂": res.llc_per_chain, "λ̂ ÷ λ": res.llc_per_chain / lam,
                          "diverged": res.diverged, "seconds": res.elapsed_s})
 
 
-def dln_estimates(cases: dict = DLN_CASES, compute: bool = False, deadline: float | None = None):
-    """Every case's per-chain rows (stored; else computed and kept case by case when ``compute``; else None)."""
-    stored = dln_table(cases)
+def dln_estimates(cases: dict = DLN_CASES, epsilon: dict = DLN_EPSILON, compute: bool = False,
+                  deadline: float | None = None):
+    """Every case's per-chain rows at the step sizes ``epsilon`` (stored; else computed and kept case by case when
+    ``compute``; else None)."""
+    stored = dln_table(cases, epsilon)
     if (found := stored.load()) is not None or not compute:
         return None if found is None else found[0]["chains"]
-    items = [(case, sampler) for case in cases for sampler in DLN_EPSILON]
+    items = [(case, sampler) for case in cases for sampler in epsilon]
     import pandas as pd
-    rows = stored.build(items, lambda chunk: pd.concat([dln_rows(c, s, cases) for c, s in chunk]),
+    rows = stored.build(items, lambda chunk: pd.concat([dln_rows(c, s, cases, epsilon) for c, s in chunk]),
                         on=("case", "sampler"), desc="DLN cases", deadline=deadline)
     stored.save({"chains": rows}, {"what": "λ̂ of deep linear networks against Aoyagi's λ, both samplers"})
     stored.drop_rows()
