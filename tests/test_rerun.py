@@ -44,3 +44,17 @@ def test_the_probes_rerun_needs_its_probe_tables_stored_not_only_its_runs(use_st
     current().commit(nudged({0: cfg})[0])
     assert current().committed_result(nudged({0: cfg})[0]) is not None
     assert rerun.committed_values(figure, {"cpu": {0: cfg}}) == {}
+
+
+def test_the_paper_probes_rerun_is_measured_at_the_budget_the_page_used(use_store, tmp_path):
+    """At the paper preset the page reads its committed probe tables at the stated CPU budget (100 epochs), not the
+    paper's 2,000; the nudged re-run measures and reads its own at the same settings, and the miniature keeps its own."""
+    from plateau_lib.plateau import presets
+    figure = "Figs. 41–42 (collapse at every location)"
+    assert figure in rerun.PRESETS["paper"]
+    paper = rerun.configs(figure, "paper")
+    assert rerun.rerun_probe_settings(paper, "paper") == presets.PROBE_PAPER_ON_CPU  # the committed tables' budget
+    cpu = rerun.configs(figure, "cpu")
+    assert rerun.rerun_probe_settings(cpu, "cpu") == presets.probe_settings("cpu")
+    use_store(committed=tmp_path / "empty", local=tmp_path / "local")  # nothing committed: the paper's own settings
+    assert rerun.rerun_probe_settings(paper, "paper") == presets.probe_settings("paper")

@@ -55,12 +55,19 @@ def probe_values(results: dict, configs: dict, preset: str) -> dict:
 
 
 def probe_stored(configs: dict, preset: str):
-    """The stored probe tables of the runs ``configs`` at ``preset``'s probe settings, as the page reads them."""
-    return probe.probe_table(configs, presets.probe_settings(preset))
+    """The stored probe tables of the nudged runs ``configs`` at the settings the page measured their runs with
+    (``probe.page_settings``: at the paper preset, the stated CPU budget where that is what is committed)."""
+    return probe.probe_table(configs, rerun_probe_settings(configs, preset))
+
+
+def rerun_probe_settings(configs: dict, preset: str) -> dict:
+    """The probe settings of the page's own runs of ``configs`` (the same configs, not nudged) at ``preset``."""
+    return probe.page_settings({label: cfg.replace(init_nudge=False) for label, cfg in configs.items()}, preset)
 
 
 # figure: (its runs at a preset, {label: TrainConfig}; the page's measure of them, (results, configs, preset) ->
-# values). Fig. 2 at both presets; the others at the miniature's (their paper runs are hours on this CPU).
+# values). Fig. 2 and Figs. 41-42 at both presets; the others at the miniature's (their paper runs are hours on
+# this CPU).
 FIGURES = {
     "Fig. 2 (MWS plateau)": (presets.seed_runs, plateau_values),
     "Figs. 3–4 (attention bias)": (lambda preset: presets.attention_bias_runs(preset)[0], bias_values),
@@ -73,7 +80,7 @@ FIGURES = {
 }
 # A figure whose claims read an analysis of the runs' checkpoints as well: its stored tables, (configs, preset) -> table.
 ANALYSED = {"Figs. 41–42 (collapse at every location)": probe_stored}
-PRESETS = {"cpu": tuple(FIGURES), "paper": ("Fig. 2 (MWS plateau)",)}
+PRESETS = {"cpu": tuple(FIGURES), "paper": ("Fig. 2 (MWS plateau)", "Figs. 41–42 (collapse at every location)")}
 # A figure whose runs copy parts of a trained model: its reference run (the same, not nudged, as the page's).
 REFERENCES = {"Fig. 5 (optimal initialisation)": lambda preset: presets.optimal_init_runs(preset)[0]}
 
@@ -107,7 +114,7 @@ def run(figure: str, preset: str) -> dict:
     """Train ``figure``'s nudged runs at ``preset`` (through the store) and measure them as its page does."""
     configs_, results = train(figure, preset)
     if figure in ANALYSED:
-        probe.measure_runs(configs_, presets.probe_settings(preset))
+        probe.measure_runs(configs_, rerun_probe_settings(configs_, preset))
     return FIGURES[figure][1](results, configs_, preset)
 
 
