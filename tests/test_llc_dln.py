@@ -148,3 +148,29 @@ def test_the_smaller_step_is_its_own_table_and_a_sampler_must_be_known():
     assert dln.dln_config("sgld", dln.DLN_SMALL_EPSILON).epsilon == 1e-5
     with pytest.raises(ValueError, match="'sampler'"):
         dln.dln_config("adam")
+
+
+def test_the_size_figure_draws_each_sweep_in_its_own_dashes_with_one_legend():
+    """plot_dln with two sweeps: a line per (sweep, sampler), the sweeps told apart by their dashes, a legend with
+    the band, each sampler and each sweep, and nothing under the book's smallest font."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    from matplotlib.text import Text
+
+    from plateau_lib.book import pages
+    from plateau_lib.llc import dln, plots
+    rows = pd.DataFrame({"case": "1k", "sampler": ["sgld", "rmsprop_sgld"] * 2, "d": [1024, 1024, 9984, 9984],
+                         "λ": 1.0, "chain": 0, "λ̂ ÷ λ": [0.9, 0.95, 1.0, 1.05], "diverged": False})
+    sweeps = {dln.step_label(dln.DLN_EPSILON): rows, dln.step_label(dln.DLN_SMALL_EPSILON): rows.assign(**{"λ̂ ÷ λ": 0.8})}
+    with matplotlib.rc_context():
+        pages.setup()
+        fig = plots.plot_dln(sweeps, (0.9, 1.1), dln.SAMPLER_NAMES)
+        ax = fig.axes[0]
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert labels == ["0.9–1.1 × λ", "SGLD", "RMSProp-SGLD", *sweeps]
+        lines = [line for line in ax.get_lines() if list(line.get_xdata()) == [1024, 9984]]
+        assert len(lines) == 4 and len({line.get_linestyle() for line in lines}) == 2
+        fig.canvas.draw()
+        assert min(t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text()) >= pages.MIN_FONT_PT
+        plt.close(fig)

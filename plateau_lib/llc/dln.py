@@ -173,6 +173,7 @@ DLN_EPSILON = {"sgld": 3e-5, "rmsprop_sgld": 3e-6}
 # ε = 1e-5 read 1.08 of λ against 1.49 at 3e-5), so the whole sweep runs again at it, to see what it costs the small ones.
 DLN_SMALL_EPSILON = {"sgld": 1e-5, "rmsprop_sgld": 1e-6}
 DLN_DATA = dict(n=4096, seed=0)
+DLN_SWEEPS = (DLN_EPSILON, DLN_SMALL_EPSILON)  # the page's sweeps, in the order its figure draws them
 DLN_KIND = "llc_dln"
 
 
@@ -226,6 +227,17 @@ def dln_estimates(cases: dict = DLN_CASES, epsilon: dict = DLN_EPSILON, compute:
     stored.save({"chains": rows}, {"what": "λ̂ of deep linear networks against Aoyagi's λ, both samplers"})
     stored.drop_rows()
     return rows
+
+
+def step_label(epsilon: dict) -> str:
+    """A sweep's step sizes as the page names them: "ε = 3e-05 (RMSProp-SGLD 3e-06)"."""
+    return f"ε = {epsilon['sgld']:g} (RMSProp-SGLD {epsilon['rmsprop_sgld']:g})"
+
+
+def dln_sweeps(cases: dict = DLN_CASES) -> dict:
+    """``{step_label: per-chain rows}`` of each of ``DLN_SWEEPS`` that is stored (one not stored is left out)."""
+    found = {step_label(e): dln_estimates(cases, e) for e in DLN_SWEEPS}
+    return {label: rows for label, rows in found.items() if rows is not None}
 
 
 def dln_summary(chains: "pd.DataFrame") -> "pd.DataFrame":

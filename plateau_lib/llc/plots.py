@@ -5,6 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from plateau_lib.book.plots import PAGE_WIDTH
 from plateau_lib.llc.result import LLCResult
@@ -149,18 +151,28 @@ def plot_llc_over_training(curve: pd.DataFrame, ax=None):
     return ax.figure
 
 
-def plot_dln(chains: pd.DataFrame, band: tuple = (0.9, 1.1), names: dict | None = None):
-    """λ̂ ÷ λ of the deep linear networks against their number of weights d: one point per chain, a line through
-    each sampler's chain means (``names``: the samplers' names in the legend), the exact λ at 1 and the ± band."""
-    fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 3.6))
+def plot_dln(sweeps: dict, band: tuple = (0.9, 1.1), names: dict | None = None):
+    """λ̂ ÷ λ of the deep linear networks against their number of weights d, for each sweep of ``sweeps`` (``{label:
+    per-chain rows}``, drawn solid, dashed, …): one point per chain, a line through each sampler's chain means
+    (``names``: the samplers' names in the legend), the exact λ at 1 and the ± band."""
+    fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 3.8))
     ax.axhspan(*band, color="tab:green", alpha=0.12, label=f"{band[0]:g}–{band[1]:g} × λ")
     ax.axhline(1.0, color="black", lw=0.8, ls=":")
-    ok = chains[~chains["diverged"].astype(bool)]
+    ok = pd.concat([chains.assign(sweep=label) for label, chains in sweeps.items()], ignore_index=True)
+    ok = ok[~ok["diverged"].astype(bool)]
     ok = ok.assign(sampler=ok["sampler"].map(names or {}).fillna(ok["sampler"]))
-    means = ok.groupby(["sampler", "d"], as_index=False, sort=False)["λ̂ ÷ λ"].mean()
-    sns.lineplot(data=means, x="d", y="λ̂ ÷ λ", hue="sampler", marker="o", ax=ax)
-    sns.scatterplot(data=ok, x="d", y="λ̂ ÷ λ", hue="sampler", s=14, alpha=0.5, legend=False, ax=ax)
+    means = ok.groupby(["sweep", "sampler", "d"], as_index=False, sort=False)["λ̂ ÷ λ"].mean()
+    samplers = list(dict.fromkeys(ok["sampler"]))
+    colours = dict(zip(samplers, sns.color_palette(n_colors=len(samplers))))
+    dashes = dict(zip(sweeps, ["", (4, 2), (1, 1.5)]))
+    sns.lineplot(data=means, x="d", y="λ̂ ÷ λ", hue="sampler", palette=colours, style="sweep", dashes=dashes,
+                 marker="o", legend=False, ax=ax)
+    sns.scatterplot(data=ok, x="d", y="λ̂ ÷ λ", hue="sampler", palette=colours, s=14, alpha=0.5, legend=False, ax=ax)
+    keys = [Patch(color="tab:green", alpha=0.12, label=f"{band[0]:g}–{band[1]:g} × λ")]
+    keys += [Line2D([], [], color=c, marker="o", label=name) for name, c in colours.items()]
+    if len(sweeps) > 1:
+        keys += [Line2D([], [], color="0.35", dashes=dashes[label] or (None, None), label=label) for label in sweeps]
     ax.set_xscale("log")
     ax.set(xlabel="weights d (log scale)", ylabel="λ̂ ÷ λ (Aoyagi's exact λ)")
-    ax.legend(title=None, fontsize=8, loc="upper left")
+    ax.legend(handles=keys, loc="upper left")
     return fig
