@@ -404,3 +404,14 @@ def test_the_five_seeds_figure_draws_each_seed_both_ways_beside_the_papers_range
     assert {"seed 0", "seed 2", "the authors' estimator"} <= {t.get_text() for t in fig.legends[0].get_texts()}
     run = SimpleNamespace(llc=pd.DataFrame({"step": [1, 2, 3], "llc_mean": [1.0, np.nan, 3.0]}))
     assert diagnosis_page.seed_curves(pd.DataFrame(), run)[1].to_dict() == {1: 1.0, 3: 3.0}
+
+
+def test_the_rule_runs_on_each_seeds_own_curve():
+    """seed_stages: one row per seed, the rule on its own curve; a peak at 40k and a fall flattening near 320k on
+    a sparse curve give those two boundaries, the first matching the paper's 40k."""
+    steps = [984, 5_050, 10_100, 20_201, 40_292, 80_807, 126_262, 202_019, 252_524, 318_181, 398_989, 499_999]
+    values = [19.0, 120.0, 151.0, 165.0, 169.0, 167.0, 152.0, 121.0, 108.0, 105.0, 104.5, 108.0]
+    table = stages_page.seed_stages({0: pd.Series(values, index=steps), 3: pd.Series(values, index=steps) * 1.01})
+    assert list(table.index) == [0, 3] and (table["checkpoints"] == 12).all()
+    assert table.loc[0, "boundaries found"].startswith("40,292") and table.loc[0, "paper boundaries matched"] >= 1
+    assert table.loc[0, "stages"] == len(table.loc[0, "boundaries found"].split(", ")) + 1

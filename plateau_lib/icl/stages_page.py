@@ -194,18 +194,30 @@ def detect_stages(dev, **kwargs):
     return gp_stage_boundaries(llc["step"].to_numpy(), llc["llc_mean"].to_numpy(), **kwargs)
 
 
+def curve_stages(llc: pd.DataFrame, steps: int, **kwargs) -> dict:
+    """The page's one rule (``gp_stage_boundaries``, from ``min_step(steps)``) on one λ̂ curve (``step``,
+    ``llc_mean`` rows) of a ``steps``-step run: its checkpoints, the boundaries found, the stages and the paper
+    boundaries matched (``boundary_table``)."""
+    llc = llc.dropna(subset=["llc_mean"]).sort_values("step").reset_index(drop=True)
+    kwargs.setdefault("min_step", min_step(steps))
+    found = gp_stage_boundaries(llc["step"].to_numpy(), llc["llc_mean"].to_numpy(), **kwargs)
+    table = boundary_table(found.boundaries, steps, llc)
+    return {"checkpoints": len(llc), "boundaries found": ", ".join(f"{b:,}" for b in found.boundaries) or "none",
+            "stages": len(found.boundaries) + 1, "paper boundaries matched": int((table["match"] == "yes").sum())}
+
+
 def boundaries_by_budget(dev, curves: dict) -> pd.DataFrame:
     """The stages found on each λ̂ curve of ``curves`` (``{budget: λ̂ rows}``, ``long_run.budget_curves``) of run
     ``dev``, by the page's one rule: the boundaries, the number of stages and the paper boundaries matched."""
-    import dataclasses
-    rows = []
-    for budget, llc in curves.items():
-        found = detect_stages(dataclasses.replace(dev, llc=llc))
-        table = boundary_table(found.boundaries, run_steps(dev), llc)
-        rows.append({"λ̂ curve": budget, "checkpoints": int(llc["llc_mean"].notna().sum()),
-                     "boundaries found": ", ".join(f"{b:,}" for b in found.boundaries) or "none",
-                     "stages": len(found.boundaries) + 1, "paper boundaries matched": int((table["match"] == "yes").sum())})
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{"λ̂ curve": budget, **curve_stages(llc, run_steps(dev))} for budget, llc in curves.items()])
+
+
+def seed_stages(curves: dict, **kwargs) -> pd.DataFrame:
+    """``curve_stages`` of each model seed's λ̂ curve of the paper's configuration (``{seed: λ̂ by step}``,
+    ``diagnosis_page.seed_curves``), one row per seed."""
+    return pd.DataFrame([{"seed": seed, **curve_stages(pd.DataFrame({"step": c.index, "llc_mean": c.to_numpy()}),
+                                                       PAPER_STEPS, **kwargs)}
+                         for seed, c in sorted(curves.items())]).set_index("seed")
 
 
 def budget_stages(dev) -> tuple[pd.DataFrame, dict[str, str]]:
