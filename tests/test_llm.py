@@ -419,3 +419,4 @@ def test_a_nudged_miniature_starts_one_float_step_up_and_its_verdicts_sit_beside
     assert [p.meta["spec"]["run"] for p in again] == [{"miniature": nudged_cfg.key()}]
     table = llm_page.verdict_tables(panels, "cpu", again)[llm_page.FIGURE]
     assert "re-run, nudged initial weights (cpu)" in table.columns
+    assert "init_nudge" not in llm_page.settings_table(panels + again).index  # a re-run's perturbation, no setting

@@ -348,7 +348,8 @@ def settings_table(panels: list[Panel]) -> pd.DataFrame:
               "context": 2048, "batch_size": 1024, "steps": 143_000, "lr": 0.001, "min_lr": 0.0001,
               "warmup_steps": 1430, "schedule_steps": 143_000, "weight_decay": 0.1, "grad_clip": 1.0,
               "corpus": "the Pile (300 B tokens)"}
-    fields = [f.name for f in dataclasses.fields(llm_miniature.MiniatureConfig) if f.name not in ("seed", "device")]
+    fields = [f.name for f in dataclasses.fields(llm_miniature.MiniatureConfig)
+              if f.name not in ("seed", "device", "init_nudge")]  # init_nudge: a re-run's perturbation, not a setting
     columns = {}
     for panel in panels:
         cfg = {k: ", ".join(v) if isinstance(v, list) else v for k, v in panel.meta.get("config", {}).items()}
