@@ -49,7 +49,7 @@ SMOKE_PARAMS = {
     "icl_stages": {"steps": 40, "d_model": 16, "num_chains": 2, "num_draws": 10, "sgld_batch": 32,
                    "overrides": {"eval_batch": 64}},
     "icl_stages_heads": {"frames": 3},
-    "transient_ridge": {"steps": 40, "num_draws": 10, "overrides": {"eval_batch": 64}},
+    "transient_ridge_live": {"steps": 40, "num_draws": 10, "overrides": {"eval_batch": 64}},
     "task_diversity": {"steps": 40, "overrides": {"eval_batch": 64}},
     "low_task_diversity": {"steps": 40, "overrides": {"eval_batch": 64}, "num_draws": 10, "n_sequences": 256,
                            "sequences": 2},

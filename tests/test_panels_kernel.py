@@ -16,8 +16,8 @@ PANELS = {
                    '(panel.result.config["steps"], panel.result.config["d_model"]) == (500, 16)', True),
     "task_diversity": ('panel.controls["M"].value, panel.controls["steps"].value = "2", 500',
                        '(panel.result.config["task_kwargs"]["M"], panel.result.config["steps"]) == (2, 500)', True),
-    "transient_ridge": ('panel.controls["M"].value, panel.controls["steps"].value = "4", 500',
-                        '(panel.result.config["task_kwargs"]["M"], panel.result.config["steps"]) == (4, 500)', True),
+    "transient_ridge_live": ('panel.controls["M"].value, panel.controls["steps"].value = "4", 500',
+                             '(panel.result.config["task_kwargs"]["M"], panel.result.config["steps"]) == (4, 500)', True),
     "other_tasks": ('panel.controls["task"].value, panel.controls["steps"].value = "repeat_1", 40',
                     '(panel.result.config["task"], panel.result.config["steps"]) == ("repeat", 40)', True),
     "mws_attention_bias": ('for name, value in dict(c=2.5, switch_step=50, seed=3, steps=100).items():\n'

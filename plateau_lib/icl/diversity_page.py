@@ -169,13 +169,14 @@ def transient_summary(s: Sweep | None) -> dict:
 def shown_sweeps(live_sweep: Sweep, also: tuple = (), without: tuple = ()) -> dict:
     """``{preset: Sweep}``: the live sweep, then every stored sweep of ``also`` (e.g. the transient page's
     ``cpu_d8_50k``), the long CPU sweep and the paper preset, less those of ``without``."""
-    shown = {live_sweep.preset: live_sweep}
-    for preset in (*also, "cpu_long", "paper"):
-        if preset == live_sweep.preset or preset in without:
-            continue
-        if (found := stored(preset)) is not None:
-            shown[preset] = found
-    return shown
+    wanted = [p for p in (*also, "cpu_long", "paper") if p != live_sweep.preset and p not in without]
+    return {live_sweep.preset: live_sweep} | committed_sweeps(wanted)
+
+
+def committed_sweeps(presets) -> dict:
+    """``{preset: Sweep}`` of the stored sweeps of ``presets`` (``stored``; one not stored is left out)."""
+    found = {preset: stored(preset) for preset in presets}
+    return {preset: s for preset, s in found.items() if s is not None}
 
 
 def how_to_make(preset: str) -> str:
