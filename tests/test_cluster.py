@@ -146,16 +146,17 @@ def test_a_worker_killed_mid_run_loses_nothing_the_run_resumes_on_the_other(queu
 
 def test_slurm_jobs_on_submitit_local_executor_resume_in_further_jobs_and_pack_results(queue_home, monkeypatch,
                                                                                         use_store, capsys):
-    """The Slurm path's job specs on submitit's LocalExecutor, with packed results: each job trains at most 6 s,
+    """The Slurm path's job specs on submitit's LocalExecutor, with packed results: each job trains at most 2 s,
     then saves its resume state and returns, and a further job resumes it; the results come back packed, are
-    unpacked here, and equal the queue in one process."""
+    unpacked here, and equal the queue in one process. (At 6 s a job, an idle fast machine trained the 3,000-step
+    run in one job, and no job resumed.)"""
     submitit = pytest.importorskip("submitit")
     runs = {"page_a": {0: TINY, "long": LONG.replace(steps=3000, eval_every=100)}}
     queue_of(monkeypatch, runs)
     executor = submitit.LocalExecutor(folder=queue_home / "submitit")
     t0 = time.perf_counter()
     written = paper_queue.run_slurm_queue(executor, gpus_per_job=0, time_min=5, results="packed",
-                                          train_s=lambda minutes: 6.0)
+                                          train_s=lambda minutes: 2.0)
     on_jobs = time.perf_counter() - t0
     store = cache.current()
     assert sorted(p.name for p in written) == sorted(e.folder for e in paper_queue.status())

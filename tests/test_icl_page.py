@@ -402,6 +402,7 @@ def test_the_five_seeds_figure_draws_each_seed_both_ways_beside_the_papers_range
         assert len(ax.collections) == 1 and len(ax.collections[0].get_segments()) == len(
             stages_figures.PAPER_LLC_SEEDS)
     assert {"seed 0", "seed 2", "the authors' estimator"} <= {t.get_text() for t in fig.legends[0].get_texts()}
+    plt.close(fig)
     run = SimpleNamespace(llc=pd.DataFrame({"step": [1, 2, 3], "llc_mean": [1.0, np.nan, 3.0]}))
     assert diagnosis_page.seed_curves(pd.DataFrame(), run)[1].to_dict() == {1: 1.0, 3: 3.0}
 
