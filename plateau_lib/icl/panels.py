@@ -54,8 +54,8 @@ def stages_panel(static: widgets.Widget | None = None, live: bool | None = None)
     return try_it(controls, stages_run, static=static, note=STAGES_NOTE, live=live)
 
 
-RIDGE_NOTE = ("A Run takes about 10-30 s on one core (D = 2, width 32, up to 3,000 steps); the committed long sweep "
-              "(10k steps) is on the page.")
+RIDGE_NOTE = ("A Run takes about 10-30 s on one core (D = 2, width 32, up to 3,000 steps); the book's longer sweeps "
+              "are committed and loaded, never retrained by a Run.")
 PANEL_MS = {"1": 1, "2": 2, "4": 4, "8": 8, "16": 16, "32": 32, "∞": presets.INF}
 
 
