@@ -37,6 +37,7 @@ and ``llc`` reads the checkpoints; ``save`` copies the state back. Training stop
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import os
 import shutil
@@ -141,7 +142,18 @@ def _train_seconds(cfg: TrainConfig, resume: Path) -> float:
 
 def save(cfg: TrainConfig, llc: SGLDConfig) -> Path:
     """Copy this session's state into ``state_folder`` (atomically): the newer resume state, the λ̂ and check rows,
-    and the selected checkpoints reached with no λ̂ row yet. CPU-hours count the training's time and every row's."""
+    and the selected checkpoints reached with no λ̂ row yet. CPU-hours count the training's time and every row's.
+    Processes that share the run (``estimate``'s shards) save one at a time, each reading the rows kept so far, so
+    the last to save counts every row (two saves at once let the one that read first write last)."""
+    run = run_folder(cfg)
+    run.parent.mkdir(parents=True, exist_ok=True)
+    with open(run.parent / f"{run.name}.save.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _save(cfg, llc)
+
+
+def _save(cfg: TrainConfig, llc: SGLDConfig) -> Path:
+    """``save``'s work, under its lock."""
     dst, run = state_folder(cfg), run_folder(cfg)
     rows = kept(cfg, llc).rows()
     have = set() if rows.empty else set(rows["step"].astype(int))
