@@ -215,7 +215,7 @@ def boundaries_by_budget(dev, curves: dict) -> pd.DataFrame:
 def seed_stages(curves: dict, **kwargs) -> pd.DataFrame:
     """``curve_stages`` of each model seed's λ̂ curve of the paper's configuration (``{seed: λ̂ by step}``,
     ``diagnosis_page.seed_curves``), one row per seed."""
-    return pd.DataFrame([{"seed": seed, **curve_stages(pd.DataFrame({"step": c.index, "llc_mean": c.to_numpy()}),
+    return pd.DataFrame([{"seed": seed, **curve_stages(llc_frame(c),
                                                        PAPER_STEPS, **kwargs)}
                          for seed, c in sorted(curves.items())]).set_index("seed")
 
@@ -325,6 +325,11 @@ MARKER_CLAIMS = {1_000: "λ̂ at 1k, the end of LR1 (× steps ÷ 500k)",
                  320_000: "λ̂ at 320k, the end of LR4 (× steps ÷ 500k)"}
 
 
+def llc_frame(curve: pd.Series) -> pd.DataFrame:
+    """A ``{step: λ̂}`` series as the ``step``, ``llc_mean`` rows the page's readers take."""
+    return pd.DataFrame({"step": curve.index, "llc_mean": curve.to_numpy()})
+
+
 def curve_points(llc: pd.DataFrame, steps: int) -> dict:
     """λ̂ of one curve (``step``, ``llc_mean`` rows) where the claims read it: at each of ``MARKER_CLAIMS``' paper
     steps at the same fraction of a ``steps``-step run (NaN with no checkpoint near it), its last row ÷ its
@@ -350,7 +355,7 @@ def stage_values(dev, stages, other_seeds: dict | None = None, as_run: dict | No
     fall, peak_step = own["fall"], own["peak"]
     if other_seeds:
         seed = int(dev.train.config.get("seed", 1))
-        authors = {s: curve_points(pd.DataFrame({"step": c.index, "llc_mean": c.to_numpy()}), PAPER_STEPS)
+        authors = {s: curve_points(llc_frame(c), PAPER_STEPS)
                    for s, c in (as_run or {}).items() if (s == seed or s in other_seeds) and c.index.max() == steps - 1}
         reduced = {seed: own} | {s: {40_000: p.at_40k, "fall": p.at_end / p.at_40k} for s, p in other_seeds.items()}
         judged = {key: {s: point[key] for s, point in (reduced | authors).items()
@@ -374,7 +379,7 @@ def marker_counts(as_run: dict) -> dict[str, str]:
     """How many seeds' λ̂ by the authors' estimator (``{seed: λ̂ by step}``) fall inside the paper's seeds' range
     at each of ``MARKER_CLAIMS``' boundaries, glued as ``marker_counts`` ("4 of 5 at 1k, …")."""
     claims = {c.metric: c for c in claims_of(FIGURE)}
-    points = [curve_points(pd.DataFrame({"step": c.index, "llc_mean": c.to_numpy()}), PAPER_STEPS)
+    points = [curve_points(llc_frame(c), PAPER_STEPS)
               for c in as_run.values()]
     counts = []
     for paper, metric in MARKER_CLAIMS.items():
