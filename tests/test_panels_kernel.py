@@ -12,8 +12,8 @@ from conftest import REPO
 
 # notebook: (the controls to set, what the run must carry, whether the panel has a Run button)
 PANELS = {
-    "icl_stages": ('panel.controls["steps"].value, panel.controls["d_model"].value = 500, 16',
-                   '(panel.result.config["steps"], panel.result.config["d_model"]) == (500, 16)', True),
+    "icl_stages_live": ('panel.controls["steps"].value, panel.controls["d_model"].value = 500, 16',
+                        '(panel.result.config["steps"], panel.result.config["d_model"]) == (500, 16)', True),
     "task_diversity": ('panel.controls["M"].value, panel.controls["steps"].value = "2", 500',
                        '(panel.result.config["task_kwargs"]["M"], panel.result.config["steps"]) == (2, 500)', True),
     "transient_ridge_live": ('panel.controls["M"].value, panel.controls["steps"].value = "4", 500',
