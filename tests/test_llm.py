@@ -1,5 +1,6 @@
 """The Pythia/OLMo collapse analysis: metrics on hand-built inputs, the batched generation against the paper's
 one-prompt loop, the real-path loader, the offline data (with the network forbidden), training and resume."""
+import dataclasses
 import json
 import math
 import shutil
@@ -253,7 +254,7 @@ def test_engine_loop_gives_the_old_loops_losses_and_weights(arch, local_cache, n
     ``LAST_BIT_MARGIN`` times how far the same run moves when its initial weights change in the last bit."""
     monkeypatch.setattr(llm_task, "corpus_tokens", SYNTHETIC_CORPUS)
     old = json.loads((Path(__file__).parent / "data" / "miniature_old_loop.json").read_text())[arch]
-    cfg = miniature.MiniatureConfig(**{k: tuple(v) if k == "corpus" else v for k, v in old["config"].items()})
+    cfg = miniature.MiniatureConfig.from_meta(old["config"])
     folder = miniature.train_miniature(cfg, progress=False)
     losses = pd.read_csv(folder / "losses.csv")
     assert losses["step"].tolist() == list(range(8))
@@ -294,6 +295,13 @@ def test_training_stopped_at_a_deadline_resumes_to_the_same_weights(local_cache,
     losses = pd.read_csv(resumed / "losses.csv")
     assert losses["step"].tolist() == list(range(8)) and math.isfinite(losses["loss"].sum())
     assert losses["loss"].tolist() == pd.read_csv(local_cache / "straight" / "losses.csv")["loss"].tolist()
+
+
+def test_a_stored_miniature_config_reads_back_as_the_same_run():
+    """A result's meta holds its config as JSON (the corpus a list); ``from_meta`` gives back the config, key and all."""
+    cfg = miniature.MiniatureConfig(steps=40, corpus=("boolq",), init_nudge=True)
+    again = miniature.MiniatureConfig.from_meta(json.loads(json.dumps(dataclasses.asdict(cfg))))
+    assert again == cfg and again.key() == cfg.key()
 
 
 def test_miniature_collapse_is_stored_and_reloaded(local_cache, no_network, monkeypatch):
@@ -343,7 +351,7 @@ def test_committed_collapse_results_sit_under_their_keys_without_weights():
     for folder in folders:
         meta = json.loads((folder / "meta.json").read_text())
         assert folder.name == cache.StoredTable(collapse.KIND, meta["spec"]).name
-        cfg = miniature.MiniatureConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()})
+        cfg = miniature.MiniatureConfig.from_meta(meta["config"])
         assert meta["spec"]["run"] == {"miniature": cfg.key()}, f"{folder}: the config's key changed"
         assert not [p for p in folder.iterdir() if p.suffix in (".pt", ".safetensors", ".bin")]
     cpu = presets.llm_miniatures("cpu")

@@ -64,6 +64,11 @@ class MiniatureConfig:
         if not isinstance(self.init_nudge, bool):
             raise ValueError(f"init_nudge must be True or False, got {self.init_nudge!r}")
 
+    @classmethod
+    def from_meta(cls, config: dict) -> "MiniatureConfig":
+        """The config a stored result's meta wrote (``meta["config"]``: JSON, so its corpus is a list)."""
+        return cls(**{**config, "corpus": tuple(config["corpus"])})
+
     def replace(self, **fields) -> "MiniatureConfig":
         unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(self)})
         if unknown:

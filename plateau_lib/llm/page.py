@@ -113,8 +113,7 @@ def nudged_panels(panels: list[Panel], n_prompts: int = 100, prompt_seed: int | 
     of them is not committed (a page trains nothing for them)."""
     if not panels or panels[0].kind == "real checkpoints":
         return []
-    configs = [llm_miniature.MiniatureConfig(**{**p.meta["config"], "corpus": tuple(p.meta["config"]["corpus"])})
-               .replace(init_nudge=True) for p in panels]
+    configs = [llm_miniature.MiniatureConfig.from_meta(p.meta["config"]).replace(init_nudge=True) for p in panels]
     if any(llm.stored(cfg, n_prompts, cfg.prompt_seed(prompt_seed), committed_only=True) is None for cfg in configs):
         return []
     nudged = []
