@@ -174,3 +174,28 @@ def test_the_size_figure_draws_each_sweep_in_its_own_dashes_with_one_legend():
         fig.canvas.draw()
         assert min(t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text()) >= pages.MIN_FONT_PT
         plt.close(fig)
+
+
+def test_the_gamma_scan_lets_each_chain_settle_and_measures_its_drift():
+    """settling_steps gives a burn-in of τ = 2/(εγ) and 1.5 τ of draws (γ = 10, ε = 1e-5: 20,000 and 30,000) and
+    refuses γ <= 0; gamma_summary reads each chain's λ̂ and its drift over the draws (last draw window minus first)
+    from hand-made windows, leaving out burn-in windows and diverged chains; the scan is a table of its own."""
+    import pandas as pd
+
+    from plateau_lib.llc import dln
+    assert dln.settling_steps(10.0, 1e-5) == (20_000, 30_000)
+    assert dln.settling_steps(100.0, 1e-5) == (2_000, 3_000)
+    with pytest.raises(ValueError, match="gamma and epsilon must be > 0"):
+        dln.settling_steps(0.0)
+    cfg = dln.dln_gamma_config(30.0)
+    assert (cfg.gamma, cfg.epsilon, cfg.num_burnin_steps, cfg.num_draws) == (30.0, 1e-5, 6_667, 10_000)
+    windows = pd.DataFrame({"d": 1024, "γ": 10.0, "chain": [0] * 4 + [1] * 4 + [2] * 4,
+                            "step": [0, 1000, 2000, 3000] * 3, "burn-in": [True, False, False, False] * 3,
+                            "window λ̂ ÷ λ": [0.1, 0.8, 0.9, 1.0, 0.1, 0.9, 0.9, 0.9, 0.1, 5.0, 6.0, 7.0],
+                            "λ̂ ÷ λ": [0.9] * 4 + [0.9] * 4 + [6.0] * 4,
+                            "diverged": [False] * 8 + [True] * 4})
+    row = dln.gamma_summary(windows).iloc[0]
+    assert row["λ̂ ÷ λ"] == pytest.approx(0.9) and row["chains"] == 2
+    assert row["drift over the draws"] == pytest.approx((0.2 + 0.0) / 2)
+    assert dln.dln_gamma_table().name.startswith("llc_dln_gamma-")
+    assert dln.dln_gamma_table().key != dln.dln_gamma_table(gammas=(10.0,)).key

@@ -338,3 +338,90 @@ def dln_provenance(chains: "pd.DataFrame") -> dict:
     seconds = chains.groupby(["case", "sampler"])["seconds"].first().sum()
     return {"device": "cpu", "seeds": [DLN_SGLD["seed"]], "wall_time_s": round(float(seconds), 1),
             "source": "committed (scripts/llc_dln.py)"}
+
+
+# ---- has a chain settled? λ̂ against the localization γ, with chains long enough to settle at each ----------------
+
+# The localization pulls a chain back towards w* at a rate εγ/2 a step, so along the flat valley of true parameters
+# a chain needs a few times τ = 2/(εγ) steps to spread to its posterior width. At γ = 10 and ε = 1e-5, τ is 20,000
+# steps, more than the sweep's 9,000, so the sweep's chains may still be spreading when they stop. The scan runs every
+# size at three γ with a burn-in of τ and 1.5 τ of draws, and keeps each chain's λ̂ over windows of its steps, to see
+# whether it has settled.
+DLN_GAMMAS = (10.0, 30.0, 100.0)
+DLN_SETTLE = dict(epsilon=1e-5, num_chains=2, burnin_tau=1.0, draws_tau=1.5, window=1_000)
+DLN_GAMMA_KIND = "llc_dln_gamma"
+
+
+def settling_steps(gamma: float, epsilon: float = DLN_SETTLE["epsilon"]) -> tuple[int, int]:
+    """``(burn-in steps, draws)`` long enough for a chain to settle at localization ``gamma`` and step ``epsilon``
+    (``DLN_SETTLE``: τ and 1.5 τ, with τ = 2/(εγ))."""
+    if not gamma > 0 or not epsilon > 0:
+        raise ValueError(f"gamma and epsilon must be > 0, got gamma={gamma!r}, epsilon={epsilon!r}")
+    tau = 2 / (epsilon * gamma)
+    return round(DLN_SETTLE["burnin_tau"] * tau), round(DLN_SETTLE["draws_tau"] * tau)
+
+
+def dln_gamma_config(gamma: float) -> SGLDConfig:
+    """The sweep's plain-SGLD setting at ``DLN_SETTLE``'s step and chains, at localization ``gamma`` with chains
+    of ``settling_steps``."""
+    burnin, draws = settling_steps(gamma)
+    return dln_config("sgld", {"sgld": DLN_SETTLE["epsilon"]}, gamma=float(gamma), num_chains=DLN_SETTLE["num_chains"],
+                      num_burnin_steps=burnin, num_draws=draws)
+
+
+def dln_gamma_table(cases: dict = DLN_CASES, gammas=DLN_GAMMAS) -> "cache.StoredTable":
+    """The stored γ scan of the DLN ``cases``: λ̂ ÷ λ over windows of each chain's steps, at each of ``gammas``."""
+    from plateau_lib.engine import cache
+    return cache.StoredTable(DLN_GAMMA_KIND, {"cases": cases, "sgld": DLN_SGLD, "gammas": list(gammas),
+                                              "settle": DLN_SETTLE, "data": DLN_DATA, "version": 1})
+
+
+def gamma_rows(case: str, gamma: float, cases: dict = DLN_CASES) -> "pd.DataFrame":
+    """One case at one γ (``dln_gamma_config``), tidy: one row per chain and window of ``DLN_SETTLE["window"]``
+    steps, with nβ × the window's mean minibatch loss ÷ λ, whether the window is burn-in, and the chain's own λ̂ ÷ λ
+    (over its draws)."""
+    import numpy as np
+    import pandas as pd
+
+    widths, rank = cases[case]
+    sgld = dln_gamma_config(gamma)
+    res = dln_result(case, sgld, cases)
+    lam, window = dln_lambda(widths, rank), DLN_SETTLE["window"]
+    rows = []
+    for c, chain in enumerate(res.chain_ids):
+        losses = res.loss_trace_all[c]
+        for start in range(0, len(losses), window):
+            rows.append({"case": case, "γ": float(gamma), "d": parameter_count(widths), "λ": lam, "chain": int(chain),
+                         "step": start, "burn-in": start < sgld.num_burnin_steps,
+                         "window λ̂ ÷ λ": float(sgld.nbeta * np.mean(losses[start:start + window]) / lam),
+                         "λ̂ ÷ λ": float(res.llc_per_chain[c] / lam), "diverged": bool(res.diverged[c]),
+                         "seconds": res.elapsed_s})
+    return pd.DataFrame(rows)
+
+
+def dln_gamma_estimates(cases: dict = DLN_CASES, gammas=DLN_GAMMAS, compute: bool = False,
+                        deadline: float | None = None):
+    """The γ scan's rows (stored; else computed and kept case by case, smallest first, when ``compute``; else None)."""
+    import pandas as pd
+
+    stored = dln_gamma_table(cases, gammas)
+    if (found := stored.load()) is not None or not compute:
+        return None if found is None else found[0]["windows"]
+    items = [(case, float(g)) for case in cases for g in gammas]
+    rows = stored.build(items, lambda chunk: pd.concat([gamma_rows(c, g, cases) for c, g in chunk]),
+                        on=("case", "γ"), desc="DLN γ scan", deadline=deadline)
+    stored.save({"windows": rows}, {"what": "λ̂ ÷ λ of deep linear networks over each chain's steps, at three γ"})
+    stored.drop_rows()
+    return rows
+
+
+def gamma_summary(windows: "pd.DataFrame") -> "pd.DataFrame":
+    """Per size and γ, over the chains that did not diverge: λ̂ ÷ λ (mean over chains), and how far it still moved
+    over the draws: the last draw window's λ̂ ÷ λ minus the first's (mean over chains; near 0 once settled)."""
+    ok = windows[~windows["diverged"].astype(bool) & ~windows["burn-in"].astype(bool)]
+    per_chain = ok.sort_values("step").groupby(["d", "γ", "chain"]).agg(
+        ratio=("λ̂ ÷ λ", "first"), first=("window λ̂ ÷ λ", "first"), last=("window λ̂ ÷ λ", "last"))
+    per_chain["drift"] = per_chain["last"] - per_chain["first"]
+    out = per_chain.groupby(["d", "γ"]).agg(**{"λ̂ ÷ λ": ("ratio", "mean"), "drift over the draws": ("drift", "mean"),
+                                              "chains": ("ratio", "count")})
+    return out.reset_index()
