@@ -484,16 +484,30 @@ def _collapse(args, parser) -> int:
 
 def _rerun_options(parser):
     parser.add_argument("--preset", choices=("cpu", "paper"), default="cpu")
-    parser.add_argument("--commit", action="store_true", help="copy the re-run's training results to results/")
+    parser.add_argument("--figure", action="append", metavar="FIGURE",
+                        help="only this figure (repeatable; default: every figure re-run at the preset)")
+    parser.add_argument("--commit", action="store_true",
+                        help="copy the re-run's results to results/ (a loss-plateau figure's runs one by one, as each "
+                             "finishes)")
 
 
 def _rerun(args, parser) -> int:
     cpu_threads()
+    chosen = {(chapter, figure) for chapter in (rerun, icl_rerun) for figure in chapter.PRESETS[args.preset]
+              if not args.figure or figure in args.figure}
+    unknown = sorted(set(args.figure or ()) - {figure for _, figure in chosen})
+    if unknown:
+        parser.error(f"--figure {unknown[0]!r} has no re-run at preset {args.preset!r}; one of "
+                     f"{[f for chapter in (rerun, icl_rerun) for f in chapter.PRESETS[args.preset]]}")
     for chapter in (rerun, icl_rerun):
         for figure in chapter.PRESETS[args.preset]:
-            values = chapter.run(figure, args.preset)  # trained through the store
+            if (chapter, figure) not in chosen:
+                continue
+            if args.commit and chapter is rerun:
+                print(*rerun.train_and_commit(figure, args.preset), sep="\n", flush=True)
+            values = chapter.run(figure, args.preset)  # trained through the store (loaded where committed above)
             print(figure, *(f"  {metric}: {value}" for metric, value in values.items()), sep="\n", flush=True)
-            if args.commit:
+            if args.commit and chapter is not rerun:
                 print(*chapter.commit(figure, args.preset), sep="\n", flush=True)
     return 0
 

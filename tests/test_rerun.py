@@ -58,3 +58,32 @@ def test_the_paper_probes_rerun_is_measured_at_the_budget_the_page_used(use_stor
     assert rerun.rerun_probe_settings(cpu, "cpu") == presets.probe_settings("cpu")
     use_store(committed=tmp_path / "empty", local=tmp_path / "local")  # nothing committed: the paper's own settings
     assert rerun.rerun_probe_settings(paper, "paper") == presets.probe_settings("paper")
+
+
+def test_a_rerun_commits_each_run_as_it_finishes_and_resumes_after_them(use_store, tmp_path, monkeypatch):
+    """train_and_commit: a run that fails stops the re-run with the runs before it committed; the next call trains
+    only what is left and commits it; the CLI refuses a figure with no re-run at the preset before any compute."""
+    from plateau_lib.book import pages
+    from plateau_lib.engine.cache import current
+    from plateau_lib.commands import main
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
+    figure = "Fig. 2 (MWS plateau)"
+    tiny = {s: TrainConfig(d_model=16, steps=20, eval_every=10, seed=s) for s in (0, 1)}
+    monkeypatch.setitem(rerun.FIGURES, figure, (lambda preset: tiny, rerun.FIGURES[figure][1]))
+    real, trained = pages.train_runs, []
+
+    def failing_second(configs, *args):
+        if trained:
+            raise RuntimeError("the machine went away")
+        trained.extend(configs)
+        return real(configs, *args)
+    monkeypatch.setattr(pages, "train_runs", failing_second)
+    with pytest.raises(RuntimeError):
+        rerun.train_and_commit(figure, "cpu")
+    nudged_runs = nudged(tiny)
+    assert current().committed_result(nudged_runs[0]) is not None and current().committed_result(nudged_runs[1]) is None
+    monkeypatch.setattr(pages, "train_runs", lambda configs, *args: trained.extend(configs) or real(configs, *args))
+    assert len(rerun.train_and_commit(figure, "cpu")) == 2 and trained == [0, 1]
+    assert current().committed_result(nudged_runs[1]) is not None
+    with pytest.raises(SystemExit):
+        main(["rerun", "--preset", "paper", "--figure", "Figs. 6–22 (other tasks)"])

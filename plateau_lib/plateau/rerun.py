@@ -3,8 +3,8 @@ float step up (``TrainConfig.init_nudge``), the rounding difference another mach
 escape from a plateau is chaotic, so a verdict that such a re-run turns is *fragile* (``book.summaries``); the
 page shows both.
 
-The nudged runs are made and committed by ``python -m plateau_lib rerun --preset P --commit``; a page reads them
-committed only, and trains nothing."""
+The nudged runs are made and committed, each as it finishes, by ``python -m plateau_lib rerun --preset P --commit``
+(``--figure F`` for one figure); a page reads them committed only, and trains nothing."""
 from __future__ import annotations
 
 from plateau_lib.book import pages
@@ -103,12 +103,25 @@ def train(figure: str, preset: str) -> tuple[dict, dict]:
     return wanted, pages.train_runs(wanted)
 
 
-def commit(figure: str, preset: str) -> list:
-    """Commit ``figure``'s nudged runs at ``preset`` (their extras with them); returns the folders."""
+def train_and_commit(figure: str, preset: str) -> list:
+    """Train ``figure``'s nudged runs at ``preset`` one at a time through the store and commit each as soon as it is
+    trained, so an interrupted re-run keeps every run it finished and the next one resumes after them (a copied
+    run's reference weights are made once); then its analysis, if it has one. Returns the folders."""
     wanted = configs(figure, preset)
-    extra = extras(figure, preset, wanted)
-    analysed = [ANALYSED[figure](wanted, preset).commit()] if figure in ANALYSED else []
-    return [current().commit(cfg, extra[label]) for label, cfg in wanted.items()] + analysed
+    extra, store, reference, folders = extras(figure, preset, wanted), current(), None, []
+    for label, cfg in wanted.items():
+        if store.committed_result(cfg, extra[label]) is None:
+            init = None
+            if cfg.copy_groups:
+                if reference is None:
+                    reference = store.train(REFERENCES[figure](preset), progress=False, need_state=True)
+                init = {label: reference.final_state}
+            pages.train_runs({label: cfg}, True, init, {label: extra[label]})
+        folders.append(store.commit(cfg, extra[label]))
+    if figure in ANALYSED:
+        probe.measure_runs(wanted, rerun_probe_settings(wanted, preset))
+        folders.append(ANALYSED[figure](wanted, preset).commit())
+    return folders
 
 
 def run(figure: str, preset: str) -> dict:
