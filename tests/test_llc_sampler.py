@@ -565,6 +565,23 @@ def test_the_mala_ceiling_of_minibatch_noise_by_hand():
     assert losses.shape == (5,) and np.ptp(losses) == 0.0
 
 
+def test_the_batch_at_which_minibatch_noise_would_let_mala_pass():
+    """normal_mala_ceiling agrees with mala_ceiling on normal batch losses (many pairs) and is 1 at no spread;
+    batch_for_mala gives back the batch itself when its spread already puts the ceiling at the target, and four
+    times the batch for twice that spread (the spread falls as 1/sqrt(batch)); a target outside (1/2, 1) is refused."""
+    from plateau_lib.llc import calibration
+    losses = np.random.default_rng(0).normal(1.0, 0.05, 400)
+    assert calibration.normal_mala_ceiling(math.sqrt(2) * 60.0 * 0.05) == pytest.approx(
+        calibration.mala_ceiling(losses, nbeta=60.0), abs=0.01)
+    assert calibration.normal_mala_ceiling(0.0) == 1.0
+    at_target = next(s for s in np.linspace(0.01, 5, 200_000) if calibration.normal_mala_ceiling(s) <= 0.8)
+    std = at_target / (math.sqrt(2) * 60.0)
+    assert calibration.batch_for_mala(std, 1024, 60.0, 0.8) == pytest.approx(1024, rel=1e-3)
+    assert calibration.batch_for_mala(2 * std, 1024, 60.0, 0.8) == pytest.approx(4096, rel=1e-3)
+    with pytest.raises(ValueError, match="target must be between"):
+        calibration.batch_for_mala(std, 1024, 60.0, 0.4)
+
+
 def test_a_stored_sweep_resumes_cell_by_cell_and_then_only_loads(tmp_path):
     """calibration.stored_sweep: a run stopped at its deadline keeps its finished cells (Stopped says so); the next
     computes only the rest (the point is loaded again, the kept cells are not redone); then it only loads."""

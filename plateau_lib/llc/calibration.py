@@ -108,6 +108,29 @@ def mala_ceiling(losses: Sequence[float], nbeta: float) -> float:
     return float(np.minimum(1.0, np.exp(np.minimum(gaps[off], 0.0))).mean())
 
 
+def normal_mala_ceiling(spread: float) -> float:
+    """``mala_ceiling`` when the potential's difference between two batches, nβ (L_b − L_b'), is normal with mean 0
+    and standard deviation ``spread``: 1/2 + E[exp(−|D|)]/2 = 1/2 + exp(s²/2) Φ(−s)."""
+    from scipy.special import erfcx
+    if not spread >= 0:
+        raise ValueError(f"spread must be a number >= 0, got {spread!r}")
+    return float(0.5 + 0.5 * erfcx(spread / np.sqrt(2)))
+
+
+def batch_for_mala(loss_std: float, batch_size: int, nbeta: float, target: float = None) -> float:
+    """The batch size at which the MALA ceiling would reach ``target`` (default ``MIN_MALA``), if the batch losses'
+    standard deviation at w*, ``loss_std`` at ``batch_size``, falls as 1/√batch (``normal_mala_ceiling``)."""
+    target = MIN_MALA if target is None else target
+    if not 0.5 < target < 1:
+        raise ValueError(f"target must be between 0.5 and 1, got {target!r}")
+    low, high = 0.0, 50.0  # the spread s at which the ceiling is target: it falls from 1 at s = 0 towards 1/2
+    for _ in range(200):
+        mid = (low + high) / 2
+        low, high = (mid, high) if normal_mala_ceiling(mid) > target else (low, mid)
+    spread_now = np.sqrt(2) * nbeta * loss_std
+    return float(batch_size * (spread_now / low) ** 2)
+
+
 def middle_epsilon(epsilons: Sequence[float]) -> float:
     """The middle of the distinct step sizes of a sweep grid (the upper middle for an even count)."""
     values = sorted({float(e) for e in epsilons})
