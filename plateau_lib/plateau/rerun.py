@@ -66,8 +66,8 @@ def rerun_probe_settings(configs: dict, preset: str) -> dict:
 
 
 # figure: (its runs at a preset, {label: TrainConfig}; the page's measure of them, (results, configs, preset) ->
-# values). Fig. 2, Fig. 5 and Figs. 41-42 at both presets; the others at the miniature's (their paper runs are hours
-# on this CPU or a GPU's).
+# values). Figs. 2-5 and 41-42 at both presets; the others at the miniature's (their paper runs are hours on this
+# CPU or a GPU's).
 FIGURES = {
     "Fig. 2 (MWS plateau)": (presets.seed_runs, plateau_values),
     "Figs. 3–4 (attention bias)": (lambda preset: presets.attention_bias_runs(preset)[0], bias_values),
@@ -80,8 +80,8 @@ FIGURES = {
 }
 # A figure whose claims read an analysis of the runs' checkpoints as well: its stored tables, (configs, preset) -> table.
 ANALYSED = {"Figs. 41–42 (collapse at every location)": probe_stored}
-PRESETS = {"cpu": tuple(FIGURES), "paper": ("Fig. 2 (MWS plateau)", "Fig. 5 (optimal initialisation)",
-                                           "Figs. 41–42 (collapse at every location)")}
+PRESETS = {"cpu": tuple(FIGURES), "paper": ("Fig. 2 (MWS plateau)", "Figs. 3–4 (attention bias)",
+                                           "Fig. 5 (optimal initialisation)", "Figs. 41–42 (collapse at every location)")}
 # A figure whose runs copy parts of a trained model: its reference run (the same, not nudged, as the page's).
 REFERENCES = {"Fig. 5 (optimal initialisation)": lambda preset: presets.optimal_init_runs(preset)[0]}
 
