@@ -57,39 +57,6 @@ def figure(markers: pd.DataFrame, llc: pd.DataFrame, stages_run=None):
                                  title=f"The paper's configuration at five model seeds, to step {last:,}")
 
 
-HYPOTHESES = [
-    ("The retrain is the committed run", "Retrain seed 1 with the same code and seed, keeping a dozen checkpoints; "
-     "compare its evaluations with the committed run's", "about 5 CPU-hours (one core)"),
-    ("Our seed 1 is a slow initialisation (PyTorch's seed 1 is not the authors' seed 1)",
-     "Train seeds 0–4 and score every kept checkpoint on one common held-out set",
-     "one H100 GPU, every run stacked (result 2 gives its seconds)"),
-    ("The TPU's bfloat16 matrix products", "Seeds 0–2 again with every product's operands rounded to bfloat16 "
-     "(forward and backward, float32 sums: XLA's default on a TPU)", "the same GPU run; then seed 1's float32 "
-     "and bfloat16 runs past 126k on a CPU core (about 2 CPU-hours with their λ̂)"),
-    ("Our OOD-input loss is not the authors' measure",
-     "Score every kept checkpoint again as the authors' notebook did: g = 5, noise of std 0.125 (not variance)",
-     "seconds a checkpoint"),
-    ("The layer norms do not collapse in our run", "Each layer norm's mean |weight| at every kept checkpoint",
-     "seconds a checkpoint"),
-    ("λ̂ at the peak depends on the seed", "λ̂ at the 40k checkpoint of every seed, the stages run's SGLD setting",
-     "about 9 CPU-minutes a run"),
-    ("λ̂ falls in LR3–LR4 at the other seeds", "Seeds 0, 2, 3 and 4 go on from their GPU states to 500k on a CPU "
-     "core (data drawn there from then on); λ̂ at every kept checkpoint",
-     "5.4 CPU-hours a seed from 85k to 500k (one core, measured), 9 CPU-minutes a λ̂, 32 with chains 4× longer"),
-    ("The estimator as the authors ran it", "No burn-in, losses from the SGLD minibatches, n = 2²⁰, 5,000 draws, at "
-     "40k, 320k and 500k: 2 chains on a CPU (the full 10 in a GPU lease); the same chains read over the stages "
-     "page's window too", "about 22 CPU-minutes a checkpoint (one core, measured at 40k)"),
-]
-
-
-def overview() -> pd.DataFrame:
-    """The hypotheses, cheapest and most likely first, numbered as the page's results are: each with its test and
-    its cost."""
-    shown = pd.DataFrame(HYPOTHESES, columns=["hypothesis", "test", "cost"])
-    shown.insert(0, "#", range(1, len(shown) + 1))
-    return shown
-
-
 def _float32(markers: pd.DataFrame, step: int, data: str = "GPU") -> pd.DataFrame:
     return markers[(markers["step"] == step) & (markers["data"] == data) & (markers["operands"] == "float32")]
 
