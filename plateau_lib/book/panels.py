@@ -35,11 +35,11 @@ class Panel(widgets.VBox):
     After a run, ``figure_png`` holds the drawn figure, ``result`` what ``run`` returned beside it, ``seconds``
     its time and ``error`` the message of a failed run (None after a good one)."""
 
-    def __init__(self, controls: dict, run: Callable, continuous: bool = False, note: str = ""):
+    def __init__(self, controls: dict, run: Callable, continuous: bool = False):
         self.controls, self._run = controls, run
         self.button = widgets.Button(description="Run", button_style="primary", icon="play",
                                      tooltip="re-run this page's experiment with these values")
-        self.status = widgets.HTML(note)
+        self.status = widgets.HTML()
         self.progress = widgets.Output()
         self.image = widgets.Image(format="png", layout=widgets.Layout(display="none"))  # shown after a run
         self.result = self.seconds = self.error = None
@@ -79,17 +79,17 @@ class Panel(widgets.VBox):
 
 
 def try_it(controls: dict, run: Callable, static: widgets.Widget | None = None, continuous: bool = False,
-           note: str = "", live: bool | None = None) -> widgets.Widget:
+           live: bool | None = None) -> widgets.Widget:
     """The page's panel: live (``Panel``) in a running kernel, else ``static`` (the precomputed views) under one
-    line naming the controls. ``live`` None: live unless this is the book build. ``note``: what larger values
-    cost (shown in both)."""
+    line naming the controls. ``live`` None: live unless this is the book build. What a run costs is said in the
+    page's own words beside the panel."""
     if not controls:
         raise ValueError("parameter 'controls' must name at least one control")
     live = not in_book_build() if live is None else live
     if live:
-        return Panel(controls, run, continuous, note)
+        return Panel(controls, run, continuous)
     names = ", ".join(getattr(control, "description", "") or name for name, control in controls.items())
     action = "redraws as you move them" if continuous else "re-runs the experiment with a Run button"
     line = widgets.HTML(f"<p><em>Live in JupyterLab (<code>make lab</code>): controls for "
-                        f"{html.escape(names)}; the panel {action}. {html.escape(note)}</em></p>")
+                        f"{html.escape(names)}; the panel {action}.</em></p>")
     return widgets.VBox([line, *([static] if static is not None else [])])

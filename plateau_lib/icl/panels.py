@@ -28,10 +28,6 @@ def _curves_figure(frames: pd.DataFrame, columns: dict, title: str):
     return fig
 
 
-STAGES_NOTE = ("A Run takes about 10-40 s on one core (width 32, 1,500 steps: the live miniature's; width 64 about "
-               "twice); λ̂ at its checkpoints is the notebook's own run (papermill), not the panel's.")
-
-
 def stages_run(steps: int, d_model: int, seed: int = 1, progress: bool = True):
     """The stages page live: the miniature of ``ICL_CPU`` at this width and length (the one-cycle schedule
     follows the length), its loss and Δ to ridge beside the committed long CPU run's."""
@@ -51,11 +47,9 @@ def stages_panel(static: widgets.Widget | None = None, live: bool | None = None)
     """The stages page's panel: steps and width."""
     controls = {"steps": widgets.IntSlider(value=1_500, min=500, max=3_000, step=250, description="steps", style=STYLE),
                 "d_model": widgets.Dropdown(options=[16, 32, 64], value=32, description="width", style=STYLE)}
-    return try_it(controls, stages_run, static=static, note=STAGES_NOTE, live=live)
+    return try_it(controls, stages_run, static=static, live=live)
 
 
-RIDGE_NOTE = ("A Run takes about 10-30 s on one core (D = 2, width 32, up to 3,000 steps); the book's longer sweeps "
-              "are committed and loaded, never retrained by a Run.")
 PANEL_MS = {"1": 1, "2": 2, "4": 4, "8": 8, "16": 16, "32": 32, "∞": presets.INF}
 
 
@@ -84,10 +78,7 @@ def ridge_panel(static: widgets.Widget | None = None, live: bool | None = None) 
     controls = {"M": widgets.Dropdown(options=list(PANEL_MS), value="8", description="M (tasks)", style=STYLE),
                 "steps": widgets.IntSlider(value=1_500, min=500, max=3_000, step=250, description="steps",
                                            style=STYLE)}
-    return try_it(controls, ridge_run, static=static, note=RIDGE_NOTE, live=live)
-
-
-LOW_M_NOTE = "Closed form on 2,048 sampled sequences: each change redraws in well under a second."
+    return try_it(controls, ridge_run, static=static, live=live)
 
 
 def low_m_run(M: int, K: int, noise_var: float, D: int = 2, n: int = 2048, seed: int = 0):
@@ -117,4 +108,4 @@ def low_m_panel(static: widgets.Widget | None = None, live: bool | None = None) 
                 "noise_var": widgets.FloatLogSlider(value=0.125, base=10, min=-3, max=0, step=0.125,
                                                     description="σ²", readout_format=".3g", continuous_update=False,
                                                     style=STYLE)}
-    return try_it(controls, low_m_run, static=static, continuous=True, note=LOW_M_NOTE, live=live)
+    return try_it(controls, low_m_run, static=static, continuous=True, live=live)

@@ -47,7 +47,6 @@ def golden_provenance_row(estimates, preset: str) -> dict:
 
 GOLDEN_CASES = {"polynomial w0·w1 (λ = 1/2)": (0, 1), "polynomial w1² (λ = 1/4)": (0, 2),
                 "polynomial w1³ (λ = 1/6)": (0, 3), "polynomial w0·w1² (λ = 1/4, hard)": (1, 2)}
-GOLDEN_NOTE = "Each change redraws in about 1–2 s on one core (8 chains, vmapped); more draws cost proportionally."
 
 
 def golden_run(case: str, epsilon: float, gamma: float, nbeta: float, draws: int, seed: int = 0):
@@ -79,7 +78,7 @@ def golden_panel(static=None, live: bool | None = None):
                                         readout_format=".3g", continuous_update=False, style=style),
         "draws": widgets.IntSlider(value=500, min=100, max=2000, step=100, description="draws",
                                    continuous_update=False, style=style)}
-    return try_it(controls, golden_run, static=static, continuous=True, note=GOLDEN_NOTE, live=live)
+    return try_it(controls, golden_run, static=static, continuous=True, live=live)
 
 
 def criteria_summary(checked: pd.DataFrame | None) -> dict:

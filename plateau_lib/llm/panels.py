@@ -15,8 +15,6 @@ from plateau_lib.llm.corpus import prompts
 from plateau_lib.llm.page import shown_text, step_heatmap
 
 STYLE = {"description_width": "initial"}
-NOTE = ("It reads the committed analyses, so it redraws at once; more checkpoints come from make paper, real "
-        "Pythia and OLMo-2 ones from the page's source parameter (hf).")
 
 
 def collapse_run(panels: list, model: str, step: int, prompt: int):
@@ -73,4 +71,4 @@ def collapse_panel(panels: list, static: widgets.Widget | None = None, live: boo
         step.options, step.value = options, min(options, key=lambda s: abs(s - step.value))
     model.observe(offer_steps, names="value")
     return try_it({"model": model, "step": step, "prompt": prompt},
-                  lambda **values: collapse_run(panels, **values), static=static, continuous=True, note=NOTE, live=live)
+                  lambda **values: collapse_run(panels, **values), static=static, continuous=True, live=live)

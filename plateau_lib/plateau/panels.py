@@ -11,9 +11,6 @@ from plateau_lib.engine.cache import current
 from plateau_lib.engine.runs import COPY_GROUPS
 from plateau_lib.plateau import presets
 
-MWS_NOTE = ("A Run takes about 5 s at width 32 and 300 steps, and about 17 s at width 64 and 600 steps (the miniature), "
-            "on one core; the paper's width 256 is for a papermill re-run (-p preset paper).")
-
 
 def beside_committed(result, label: str, committed, committed_label: str, title: str, curves=plots.CURVES):
     """The training curves of ``result`` (labelled ``label``) beside those of the committed run ``committed`` (left
@@ -44,11 +41,7 @@ def mws_panel(static: widgets.Widget | None = None, live: bool | None = None) ->
         "d_model": widgets.Dropdown(options=[16, 32, 64], value=64, description="width", style=style),
         "seed": widgets.IntSlider(value=0, min=0, max=9, description="seed", style=style),
         "steps": widgets.IntSlider(value=300, min=100, max=600, step=50, description="steps", style=style)}
-    return try_it(controls, mws_run, static=static, note=MWS_NOTE, live=live)
-
-
-BIAS_NOTE = ("Width 64 as the miniature; a Run takes about 9 s at 300 steps and 17 s at 600 on one core (c < 1 "
-             "plateaus longer: the page's runs with c < 1 use 600 steps).")
+    return try_it(controls, mws_run, static=static, live=live)
 
 
 def bias_run(c: float, switch_step: int, seed: int, steps: int, progress: bool = True):
@@ -74,11 +67,7 @@ def bias_panel(static: widgets.Widget | None = None, live: bool | None = None) -
                                          style=style),
         "seed": widgets.IntSlider(value=0, min=0, max=9, description="seed", style=style),
         "steps": widgets.IntSlider(value=300, min=100, max=600, step=50, description="steps", style=style)}
-    return try_it(controls, bias_run, static=static, note=BIAS_NOTE, live=live)
-
-
-TASKS_NOTE = ("A Run takes about 1 s (repeat_1, 60 steps) to 20-40 s (addition, permutation or histogram at 1,000 "
-              "steps) on one core; the steps' range is each task's own (up to the miniature's).")
+    return try_it(controls, bias_run, static=static, live=live)
 
 
 def task_run(task: str, steps: int, progress: bool = True):
@@ -101,11 +90,7 @@ def task_panel(static: widgets.Widget | None = None, live: bool | None = None) -
     controls = {"task": widgets.Dropdown(options=list(presets.OTHER_TASKS), value="prefix sum", description="task",
                                          style=style),
                 "steps": widgets.IntSlider(value=300, min=20, max=1000, step=20, description="steps", style=style)}
-    return try_it(controls, task_run, static=static, note=TASKS_NOTE, live=live)
-
-
-INIT_NOTE = ("The first Run also retrains the reference (600 steps, about 17 s: its weights are not committed); later "
-             "Runs take about 5-10 s on one core.")
+    return try_it(controls, task_run, static=static, live=live)
 
 
 def init_run(groups, seed: int, steps: int, progress: bool = True):
@@ -131,4 +116,4 @@ def init_panel(static: widgets.Widget | None = None, live: bool | None = None) -
                                          description="copied groups", rows=len(COPY_GROUPS), style=style),
         "seed": widgets.IntSlider(value=1, min=1, max=9, description="seed", style=style),
         "steps": widgets.IntSlider(value=300, min=100, max=600, step=50, description="steps", style=style)}
-    return try_it(controls, init_run, static=static, note=INIT_NOTE, live=live)
+    return try_it(controls, init_run, static=static, live=live)
