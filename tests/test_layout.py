@@ -191,3 +191,48 @@ def test_committed_results_keep_their_keys():
     declared = {f"train-{cache.cache_key(e.config, e.extra)}" for preset in ("paper", "cpu")
                 for e in paper_queue.status(None, preset)}
     assert set(index["folder"]) <= declared
+
+
+# Where a long string in the library is not a page's prose: the claims' paper quotes and sources (data), the command
+# line's help and errors, and the estimator's warnings to whoever runs it.
+NOT_PROSE = {"claims.py": "the claims' quotes and sources", "commands.py": "the command line's help and errors",
+             "result.py": "the estimator's warnings"}
+PROSE_LIMIT = 150  # characters: a label or a table cell is shorter; a page's sentences are not
+
+
+def long_strings(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every string literal or f-string longer than ``PROSE_LIMIT`` in ``source`` that is not a
+    docstring, an HTML template (it holds a closing tag) or inside a raise, a warning, a print or an argparse call."""
+    tree, skipped = ast.parse(source), set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            skipped.add(id(body[0].value))
+        called = isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", ""))
+        if isinstance(node, ast.Raise) or called in ("warn", "print", "add_argument", "error"):
+            skipped |= {id(inner) for inner in ast.walk(node)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        else:
+            continue
+        if len(text) > PROSE_LIMIT and "</" not in text:
+            found.append((node.lineno, text))
+    return found
+
+
+def test_no_library_function_writes_a_pages_prose():
+    """A page's sentences live in its notebook's Markdown; the library returns numbers, tables and labels. A string
+    in plateau_lib longer than a label, outside docstrings, errors, warnings and the places NOT_PROSE names, fails;
+    the checker itself finds such a string, and skips a docstring and an error message."""
+    sentence = "x" * (PROSE_LIMIT + 1)
+    assert [line for line, _ in long_strings(f'def f():\n    """{sentence}"""\n    return "{sentence}"\n')] == [3]
+    assert long_strings(f'def f():\n    raise ValueError(f"{sentence}")\n') == []
+    prose = [f"{path.relative_to(PACKAGE)}:{line}: {text[:80]}…" for path in sorted(PACKAGE.rglob("*.py"))
+             if path.name not in NOT_PROSE for line, text in long_strings(path.read_text())]
+    assert not prose, "prose written in the library:\n" + "\n".join(prose)

@@ -112,7 +112,7 @@ SLOPE_TOL = 8.0  # |dλ̂/dlog t| below which a local minimum of the slope count
 @dataclass
 class GPStages:
     """Stage boundaries of one curve. ``candidates``: every checkpoint where |slope| is a strict local
-    minimum below ``slope_tol``; ``boundaries``: those kept by ``rule``; ``fit_note``: the fitted kernel and
+    minimum below ``slope_tol``; ``boundaries``: those ``prune_boundaries`` keeps; ``fit_note``: the fitted kernel and
     any hyperparameter pinned at its bound (the ConvergenceWarning that sklearn would print)."""
     steps: np.ndarray
     values: np.ndarray
@@ -120,7 +120,6 @@ class GPStages:
     slope: np.ndarray         # d smooth / d log(step + 1), centred differences
     candidates: list
     boundaries: list
-    rule: str
     kernel: str
     pinned: list              # names of the kernel hyperparameters at a bound of their range
     fit_note: str
@@ -191,20 +190,18 @@ def between_changes(slope, idx, tol: float = SLOPE_TOL) -> np.ndarray:
 
 
 def prune_boundaries(steps, abs_slope, min_step: int = 100, merge_ratio: float = 2.0):
-    """Our explicit version of the paper's hand pruning (returns (kept steps, rule text)).
+    """Our explicit version of the paper's hand pruning (returns the kept steps).
 
     1. drop candidates before ``min_step`` (early-training artefacts);
     2. group the rest by single linkage: consecutive candidates whose (step + 1) differ by less than a
        factor ``merge_ratio`` are near-duplicates of one boundary;
     3. keep, in each group, the candidate with the smallest |slope| (the flattest point of the plateau).
     On the published seed-1 candidates this leaves one boundary near each of 1k, 40k, 126k and 320k."""
-    rule = (f"drop candidates before step {min_step}; group consecutive candidates whose step + 1 differ by "
-            f"less than a factor {merge_ratio:g}; keep the one with the smallest |slope| in each group")
     steps, abs_slope = np.asarray(steps), np.asarray(abs_slope, dtype=float)
     keep = steps >= min_step
     steps, abs_slope = steps[keep], abs_slope[keep]
     groups = np.cumsum(np.r_[True, (steps[1:] + 1) >= merge_ratio * (steps[:-1] + 1)]) if steps.size else steps
-    return [int(steps[groups == g][np.argmin(abs_slope[groups == g])]) for g in np.unique(groups)], rule
+    return [int(steps[groups == g][np.argmin(abs_slope[groups == g])]) for g in np.unique(groups)]
 
 
 def gp_stage_boundaries(steps, values, slope_tol: float = SLOPE_TOL, min_step: int = 100,
@@ -227,12 +224,12 @@ def gp_stage_boundaries(steps, values, slope_tol: float = SLOPE_TOL, min_step: i
     smooth, kernel, pinned = gp_smooth(x, values, **gp_kwargs)
     slope = centred_slope(x, smooth)
     idx = between_changes(slope, slope_minima(slope, slope_tol), slope_tol)
-    boundaries, rule = prune_boundaries(steps[idx], np.abs(slope[idx]), min_step, merge_ratio)
+    boundaries = prune_boundaries(steps[idx], np.abs(slope[idx]), min_step, merge_ratio)
     (amp_lo, amp_hi), (len_lo, len_hi) = kernel.k1.constant_value_bounds, kernel.k2.length_scale_bounds
     note = (f"fitted kernel: amplitude {np.sqrt(kernel.k1.constant_value):.3g}², length scale "
             f"{kernel.k2.length_scale:.2g} ln-steps; "
             + (f"{' and '.join(PINNED_NAMES.get(p, p) for p in pinned)} at a bound of its range (amplitude "
                f"{amp_lo:g} to {amp_hi:g}, length scale {len_lo:g} to {len_hi:g} ln-steps)"
                if pinned else "no hyperparameter at a bound"))
-    return GPStages(steps, values, smooth, slope, [int(s) for s in steps[idx]], boundaries, rule, str(kernel),
+    return GPStages(steps, values, smooth, slope, [int(s) for s in steps[idx]], boundaries, str(kernel),
                     pinned, note)
