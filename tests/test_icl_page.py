@@ -416,3 +416,13 @@ def test_the_rule_runs_on_each_seeds_own_curve():
     assert list(table.index) == [0, 3] and (table["checkpoints"] == 12).all()
     assert table.loc[0, "boundaries found"].startswith("40,292") and table.loc[0, "paper boundaries matched"] >= 1
     assert table.loc[0, "stages"] == len(table.loc[0, "boundaries found"].split(", ")) + 1
+
+
+def test_the_marker_counts_read_each_seed_of_the_judged_values():
+    """marker_counts counts the seeds inside the paper's range at each boundary from the values the verdicts judge
+    (a BySeed per marker): a seed that never reached a marker is not counted, and a single number is one seed."""
+    from plateau_lib.book.verdicts import BySeed
+    metrics = list(stages_page.MARKER_CLAIMS.values())
+    values = {metrics[0]: BySeed({0: 19.0, 1: 25.0, 2: float("nan")}), metrics[1]: 170.0,
+              metrics[2]: BySeed({0: 157.0, 1: 156.5})}
+    assert stages_page.marker_counts(values)["marker_counts"] == "1 of 2 at 1k, 1 of 1 at 40k, 2 of 2 at 126k and 0 of 0 at 320k"

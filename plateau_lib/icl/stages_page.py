@@ -375,17 +375,18 @@ def stage_values(dev, stages, other_seeds: dict | None = None, as_run: dict | No
             **training_values(metrics)}
 
 
-def marker_counts(as_run: dict) -> dict[str, str]:
-    """How many seeds' λ̂ by the authors' estimator (``{seed: λ̂ by step}``) fall inside the paper's seeds' range
-    at each of ``MARKER_CLAIMS``' boundaries, glued as ``marker_counts`` ("4 of 5 at 1k, …")."""
+def marker_counts(values: dict) -> dict[str, str]:
+    """How many seeds fall inside the paper's seeds' range at each of ``MARKER_CLAIMS``' boundaries, from the
+    paper preset's ``stage_values`` (each a ``BySeed``, or one number for a single seed), glued as
+    ``marker_counts`` ("4 of 5 at 1k, …")."""
     claims = {c.metric: c for c in claims_of(FIGURE)}
-    points = [curve_points(llc_frame(c), PAPER_STEPS)
-              for c in as_run.values()]
     counts = []
     for paper, metric in MARKER_CLAIMS.items():
         low, high = claims[metric].reproduced
-        values = [p[paper] for p in points if not math.isnan(p[paper])]
-        counts.append(f"{sum(low <= v <= high for v in values)} of {len(values)} at {paper // 1000:,}k")
+        found = values.get(metric)
+        seeds = found.values if isinstance(found, BySeed) else {} if found is None else {None: found}
+        reached = [float(v) for v in seeds.values() if not math.isnan(float(v))]
+        counts.append(f"{sum(low <= v <= high for v in reached)} of {len(reached)} at {paper // 1000:,}k")
     return {"marker_counts": listed(counts, empty="–")}
 
 
