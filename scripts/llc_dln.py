@@ -1,10 +1,11 @@
 """λ̂ of the LLC page's deep linear networks (plateau_lib.llc.dln.DLN_CASES) with both samplers, case by case, at
 the sweep's step sizes and at a third of them (DLN_SMALL_EPSILON), then the checks on the two smallest (DLN_CHECKS)
-and on the largest, then the γ scan (every size at three γ, with chains long enough to settle: DLN_GAMMAS), resuming
-from the rows an interrupted run kept; each table is committed to results/ when it is finished.
+and on the largest, then the γ scan (every size at three γ, with chains long enough to settle: DLN_GAMMAS) and the
+largest network settled at a third of its step (DLN_FINER), resuming from the rows an interrupted run kept; each
+table is committed to results/ when it is finished.
 
     OMP_NUM_THREADS=1 python scripts/llc_dln.py --budget-s 3600     # sweeps and checks about 70 min on one core,
-                                                                    # the γ scan about 45 more
+                                                                    # the γ scan about 45 more, DLN_FINER 35
 """
 import argparse
 import time
@@ -31,6 +32,11 @@ def main(argv=None) -> None:
     windows = dln.dln_gamma_estimates(compute=True, deadline=deadline)
     print(dln.gamma_summary(windows).to_string(index=False))
     print(f"committed to {dln.dln_gamma_table().commit()}")
+    finer = dln.DLN_FINER
+    cases = {case: dln.DLN_CASES[case] for case in finer["cases"]}
+    windows = dln.dln_gamma_estimates(cases, finer["gammas"], finer["settle"], compute=True, deadline=deadline)
+    print(dln.gamma_summary(windows).to_string(index=False))
+    print(f"committed to {dln.dln_gamma_table(cases, finer['gammas'], finer['settle']).commit()}")
 
 
 if __name__ == "__main__":

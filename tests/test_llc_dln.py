@@ -197,5 +197,32 @@ def test_the_gamma_scan_lets_each_chain_settle_and_measures_its_drift():
     row = dln.gamma_summary(windows).iloc[0]
     assert row["λ̂ ÷ λ"] == pytest.approx(0.9) and row["chains"] == 2
     assert row["drift over the draws"] == pytest.approx((0.2 + 0.0) / 2)
+    shown = dln.gamma_shown_table(dln.gamma_summary(windows))
+    assert list(shown.index) == ["γ = 10"] and list(shown.columns) == ["d = 1,024", "largest drift over the draws"]
+    assert shown.iloc[0].tolist() == [0.9, 0.1]
     assert dln.dln_gamma_table().name.startswith("llc_dln_gamma-")
     assert dln.dln_gamma_table().key != dln.dln_gamma_table(gammas=(10.0,)).key
+
+
+def test_the_settling_figure_has_a_panel_per_size_and_a_line_per_gamma():
+    """plot_settling on hand-made windows: a panel per size titled by its weights, two lines per γ (burn-in faded,
+    draws), a legend with the band, each γ and the burn-in, and nothing under the book's smallest font."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    from matplotlib.text import Text
+
+    from plateau_lib.book import pages
+    from plateau_lib.llc import plots
+    windows = pd.DataFrame([{"d": d, "γ": g, "chain": c, "step": s, "burn-in": s < 2000, "window λ̂ ÷ λ": 0.5 + s / 1e4,
+                             "diverged": False} for d in (1024, 9984) for g in (10.0, 100.0) for c in (0, 1)
+                            for s in range(0, 5000, 1000)])
+    with matplotlib.rc_context():
+        pages.setup()
+        fig = plots.plot_settling(windows)
+        assert [ax.get_title() for ax in fig.axes] == ["d = 1,024", "d = 9,984"]
+        assert all(len(ax.get_lines()) == 1 + 2 * 2 for ax in fig.axes)  # the line at 1, then burn-in and draws per γ
+        assert [t.get_text() for t in fig.legends[0].get_texts()] == ["0.9–1.1 × λ", "γ = 10", "γ = 100", "burn-in"]
+        fig.canvas.draw()
+        assert min(t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text()) >= pages.MIN_FONT_PT
+        plt.close(fig)

@@ -349,44 +349,48 @@ def dln_provenance(chains: "pd.DataFrame") -> dict:
 # whether it has settled.
 DLN_GAMMAS = (10.0, 30.0, 100.0)
 DLN_SETTLE = dict(epsilon=1e-5, num_chains=2, burnin_tau=1.0, draws_tau=1.5, window=1_000)
+# The largest network settled at γ = 10 still reads far above λ, so the same at a third of the step (one chain, since
+# its τ is three times as long; the two chains at 1e-5 agreed to 0.01): the step's share in that excess.
+DLN_FINER = dict(cases=("1M",), gammas=(10.0,), settle={**DLN_SETTLE, "epsilon": 3e-6, "num_chains": 1})
 DLN_GAMMA_KIND = "llc_dln_gamma"
 
 
-def settling_steps(gamma: float, epsilon: float = DLN_SETTLE["epsilon"]) -> tuple[int, int]:
+def settling_steps(gamma: float, epsilon: float = DLN_SETTLE["epsilon"], settle: dict = DLN_SETTLE) -> tuple[int, int]:
     """``(burn-in steps, draws)`` long enough for a chain to settle at localization ``gamma`` and step ``epsilon``
-    (``DLN_SETTLE``: τ and 1.5 τ, with τ = 2/(εγ))."""
+    (``settle``: τ and 1.5 τ, with τ = 2/(εγ))."""
     if not gamma > 0 or not epsilon > 0:
         raise ValueError(f"gamma and epsilon must be > 0, got gamma={gamma!r}, epsilon={epsilon!r}")
     tau = 2 / (epsilon * gamma)
-    return round(DLN_SETTLE["burnin_tau"] * tau), round(DLN_SETTLE["draws_tau"] * tau)
+    return round(settle["burnin_tau"] * tau), round(settle["draws_tau"] * tau)
 
 
-def dln_gamma_config(gamma: float) -> SGLDConfig:
-    """The sweep's plain-SGLD setting at ``DLN_SETTLE``'s step and chains, at localization ``gamma`` with chains
-    of ``settling_steps``."""
-    burnin, draws = settling_steps(gamma)
-    return dln_config("sgld", {"sgld": DLN_SETTLE["epsilon"]}, gamma=float(gamma), num_chains=DLN_SETTLE["num_chains"],
+def dln_gamma_config(gamma: float, settle: dict = DLN_SETTLE) -> SGLDConfig:
+    """The sweep's plain-SGLD setting at ``settle``'s step and chains, at localization ``gamma`` with chains of
+    ``settling_steps``."""
+    burnin, draws = settling_steps(gamma, settle["epsilon"], settle)
+    return dln_config("sgld", {"sgld": settle["epsilon"]}, gamma=float(gamma), num_chains=settle["num_chains"],
                       num_burnin_steps=burnin, num_draws=draws)
 
 
-def dln_gamma_table(cases: dict = DLN_CASES, gammas=DLN_GAMMAS) -> "cache.StoredTable":
-    """The stored γ scan of the DLN ``cases``: λ̂ ÷ λ over windows of each chain's steps, at each of ``gammas``."""
+def dln_gamma_table(cases: dict = DLN_CASES, gammas=DLN_GAMMAS, settle: dict = DLN_SETTLE) -> "cache.StoredTable":
+    """The stored γ scan of the DLN ``cases``: λ̂ ÷ λ over windows of each chain's steps, at each of ``gammas``,
+    with ``settle``'s step, chains and chain lengths."""
     from plateau_lib.engine import cache
     return cache.StoredTable(DLN_GAMMA_KIND, {"cases": cases, "sgld": DLN_SGLD, "gammas": list(gammas),
-                                              "settle": DLN_SETTLE, "data": DLN_DATA, "version": 1})
+                                              "settle": settle, "data": DLN_DATA, "version": 1})
 
 
-def gamma_rows(case: str, gamma: float, cases: dict = DLN_CASES) -> "pd.DataFrame":
-    """One case at one γ (``dln_gamma_config``), tidy: one row per chain and window of ``DLN_SETTLE["window"]``
-    steps, with nβ × the window's mean minibatch loss ÷ λ, whether the window is burn-in, and the chain's own λ̂ ÷ λ
-    (over its draws)."""
+def gamma_rows(case: str, gamma: float, cases: dict = DLN_CASES, settle: dict = DLN_SETTLE) -> "pd.DataFrame":
+    """One case at one γ (``dln_gamma_config``), tidy: one row per chain and window of ``settle["window"]`` steps,
+    with nβ × the window's mean minibatch loss ÷ λ, whether the window is burn-in, and the chain's own λ̂ ÷ λ (over
+    its draws)."""
     import numpy as np
     import pandas as pd
 
     widths, rank = cases[case]
-    sgld = dln_gamma_config(gamma)
+    sgld = dln_gamma_config(gamma, settle)
     res = dln_result(case, sgld, cases)
-    lam, window = dln_lambda(widths, rank), DLN_SETTLE["window"]
+    lam, window = dln_lambda(widths, rank), settle["window"]
     rows = []
     for c, chain in enumerate(res.chain_ids):
         losses = res.loss_trace_all[c]
@@ -399,16 +403,16 @@ def gamma_rows(case: str, gamma: float, cases: dict = DLN_CASES) -> "pd.DataFram
     return pd.DataFrame(rows)
 
 
-def dln_gamma_estimates(cases: dict = DLN_CASES, gammas=DLN_GAMMAS, compute: bool = False,
+def dln_gamma_estimates(cases: dict = DLN_CASES, gammas=DLN_GAMMAS, settle: dict = DLN_SETTLE, compute: bool = False,
                         deadline: float | None = None):
     """The γ scan's rows (stored; else computed and kept case by case, smallest first, when ``compute``; else None)."""
     import pandas as pd
 
-    stored = dln_gamma_table(cases, gammas)
+    stored = dln_gamma_table(cases, gammas, settle)
     if (found := stored.load()) is not None or not compute:
         return None if found is None else found[0]["windows"]
     items = [(case, float(g)) for case in cases for g in gammas]
-    rows = stored.build(items, lambda chunk: pd.concat([gamma_rows(c, g, cases) for c, g in chunk]),
+    rows = stored.build(items, lambda chunk: pd.concat([gamma_rows(c, g, cases, settle) for c, g in chunk]),
                         on=("case", "γ"), desc="DLN γ scan", deadline=deadline)
     stored.save({"windows": rows}, {"what": "λ̂ ÷ λ of deep linear networks over each chain's steps, at three γ"})
     stored.drop_rows()
@@ -425,3 +429,14 @@ def gamma_summary(windows: "pd.DataFrame") -> "pd.DataFrame":
     out = per_chain.groupby(["d", "γ"]).agg(**{"λ̂ ÷ λ": ("ratio", "mean"), "drift over the draws": ("drift", "mean"),
                                               "chains": ("ratio", "count")})
     return out.reset_index()
+
+
+def gamma_shown_table(summary: "pd.DataFrame") -> "pd.DataFrame":
+    """:func:`gamma_summary` as the page shows it: one row per γ, a column per size (λ̂ ÷ λ), then the largest
+    drift over the draws at that γ (in λ̂ ÷ λ)."""
+    table = summary.pivot_table(index="γ", columns="d", values="λ̂ ÷ λ")
+    table.columns = [f"d = {d:,}" for d in table.columns]
+    drift = summary.assign(size=summary["drift over the draws"].abs()).groupby("γ")["size"].max()
+    table["largest drift over the draws"] = drift
+    table.index = [f"γ = {g:g}" for g in table.index]
+    return table.round(2)
