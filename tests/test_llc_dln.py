@@ -199,7 +199,7 @@ def test_the_gamma_scan_lets_each_chain_settle_and_measures_its_drift():
     assert row["drift over the draws"] == pytest.approx((0.2 + 0.0) / 2)
     shown = dln.gamma_shown_table(dln.gamma_summary(windows))
     assert list(shown.index) == ["γ = 10"] and list(shown.columns) == ["d = 1,024", "largest drift over the draws"]
-    assert shown.iloc[0].tolist() == [0.9, 0.1]
+    assert shown.iloc[0].tolist() == ["0.90", "0.10"]
     assert dln.dln_gamma_table().name.startswith("llc_dln_gamma-")
     assert dln.dln_gamma_table().key != dln.dln_gamma_table(gammas=(10.0,)).key
 
