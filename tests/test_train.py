@@ -177,6 +177,14 @@ def test_plateau_summary_on_hand_built_curves():
     assert s["peak_cosine"] == 0.97 and s["peak_rho"] == 0.8 and s["apm_before_jump"] == 0.4
     solved_at_once = m.assign(acc_rest=1.0, acc_first=1.0, acc=1.0)
     assert stages.plateau_summary(solved_at_once)["jump_step"] == 0
+    long_plateau = pd.DataFrame({"step": range(0, 70, 10), "acc_first": [0.1] + [1.0] * 6,
+                                 "acc_rest": [0.05] * 5 + [0.9, 1.0], "acc": [0.05] * 5 + [0.9, 1.0],
+                                 "cosine": 0.9, "rho": 0.8, "apm": [0.1, 0.2, 0.3, 0.4, 0.5, 0.8, 0.9]})
+    assert stages.plateau_summary(long_plateau)["apm_rank_corr"] == pytest.approx(1.0)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a flat APM before the jump has no rank order: NaN, and nothing on the page
+        assert math.isnan(stages.plateau_summary(long_plateau.assign(apm=0.3))["apm_rank_corr"])
 
 
 def test_concurrent_runs_of_one_config_share_the_cache(tmp_path, use_store):

@@ -86,7 +86,8 @@ def plateau_summary(metrics: pd.DataFrame, first_level: float = 0.9, jump_level:
         "apm_start": float(m["apm"].iloc[0]),
         "apm_before_jump": float(before["apm"].iloc[-1]),
         "apm_peak": float(m["apm"].max()),
-        "apm_rank_corr": float(before["step"].corr(before["apm"], method="spearman")) if len(before) > 2 else np.nan,
+        "apm_rank_corr": (float(before["step"].corr(before["apm"], method="spearman"))
+                          if len(before) > 2 and before["apm"].nunique() > 1 else np.nan),  # a flat APM has no rank order
         "final_acc": float(m["acc"].iloc[-1]),
     }
 
