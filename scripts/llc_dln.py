@@ -32,11 +32,9 @@ def main(argv=None) -> None:
     windows = dln.dln_gamma_estimates(compute=True, deadline=deadline)
     print(dln.gamma_summary(windows).to_string(index=False))
     print(f"committed to {dln.dln_gamma_table().commit()}")
-    finer = dln.DLN_FINER
-    cases = {case: dln.DLN_CASES[case] for case in finer["cases"]}
-    windows = dln.dln_gamma_estimates(cases, finer["gammas"], finer["settle"], compute=True, deadline=deadline)
+    windows = dln.finer_estimates(compute=True, deadline=deadline)
     print(dln.gamma_summary(windows).to_string(index=False))
-    print(f"committed to {dln.dln_gamma_table(cases, finer['gammas'], finer['settle']).commit()}")
+    print(f"committed to {dln.finer_table().commit()}")
 
 
 if __name__ == "__main__":

@@ -419,6 +419,18 @@ def dln_gamma_estimates(cases: dict = DLN_CASES, gammas=DLN_GAMMAS, settle: dict
     return rows
 
 
+def finer_table() -> "cache.StoredTable":
+    """The stored ``DLN_FINER`` table: the largest network settled at a third of the γ scan's step."""
+    return dln_gamma_table({case: DLN_CASES[case] for case in DLN_FINER["cases"]}, DLN_FINER["gammas"],
+                           DLN_FINER["settle"])
+
+
+def finer_estimates(compute: bool = False, deadline: float | None = None):
+    """``DLN_FINER``'s rows (stored; else computed when ``compute``; else None), as ``dln_gamma_estimates``."""
+    return dln_gamma_estimates({case: DLN_CASES[case] for case in DLN_FINER["cases"]}, DLN_FINER["gammas"],
+                               DLN_FINER["settle"], compute, deadline)
+
+
 def gamma_summary(windows: "pd.DataFrame") -> "pd.DataFrame":
     """Per size and γ, over the chains that did not diverge: λ̂ ÷ λ (mean over chains), and how far it still moved
     over the draws: the last draw window's λ̂ ÷ λ minus the first's (mean over chains; near 0 once settled)."""
