@@ -1,11 +1,13 @@
 """λ̂ of the LLC page's deep linear networks (plateau_lib.llc.dln.DLN_CASES) with both samplers, case by case, at
 the sweep's step sizes and at a third of them (DLN_SMALL_EPSILON), then the checks on the two smallest (DLN_CHECKS)
 and on the largest, then the γ scan (every size at three γ, with chains long enough to settle: DLN_GAMMAS) and the
-largest network settled at a third of its step (DLN_FINER), resuming from the rows an interrupted run kept; each
+largest network settled at a third of its step (DLN_FINER), then the γ scan with RMSProp-SGLD
+(DLN_SETTLE_RMSPROP), resuming from the rows an interrupted run kept; each
 table is committed to results/ when it is finished.
 
     OMP_NUM_THREADS=1 python scripts/llc_dln.py --budget-s 3600     # sweeps and checks about 70 min on one core,
-                                                                    # the γ scan about 45 more, DLN_FINER 35
+                                                                    # the γ scan about 45 more, DLN_FINER 60,
+                                                                    # the RMSProp-SGLD γ scan about 50
 """
 import argparse
 import time
@@ -35,6 +37,9 @@ def main(argv=None) -> None:
     windows = dln.finer_estimates(compute=True, deadline=deadline)
     print(dln.gamma_summary(windows).to_string(index=False))
     print(f"committed to {dln.finer_table().commit()}")
+    windows = dln.rmsprop_gamma_estimates(compute=True, deadline=deadline)
+    print(dln.gamma_summary(windows).to_string(index=False))
+    print(f"committed to {dln.rmsprop_gamma_table().commit()}")
 
 
 if __name__ == "__main__":

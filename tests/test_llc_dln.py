@@ -183,12 +183,18 @@ def test_the_gamma_scan_lets_each_chain_settle_and_measures_its_drift():
     import pandas as pd
 
     from plateau_lib.llc import dln
-    assert dln.settling_steps(10.0, 1e-5) == (20_000, 30_000)
-    assert dln.settling_steps(100.0, 1e-5) == (2_000, 3_000)
+    assert dln.settling_steps(10.0) == (20_000, 30_000)
+    assert dln.settling_steps(100.0) == (2_000, 3_000)
+    assert dln.settling_steps(10.0, dln.DLN_FINER["settle"]) == (66_667, 100_000)
     with pytest.raises(ValueError, match="gamma and epsilon must be > 0"):
         dln.settling_steps(0.0)
     cfg = dln.dln_gamma_config(30.0)
     assert (cfg.gamma, cfg.epsilon, cfg.num_burnin_steps, cfg.num_draws) == (30.0, 1e-5, 6_667, 10_000)
+    assert cfg.sampler == "sgld"
+    # RMSProp-SGLD at its own step, with plain SGLD's chain lengths, in a table of its own
+    rms = dln.dln_gamma_config(30.0, dln.DLN_SETTLE_RMSPROP)
+    assert (rms.sampler, rms.epsilon, rms.num_burnin_steps, rms.num_draws) == ("rmsprop_sgld", 1e-6, 6_667, 10_000)
+    assert dln.rmsprop_gamma_table().key != dln.dln_gamma_table().key
     windows = pd.DataFrame({"d": 1024, "γ": 10.0, "chain": [0] * 4 + [1] * 4 + [2] * 4,
                             "step": [0, 1000, 2000, 3000] * 3, "burn-in": [True, False, False, False] * 3,
                             "window λ̂ ÷ λ": [0.1, 0.8, 0.9, 1.0, 0.1, 0.9, 0.9, 0.9, 0.1, 5.0, 6.0, 7.0],

@@ -352,12 +352,17 @@ DLN_SETTLE = dict(epsilon=1e-5, num_chains=2, burnin_tau=1.0, draws_tau=1.5, win
 # The largest network settled at γ = 10 still reads far above λ, so the same at a third of the step (one chain, since
 # its τ is three times as long; the two chains at 1e-5 agreed to 0.01): the step's share in that excess.
 DLN_FINER = dict(cases=("1M",), gammas=(10.0,), settle={**DLN_SETTLE, "epsilon": 3e-6, "num_chains": 1})
+# RMSProp-SGLD in the same scan, at the step the sweeps pair with plain SGLD's (a tenth of it, as in
+# DLN_SMALL_EPSILON) and with plain SGLD's chain lengths (``tau_epsilon``): its preconditioner scales the step weight by
+# weight, so τ has no one value, and the drift over the draws says whether its chains settled.
+DLN_SETTLE_RMSPROP = {**DLN_SETTLE, "sampler": "rmsprop_sgld", "epsilon": 1e-6, "tau_epsilon": DLN_SETTLE["epsilon"]}
 DLN_GAMMA_KIND = "llc_dln_gamma"
 
 
-def settling_steps(gamma: float, epsilon: float = DLN_SETTLE["epsilon"], settle: dict = DLN_SETTLE) -> tuple[int, int]:
-    """``(burn-in steps, draws)`` long enough for a chain to settle at localization ``gamma`` and step ``epsilon``
-    (``settle``: τ and 1.5 τ, with τ = 2/(εγ))."""
+def settling_steps(gamma: float, settle: dict = DLN_SETTLE) -> tuple[int, int]:
+    """``(burn-in steps, draws)`` long enough for a chain to settle at localization ``gamma`` and ``settle``'s step
+    (its ``tau_epsilon`` where it has one): τ × ``burnin_tau`` and τ × ``draws_tau``, with τ = 2/(εγ)."""
+    epsilon = settle.get("tau_epsilon", settle["epsilon"])
     if not gamma > 0 or not epsilon > 0:
         raise ValueError(f"gamma and epsilon must be > 0, got gamma={gamma!r}, epsilon={epsilon!r}")
     tau = 2 / (epsilon * gamma)
@@ -365,10 +370,11 @@ def settling_steps(gamma: float, epsilon: float = DLN_SETTLE["epsilon"], settle:
 
 
 def dln_gamma_config(gamma: float, settle: dict = DLN_SETTLE) -> SGLDConfig:
-    """The sweep's plain-SGLD setting at ``settle``'s step and chains, at localization ``gamma`` with chains of
-    ``settling_steps``."""
-    burnin, draws = settling_steps(gamma, settle["epsilon"], settle)
-    return dln_config("sgld", {"sgld": settle["epsilon"]}, gamma=float(gamma), num_chains=settle["num_chains"],
+    """The sweep's setting of ``settle``'s sampler (plain SGLD unless it names one) at its step and chains, at
+    localization ``gamma`` with chains of ``settling_steps``."""
+    burnin, draws = settling_steps(gamma, settle)
+    sampler = settle.get("sampler", "sgld")
+    return dln_config(sampler, {sampler: settle["epsilon"]}, gamma=float(gamma), num_chains=settle["num_chains"],
                       num_burnin_steps=burnin, num_draws=draws)
 
 
@@ -429,6 +435,17 @@ def finer_estimates(compute: bool = False, deadline: float | None = None):
     """``DLN_FINER``'s rows (stored; else computed when ``compute``; else None), as ``dln_gamma_estimates``."""
     return dln_gamma_estimates({case: DLN_CASES[case] for case in DLN_FINER["cases"]}, DLN_FINER["gammas"],
                                DLN_FINER["settle"], compute, deadline)
+
+
+def rmsprop_gamma_table() -> "cache.StoredTable":
+    """The stored γ scan with RMSProp-SGLD (``DLN_SETTLE_RMSPROP``), every size at ``DLN_GAMMAS``."""
+    return dln_gamma_table(DLN_CASES, DLN_GAMMAS, DLN_SETTLE_RMSPROP)
+
+
+def rmsprop_gamma_estimates(compute: bool = False, deadline: float | None = None):
+    """The RMSProp-SGLD γ scan's rows (stored; else computed when ``compute``; else None), as
+    ``dln_gamma_estimates``."""
+    return dln_gamma_estimates(DLN_CASES, DLN_GAMMAS, DLN_SETTLE_RMSPROP, compute, deadline)
 
 
 def gamma_summary(windows: "pd.DataFrame") -> "pd.DataFrame":
