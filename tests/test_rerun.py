@@ -87,3 +87,23 @@ def test_a_rerun_commits_each_run_as_it_finishes_and_resumes_after_them(use_stor
     assert current().committed_result(nudged_runs[1]) is not None
     with pytest.raises(SystemExit):
         main(["rerun", "--preset", "paper", "--figure", "Figs. 6–22 (other tasks)"])
+
+
+def test_a_copied_runs_rerun_trains_its_reference_once_and_keys_each_run_by_it(use_store, tmp_path, monkeypatch):
+    """train_and_commit on a figure whose runs copy a reference's weights: the reference is trained once for two
+    copied runs (its weights kept in the local store), and each copied run is committed under the reference's key."""
+    from plateau_lib.engine import cache
+    from plateau_lib.engine.cache import cache_key, current
+    use_store(committed=tmp_path / "committed", local=tmp_path / "local")
+    figure = "Fig. 5 (optimal initialisation)"
+    reference = TrainConfig(d_model=16, steps=20, eval_every=10, seed=0)
+    copied = {g: reference.replace(copy_groups=(g,), seed=1) for g in ("kq", "mlp")}
+    monkeypatch.setitem(rerun.FIGURES, figure, (lambda preset: copied, rerun.FIGURES[figure][1]))
+    monkeypatch.setitem(rerun.REFERENCES, figure, lambda preset: reference)
+    real, trained = cache.Store.train_many, []
+    monkeypatch.setattr(cache.Store, "train_many", lambda self, configs, *a, **k: (
+        trained.extend(c.copy_groups for c in configs if self.result(c) is None) or real(self, configs, *a, **k)))
+    folders = rerun.train_and_commit(figure, "cpu")
+    assert trained.count(()) == 1 and len(folders) == 2
+    for cfg in nudged(copied).values():
+        assert current().committed_result(cfg, {"reference": cache_key(reference)}) is not None

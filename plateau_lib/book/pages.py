@@ -377,13 +377,17 @@ def tidy_presets(shown: dict, names) -> pd.DataFrame:
                      ignore_index=True)
 
 
+def copy_extras(reference_cfg, configs: dict) -> dict:
+    """``{label: the store's extra}`` of ``configs``: the reference run's key for a config that copies from it."""
+    reference_key = cache_key(reference_cfg)
+    return {label: {"reference": reference_key} if cfg.copy_groups else None for label, cfg in configs.items()}
+
+
 def copied_runs(reference_cfg, configs: dict, use_cache: bool = True):
     """Fig. 5: the reference run and ``{label: TrainResult}`` for configs whose ``copy_groups`` are copied
     from the reference's trained weights. The reference's weights (not committed) are recomputed only
     when a copied run has to be computed."""
-    reference_key = cache_key(reference_cfg)
-    extra = {label: {"reference": reference_key} if cfg.copy_groups else None for label, cfg in configs.items()}
-    store = current()
+    extra, store = copy_extras(reference_cfg, configs), current()
     need_weights = any(cfg.copy_groups and (not use_cache or store.run(cfg, extra[label]) is None)
                        for label, cfg in configs.items())
     reference = store.train(reference_cfg, use_cache=use_cache, progress=False, need_state=need_weights)

@@ -8,7 +8,7 @@ The nudged runs are made and committed, each as it finishes, by ``python -m plat
 from __future__ import annotations
 
 from plateau_lib.book import pages
-from plateau_lib.engine.cache import cache_key, current
+from plateau_lib.engine.cache import current
 from plateau_lib.engine.runs import nudged
 from plateau_lib.plateau import milestones, other_tasks, presets, probe, setups
 
@@ -90,14 +90,13 @@ def extras(figure: str, preset: str, configs: dict) -> dict:
     """``{label: the store's extra}`` of ``configs``: the reference's key for a run that copies from it."""
     if figure not in REFERENCES:
         return {label: None for label in configs}
-    reference = cache_key(REFERENCES[figure](preset))
-    return {label: {"reference": reference} if cfg.copy_groups else None for label, cfg in configs.items()}
+    return pages.copy_extras(REFERENCES[figure](preset), configs)
 
 
-def train(figure: str, preset: str) -> tuple[dict, dict]:
-    """``(configs, results)`` of ``figure``'s nudged runs at ``preset``, trained through the store (copied runs
-    from the page's reference run)."""
-    wanted = configs(figure, preset)
+def train(figure: str, preset: str, wanted: dict | None = None) -> tuple[dict, dict]:
+    """``(configs, results)`` of ``figure``'s nudged runs at ``preset`` (or those of them in ``wanted``), trained
+    through the store (copied runs from the page's reference run)."""
+    wanted = configs(figure, preset) if wanted is None else wanted
     if figure in REFERENCES:
         return wanted, pages.copied_runs(REFERENCES[figure](preset), wanted)[1]
     return wanted, pages.train_runs(wanted)
@@ -106,17 +105,13 @@ def train(figure: str, preset: str) -> tuple[dict, dict]:
 def train_and_commit(figure: str, preset: str) -> list:
     """Train ``figure``'s nudged runs at ``preset`` one at a time through the store and commit each as soon as it is
     trained, so an interrupted re-run keeps every run it finished and the next one resumes after them (a copied
-    run's reference weights are made once); then its analysis, if it has one. Returns the folders."""
+    run's reference weights are kept in the local store, so made once); then its analysis, if it has one. Returns
+    the folders."""
     wanted = configs(figure, preset)
-    extra, store, reference, folders = extras(figure, preset, wanted), current(), None, []
+    extra, store, folders = extras(figure, preset, wanted), current(), []
     for label, cfg in wanted.items():
         if store.committed_result(cfg, extra[label]) is None:
-            init = None
-            if cfg.copy_groups:
-                if reference is None:
-                    reference = store.train(REFERENCES[figure](preset), progress=False, need_state=True)
-                init = {label: reference.final_state}
-            pages.train_runs({label: cfg}, True, init, {label: extra[label]})
+            train(figure, preset, {label: cfg})
         folders.append(store.commit(cfg, extra[label]))
     if figure in ANALYSED:
         probe.measure_runs(wanted, rerun_probe_settings(wanted, preset))
