@@ -116,3 +116,20 @@ def test_every_figure_names_the_paper_it_reproduces():
     assert papers["Carroll Figs. 1, 3 (transient ridge)"] == "Carroll et al. 2025"
     assert papers["Raventós Fig. 2 (task diversity)"] == "Raventós et al. 2023"
     assert papers["Fig. 2 (MWS plateau)"] == papers["Fig. 8 (Pythia/OLMo collapse and repetition)"]
+
+
+def test_a_counted_task_claim_names_a_task_of_the_summarys_table():
+    """A Figs. 6–22 claim sourced to the summary's table of tasks is counted only for a task that table lists; a
+    task the summary does not name (concatenated MWS: the code's README only) is shown, not counted."""
+    from pathlib import Path
+
+    summary = next((Path(__file__).resolve().parents[2] / "shared" / "papers").glob("001_*.txt")).read_text()
+    table = [line.lower() for line in summary.splitlines() if line.startswith("| ") and "---" not in line]
+    tasks = [c for c in CLAIMS if c.figure == "Figs. 6–22 (other tasks)" and ":" in c.metric]
+    from_table = [c for c in tasks if "Multi-Task Validation" in c.source.where and not c.uncounted]
+    assert from_table
+    for claim in from_table:
+        task = claim.metric.split(":")[0].lower()
+        assert any(task in row for row in table), f"{claim.metric!r}: the summary's table has no task {task!r}"
+    concat = [c for c in tasks if c.metric.startswith("concat MWS")]
+    assert concat and all(c.uncounted for c in concat)

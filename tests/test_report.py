@@ -373,6 +373,12 @@ def test_the_words_for_where_runs_were_computed_come_from_their_provenance():
     # a run begun on a GPU and resumed here counts both
     assert pages.computed_on({0: run("cpu", wall_time_s_by_device={"cuda": 600.0, "cpu": 900.0})}) == "a GPU and a CPU"
     assert pages.computed_on({}) == ""
+    # the recorded summary names every run's device, not the first run's alone
+    runs = {0: run("cuda", wall_time_s=1.0), 1: run("cpu", wall_time_s=2.0),
+            2: run("cpu", wall_time_s_by_device={"cuda": 1.0, "cpu": 1.0})}
+    for r in runs.values():
+        r.config = {"seed": 0}
+    assert pages.provenance_summary(runs)["device"] == "cpu, cuda"
 
 
 def test_not_yet_shown_counts_the_claims_that_wait_by_figure():

@@ -350,11 +350,13 @@ def computed_on(results: dict) -> str:
 
 
 def provenance_summary(results: dict) -> dict:
-    """Device, seeds, wall time and source of ``{label: TrainResult}``, for a recorded summary."""
-    first = next(iter(results.values()), None)
+    """Devices (every run's, a resumed run's each), seeds, wall time and source of ``{label: TrainResult}``, for a
+    recorded summary."""
+    devices = {str(d) for r in results.values()
+               for d in r.meta.get("wall_time_s_by_device") or [r.meta.get("device") or "unknown"]}
     sources = {("committed" if r.meta.get("cache", "") and str(r.meta["cache"]).startswith("results")
                 else "this build") for r in results.values()}
-    return {"device": first.meta.get("device") if first else None, "runs": len(results),
+    return {"device": ", ".join(sorted(devices)) or None, "runs": len(results),
             "seeds": sorted({r.config.get("seed") for r in results.values()}),
             "wall_time_s": round(wall_time(results), 1), "source": ", ".join(sorted(sources)),
             "configs": [r.config for r in results.values()]}

@@ -480,7 +480,9 @@ def provenance_summary(dev, other_seeds: dict | None = None) -> dict:
     """Device, seed, wall times and source of one run, for a recorded summary; ``other_seeds`` (as for
     ``stage_values``): the seeds its λ̂ claims are also judged on."""
     return {"device": dev.meta.get("device"), "runs": 1, "seeds": [dev.train.config.get("seed")],
-            **({"λ̂ claims also at seeds": sorted(other_seeds)} if other_seeds else {}),
+            **({"λ̂ claims also at seeds": sorted(other_seeds),
+                "their runs": "results/in_progress/icl_diagnosis-*, each seed's data stream named there"}
+               if other_seeds else {}),
             "wall_time_s": round(float(dev.meta.get("train_wall_s") or 0) + float(dev.meta.get("llc_wall_s") or 0), 1),
             "source": "committed" if str(dev.meta.get("cache") or "").startswith("results") else "this build",
             "configs": [dev.train.config]}
