@@ -83,19 +83,51 @@ def test_every_judged_claim_says_where_its_band_comes_from():
 
 
 def test_a_later_milestone_needs_a_reference_that_got_there():
-    """A ratio "c = 0.2 jumps later than c = 1", seed by seed: ∞ when only c = 0.2 never jumps, NaN (not
-    reproduced) when c = 1 never jumps either: two models that learn nothing do not pass it."""
+    """A ratio "c = 0.2 jumps later than c = 1", seed by seed: when only c = 0.2 never jumps, at least its run's
+    length over c = 1's jump (``AtLeast``), which decides "> 2" only when that bound is over 2 (a 600-step run
+    against a jump at 400 shows "≥ 1.50", not ∞, and is *partly*); NaN (not reproduced) when c = 1 never jumps
+    either: two models that learn nothing do not pass it."""
     import pandas as pd
+    from plateau_lib.book.verdicts import AtLeast
     from plateau_lib.plateau.claims import claims_of
     from plateau_lib.plateau.milestones import seed_ratio
     claim = {c.metric: c for c in claims_of("Figs. 3–4 (attention bias)")}["jump step, c = 0.2 ÷ c = 1"]
-    table = pd.DataFrame({"c": ["0.2", "1"], "seed": [0, 0], "jump_step": [None, 100.0]})
-    assert seed_ratio(table, "jump_step", {"c": "0.2"}, {"c": "1"}, later=True).values == {0: math.inf}
-    assert claim.judge(math.inf, "paper") == "reproduced" and claim.show(math.inf) == "∞"
+    table = pd.DataFrame({"c": ["0.2", "1"], "seed": [0, 0], "jump_step": [None, 400.0], "steps": [600, 600]})
+    bound = seed_ratio(table, "jump_step", {"c": "0.2"}, {"c": "1"}, later=True).values[0]
+    assert isinstance(bound, AtLeast) and bound == 1.5
+    assert claim.judge(bound, "paper") == "partly" and claim.show(bound) == "≥ 1.50"
+    long_run = seed_ratio(table.assign(steps=[2000, 400]), "jump_step", {"c": "0.2"}, {"c": "1"}, later=True)
+    assert claim.judge(long_run, "paper") == "reproduced"
+    # a bound decides no band with an upper edge: "at least 0.3" says nothing about "0.3–0.6"
+    bounded = Claim("F", "r", "≈ 0.45", (0.3, 0.6), (0.2, 0.7))
+    assert bounded.judge(AtLeast(0.4), "paper") == "not reproduced" and bounded.judge(0.4, "paper") == "reproduced"
     never = table.assign(jump_step=[None, None])
     assert math.isnan(seed_ratio(never, "jump_step", {"c": "0.2"}, {"c": "1"}, later=True).values[0])
     assert claim.judge(float("nan"), "paper") == "not reproduced"
     assert seed_ratio(table.assign(jump_step=[300.0, 100.0]), "jump_step", {"c": "0.2"}, {"c": "1"}).values == {0: 3.0}
+
+
+def test_a_peak_before_the_jump_needs_a_run_that_learned_its_partial_solution(monkeypatch):
+    """A run that never learned its partial solution has no plateau: its peak cosine (Fig. 5) and its other task's
+    peak ρ and cosine are missing, not the run's whole-length maximum (an unchanging output has ρ 1)."""
+    import pandas as pd
+    from plateau_lib.plateau import milestones, other_tasks
+    from plateau_lib.plateau.claims import claims_of
+    table = pd.DataFrame({"condition": ["MLP", "MLP", "KQ+OV"], "seed": [1, 2, 1], "partial_step": [410.0, None, None],
+                          "peak_cosine": [0.97, 0.99, 0.1], "plateau_span": [None, None, None]})
+    values = milestones.optimal_init_values(table)
+    assert values["peak cosine, MLP copied"].values[1] == 0.97 and math.isnan(values["peak cosine, MLP copied"].values[2])
+    assert values["peak cosine, KQ+OV copied"].values == {1: 0.1}  # the sanity check keeps a run that learned nothing
+    row = {"partial_lead": 0.0, "peak_rho": 1.0, "rho_data": 0.33, "peak_cosine": 0.99}
+    summaries = {"histogram": {**row, "partial_step": None}, "permutation": {**row, "partial_step": 50}}
+    monkeypatch.setattr(other_tasks, "run_summary", lambda result, cfg: summaries[result])
+    survey = other_tasks.survey_values({k: k for k in summaries}, {k: None for k in summaries})
+    assert math.isnan(survey["histogram: peak ρ before the jump ÷ data's"])
+    assert math.isnan(survey["histogram: peak cosine before the jump"])
+    assert survey["permutation: peak ρ before the jump ÷ data's"] == 1.0 / 0.33
+    claim = {c.metric: c for c in claims_of("Figs. 6–22 (other tasks)")}["histogram: peak ρ before the jump ÷ data's"]
+    assert claim.judge(float("nan"), "paper") == "not reproduced"
+    assert claim.show(float("nan")) == "partial solution never learned"
 
 
 def test_each_seed_is_paired_with_its_own_reference():

@@ -96,6 +96,11 @@ class Band:
 APPROXIMATE = Band("tolerance", "a band around the paper's approximate value")
 
 
+class AtLeast(float):
+    """A number known only from below: a ratio whose milestone came after its run ended, with the run's length in
+    its place. It decides a band with no upper edge (any larger value is in it too), no other; shown "≥ x"."""
+
+
 @dataclass(frozen=True)
 class BySeed:
     """Our number at each of several model seeds of one configuration (``values``: ``{seed: number}``; NaN: the
@@ -194,7 +199,7 @@ class Claim:
         if value is None:
             return VERDICTS[2]
         for verdict, (lo, hi) in zip(VERDICTS, (self.reproduced, self.partly)):
-            if lo <= value <= hi:
+            if lo <= value <= hi and (hi == INF or not isinstance(value, AtLeast)):
                 return verdict
         return VERDICTS[2]
 
@@ -215,7 +220,7 @@ class Claim:
         return edge, distance
 
     def show(self, ours: float | BySeed | None) -> str:
-        """``ours`` formatted (∞: a milestone later than its run, in a ratio), or the ``missing`` text; a
+        """``ours`` formatted (≥ x: :class:`AtLeast`), or the ``missing`` text; a
         :class:`BySeed` as each seed's, in seed order ("169.3, 162.5 and 169.0 (seeds 0, 1 and 2)")."""
         if isinstance(ours, BySeed):
             seeds = sorted(ours.values)
@@ -223,6 +228,8 @@ class Claim:
             return f"{listed(shown)} (seed{'s' if len(seeds) > 1 else ''} {listed([str(s) for s in seeds])})"
         if ours is None or math.isnan(ours):
             return self.missing
+        if isinstance(ours, AtLeast):
+            return f"≥ {self.fmt.format(ours)}"
         return ("∞" if ours > 0 else "−∞") if math.isinf(ours) else self.fmt.format(ours)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from plateau_lib.book.verdicts import BySeed
+from plateau_lib.book.verdicts import AtLeast, BySeed
 from plateau_lib.engine import stages
 
 
@@ -53,14 +53,16 @@ def by_seed(table: pd.DataFrame, column: str, **where) -> BySeed:
 def seed_ratio(table: pd.DataFrame, column: str, numerator: dict, denominator: dict, later: bool = False) -> BySeed:
     """Each seed's ``column`` in the ``numerator`` rows over the same seed's in the ``denominator`` rows (the same
     initial weights under two conditions). ``later``: for a claim that the numerator's milestone comes later, a
-    numerator run that never got there is later than any step (∞); NaN where the denominator's never got there."""
+    numerator run that never got there got there after its last step, so the ratio is at least its length over the
+    denominator's (``AtLeast``); NaN where the denominator's never got there."""
     top, bottom = _seed_values(table, column, numerator), _seed_values(table, column, denominator)
+    lengths = _seed_values(table, "steps", numerator) if later else {}
     ratios = {}
     for seed in sorted(set(top) & set(bottom)):
         if np.isnan(bottom[seed]):
             ratios[seed] = np.nan
         elif np.isnan(top[seed]):
-            ratios[seed] = np.inf if later else np.nan
+            ratios[seed] = AtLeast(lengths[seed] / bottom[seed]) if later else np.nan
         else:
             ratios[seed] = top[seed] / bottom[seed]
     return BySeed(ratios)
@@ -122,11 +124,19 @@ def switch_values(switch: pd.DataFrame) -> dict:
             float("nan") if waits.empty or waits.isna().any() else float(waits.max())}
 
 
+def where_learned(table: pd.DataFrame, column: str) -> pd.DataFrame:
+    """``table`` with ``column`` missing (NaN) for the runs that never learned their partial solution: with no
+    plateau, a peak "before the jump" is over a run that learned nothing, near 1 or 0 by chance."""
+    return table.assign(**{column: table[column].astype(float).where(table["partial_step"].notna())})
+
+
 def optimal_init_values(table: pd.DataFrame) -> dict:
-    """Fig. 5's reported numbers, seed by seed (a span: each seed's over the same seed's baseline span)."""
-    names = set(table["condition"].astype(str))
+    """Fig. 5's reported numbers, seed by seed (a span: each seed's over the same seed's baseline span; a peak
+    cosine only where the run learned y₁, ``where_learned``, but KQ+OV's sanity check, met by learning nothing)."""
+    names, learned = set(table["condition"].astype(str)), where_learned(table, "peak_cosine")
     values = {f"peak cosine, {n} copied" if n != "baseline" else "peak cosine, baseline":
-              by_seed(table, "peak_cosine", condition=n) for n in ("KQ", "KQ+OV", "MLP", "baseline") if n in names}
+              by_seed(table if n == "KQ+OV" else learned, "peak_cosine", condition=n)
+              for n in ("KQ", "KQ+OV", "MLP", "baseline") if n in names}
     if "baseline" in names:
         for n in ("KQ", "MLP", "embeddings"):
             if n in names:
