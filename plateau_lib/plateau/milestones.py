@@ -56,13 +56,12 @@ def seed_ratio(table: pd.DataFrame, column: str, numerator: dict, denominator: d
     numerator run that never got there got there after its last step, so the ratio is at least its length over the
     denominator's (``AtLeast``); NaN where the denominator's never got there."""
     top, bottom = _seed_values(table, column, numerator), _seed_values(table, column, denominator)
-    lengths = _seed_values(table, "steps", numerator) if later else {}
     ratios = {}
     for seed in sorted(set(top) & set(bottom)):
         if np.isnan(bottom[seed]):
             ratios[seed] = np.nan
         elif np.isnan(top[seed]):
-            ratios[seed] = AtLeast(lengths[seed] / bottom[seed]) if later else np.nan
+            ratios[seed] = AtLeast(_seed_values(table, "steps", numerator)[seed] / bottom[seed]) if later else np.nan
         else:
             ratios[seed] = top[seed] / bottom[seed]
     return BySeed(ratios)
