@@ -203,14 +203,16 @@ def test_the_gamma_scan_lets_each_chain_settle_and_measures_its_drift():
     row = dln.gamma_summary(windows).iloc[0]
     assert row["λ̂ ÷ λ"] == pytest.approx(0.9) and row["chains"] == 2
     assert row["drift over the draws"] == pytest.approx((0.2 + 0.0) / 2)
-    shown = dln.gamma_shown_table(dln.gamma_summary(windows))
-    assert list(shown.index) == ["γ = 10"] and list(shown.columns) == ["d = 1,024", "largest drift over the draws"]
-    assert shown.iloc[0].tolist() == ["0.90", "0.10"]
+    shown = dln.gamma_shown_table({"SGLD": dln.gamma_summary(windows),
+                                   "RMSProp-SGLD": dln.gamma_summary(windows.assign(**{"λ̂ ÷ λ": 0.8}))})
+    assert list(shown.index) == [("SGLD", "γ = 10"), ("RMSProp-SGLD", "γ = 10")]
+    assert list(shown.columns) == ["d = 1,024", "largest drift over the draws"]
+    assert shown.iloc[0].tolist() == ["0.90", "0.10"] and shown.iloc[1].tolist() == ["0.80", "0.10"]
     assert dln.dln_gamma_table().name.startswith("llc_dln_gamma-")
     assert dln.dln_gamma_table().key != dln.dln_gamma_table(gammas=(10.0,)).key
 
 
-def test_the_settling_figure_has_a_panel_per_size_and_a_line_per_gamma():
+def test_the_settling_figure_has_a_panel_per_size_and_a_line_per_gamma_and_sampler():
     """plot_settling on hand-made windows: a panel per size titled by its weights, two lines per γ (burn-in faded,
     draws), a legend with the band, each γ and the burn-in, and nothing under the book's smallest font."""
     import matplotlib
@@ -231,4 +233,9 @@ def test_the_settling_figure_has_a_panel_per_size_and_a_line_per_gamma():
         assert [t.get_text() for t in fig.legends[0].get_texts()] == ["0.9–1.1 × λ", "γ = 10", "γ = 100", "burn-in"]
         fig.canvas.draw()
         assert min(t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text()) >= pages.MIN_FONT_PT
+        plt.close(fig)
+        fig = plots.plot_settling(windows, rmsprop=windows)  # RMSProp-SGLD's scan dashed, beside plain SGLD's
+        assert all(len(ax.get_lines()) == 1 + 2 * 2 * 2 for ax in fig.axes)
+        assert sum(line.get_linestyle() == "--" for line in fig.axes[0].get_lines()) == 2 * 2
+        assert [t.get_text() for t in fig.legends[0].get_texts()][-2:] == ["SGLD", "RMSProp-SGLD"]
         plt.close(fig)

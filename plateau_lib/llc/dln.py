@@ -460,12 +460,17 @@ def gamma_summary(windows: "pd.DataFrame") -> "pd.DataFrame":
     return out.reset_index()
 
 
-def gamma_shown_table(summary: "pd.DataFrame") -> "pd.DataFrame":
-    """:func:`gamma_summary` as the page shows it: one row per γ, a column per size (λ̂ ÷ λ), then the largest
-    drift over the draws at that γ (in λ̂ ÷ λ), each to two decimals."""
-    table = summary.pivot_table(index="γ", columns="d", values="λ̂ ÷ λ")
-    table.columns = [f"d = {d:,}" for d in table.columns]
-    drift = summary.assign(size=summary["drift over the draws"].abs()).groupby("γ")["size"].max()
-    table["largest drift over the draws"] = drift
-    table.index = [f"γ = {g:g}" for g in table.index]
-    return table.map("{:.2f}".format)
+def gamma_shown_table(summaries: dict) -> "pd.DataFrame":
+    """``{sampler name: gamma_summary}`` as the page shows it: one row per sampler and γ, a column per size
+    (λ̂ ÷ λ), then the largest drift over the draws at that γ (in λ̂ ÷ λ), each to two decimals."""
+    import pandas as pd
+
+    tables = {}
+    for name, summary in summaries.items():
+        table = summary.pivot_table(index="γ", columns="d", values="λ̂ ÷ λ")
+        table.columns = [f"d = {d:,}" for d in table.columns]
+        table["largest drift over the draws"] = summary.assign(
+            size=summary["drift over the draws"].abs()).groupby("γ")["size"].max()
+        table.index = [f"γ = {g:g}" for g in table.index]
+        tables[name] = table
+    return pd.concat(tables, names=["sampler", "localization"]).map("{:.2f}".format)

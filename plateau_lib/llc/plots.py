@@ -178,30 +178,34 @@ def plot_dln(sweeps: dict, band: tuple = (0.9, 1.1), names: dict | None = None):
     return fig
 
 
-def plot_settling(windows: pd.DataFrame, band: tuple = (0.9, 1.1)):
+def plot_settling(windows: pd.DataFrame, band: tuple = (0.9, 1.1), rmsprop: pd.DataFrame | None = None):
     """The γ scan of the deep linear networks (``dln.gamma_rows`` windows): λ̂ ÷ λ over each window of a chain's
     steps, one panel per size (log step axis, since the chains at each γ run for their own τ), one colour per γ
-    (the chains' mean; burn-in windows faded), with the exact λ at 1 and the ± band."""
-    ok = windows[~windows["diverged"].astype(bool)]
-    sizes = sorted(ok["d"].unique())
-    means = ok.groupby(["d", "γ", "step"], as_index=False).agg(**{"λ̂ ÷ λ": ("window λ̂ ÷ λ", "mean"),
-                                                                  "burn-in": ("burn-in", "first")})
-    gammas = sorted(means["γ"].unique())
+    (the chains' mean; burn-in windows faded), with the exact λ at 1 and the ± band; ``rmsprop``: the same scan with
+    RMSProp-SGLD, dashed."""
+    scans = {"-": windows} if rmsprop is None else {"-": windows, "--": rmsprop}
+    means = {style: scan[~scan["diverged"].astype(bool)].groupby(["d", "γ", "step"], as_index=False).agg(
+        **{"λ̂ ÷ λ": ("window λ̂ ÷ λ", "mean"), "burn-in": ("burn-in", "first")}) for style, scan in scans.items()}
+    sizes = sorted(means["-"]["d"].unique())
+    gammas = sorted(means["-"]["γ"].unique())
     colours = dict(zip(gammas, sns.color_palette("viridis", n_colors=len(gammas))))
     fig, axes = plt.subplots(1, len(sizes), figsize=(PAGE_WIDTH, 3.6), sharey=True, squeeze=False, layout="constrained")
     for ax, d in zip(axes[0], sizes):
         ax.axhspan(*band, color="tab:green", alpha=0.12)
         ax.axhline(1.0, color="black", lw=0.8, ls=":")
-        for g in gammas:
-            one = means[(means["d"] == d) & (means["γ"] == g)]
-            burn, draws = one[one["burn-in"].astype(bool)], one[~one["burn-in"].astype(bool)]
-            ax.plot(burn["step"] + 1, burn["λ̂ ÷ λ"], color=colours[g], alpha=0.35)
-            ax.plot(draws["step"] + 1, draws["λ̂ ÷ λ"], color=colours[g])
+        for style, scan in means.items():
+            for g in gammas:
+                one = scan[(scan["d"] == d) & (scan["γ"] == g)]
+                burn, draws = one[one["burn-in"].astype(bool)], one[~one["burn-in"].astype(bool)]
+                ax.plot(burn["step"] + 1, burn["λ̂ ÷ λ"], color=colours[g], alpha=0.35, ls=style)
+                ax.plot(draws["step"] + 1, draws["λ̂ ÷ λ"], color=colours[g], ls=style)
         ax.set_xscale("log")
         ax.set(title=f"d = {d:,}", xlabel="SGLD step (log scale)")
     axes[0][0].set_ylabel("λ̂ ÷ λ over 1,000 steps")
     keys = [Patch(color="tab:green", alpha=0.12, label=f"{band[0]:g}–{band[1]:g} × λ")]
     keys += [Line2D([], [], color=c, label=f"γ = {g:g}") for g, c in colours.items()]
     keys += [Line2D([], [], color="0.35", alpha=0.35, label="burn-in")]
+    if rmsprop is not None:
+        keys += [Line2D([], [], color="0.2", ls=s, label=n) for s, n in (("-", "SGLD"), ("--", "RMSProp-SGLD"))]
     fig.legend(handles=keys, loc="outside lower center", ncol=len(keys))
     return fig
