@@ -157,16 +157,16 @@ def survey_values(results: dict, configs: dict) -> dict:
             values[f"{label}: {part} − rest accuracy when it is learned"] = s[label]["partial_lead"]
     # A peak "before the jump" only in a run that learned its partial solution: with no plateau, an output that
     # never changes has ρ 1 (and its states a high cosine) by construction.
-    learned = {label: row["partial_step"] is not None for label, row in s.items()}
     if "prefix sum" in s:
         p = s["prefix sum"]
         values.update({"prefix sum: minimum entropy before the jump ÷ data's": p["min_entropy"] / p["entropy_data"],
-                       "prefix sum: peak cosine before the jump": p["peak_cosine"] if learned["prefix sum"] else None})
+                       "prefix sum: peak cosine before the jump": p["peak_cosine"] if p["partial_step"] is not None
+                       else None})
     for label in ("addition", "permutation", "histogram", "concat MWS"):
         if label in s:
-            r = s[label] if learned[label] else {"peak_rho": np.nan, "rho_data": 1.0, "peak_cosine": None}
-            values.update({f"{label}: peak ρ before the jump ÷ data's": r["peak_rho"] / r["rho_data"],
-                           f"{label}: peak cosine before the jump": r["peak_cosine"]})
+            r, learned = s[label], s[label]["partial_step"] is not None
+            values.update({f"{label}: peak ρ before the jump ÷ data's": r["peak_rho"] / r["rho_data"] if learned else None,
+                           f"{label}: peak cosine before the jump": r["peak_cosine"] if learned else None})
     if "repeat_1" in s:
         r, steps = s["repeat_1"], configs["repeat_1"].steps
         values.update({"REPEAT1: cosine after one step": r["cosine_step_1"],
