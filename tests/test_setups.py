@@ -12,7 +12,7 @@ from plateau_lib.engine import presets as engine_presets
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.setup import build_model, lr_factor, make_optimizers, muon_groups
 from plateau_lib.engine.train import train
-from plateau_lib.plateau import presets, setups
+from plateau_lib.plateau import milestones, presets, setups
 
 TINY = dict(d_model=16, steps=4, eval_every=2, batch_size=8, eval_batch=8)
 
@@ -145,7 +145,7 @@ def test_the_weakest_runs_are_the_ones_the_verdicts_judge():
     values = setups.setup_values(table)
     assert values["lowest peak cosine over the runs that learn y₁"] == weakest.loc["peak cosine", "value"] == 0.97
     assert setups.unlearned_runs(table) == "SGD (seed 2)"
-    assert setups.unlearned_runs(table[setups.learned(table)]) == "none"
+    assert setups.unlearned_runs(table[milestones.learned(table)]) == "none"
 
 
 def test_a_table_where_no_run_learned_y1_gives_nothing_to_judge():
@@ -156,7 +156,7 @@ def test_a_table_where_no_run_learned_y1_gives_nothing_to_judge():
     assert np.isnan(values["lowest peak cosine over the runs that learn y₁"])
     weakest = setups.weakest_runs(table)
     assert weakest["setup"].tolist() == [pages.MISSING] * 2 and weakest["value"].isna().all()
-    assert setups.lowest_setups(table[setups.learned(table)], "peak_rho").empty
+    assert setups.lowest_setups(table[milestones.learned(table)], "peak_rho").empty
 
 
 def test_per_setup_spans_read_as_ranges_with_minus_signs_and_a_dash_when_a_seed_never_jumped():

@@ -342,18 +342,22 @@ def run_provenance(results: dict, preset: str) -> list[dict]:
 def computed_on(results: dict) -> str:
     """Where ``{label: TrainResult}`` drew their data and trained, for the page's words: "a CPU", "a GPU", or "a
     GPU and a CPU" (a run resumed on another device counts each)."""
-    kinds = set()
-    for r in results.values():
-        for device in r.meta.get("wall_time_s_by_device") or [r.meta.get("device") or "unknown"]:
-            kinds.add("a GPU" if str(device).startswith("cuda") else "a CPU" if str(device) == "cpu" else "an unrecorded device")
+    kinds = {"a GPU" if device.startswith("cuda") else "a CPU" if device == "cpu" else "an unrecorded device"
+             for device in run_devices(results)}
     return " and ".join(k for k in ("a GPU", "a CPU", "an unrecorded device") if k in kinds)
+
+
+def run_devices(results: dict) -> set[str]:
+    """Every device ``{label: TrainResult}`` trained on (a run resumed on another device counts each; "unknown"
+    where none is recorded)."""
+    return {str(d) for r in results.values()
+            for d in r.meta.get("wall_time_s_by_device") or [r.meta.get("device") or "unknown"]}
 
 
 def provenance_summary(results: dict) -> dict:
     """Devices (every run's, a resumed run's each), seeds, wall time and source of ``{label: TrainResult}``, for a
     recorded summary."""
-    devices = {str(d) for r in results.values()
-               for d in r.meta.get("wall_time_s_by_device") or [r.meta.get("device") or "unknown"]}
+    devices = run_devices(results)
     sources = {("committed" if r.meta.get("cache", "") and str(r.meta["cache"]).startswith("results")
                 else "this build") for r in results.values()}
     return {"device": ", ".join(sorted(devices)) or None, "runs": len(results),

@@ -123,10 +123,16 @@ def switch_values(switch: pd.DataFrame) -> dict:
             float("nan") if waits.empty or waits.isna().any() else float(waits.max())}
 
 
+def learned(table: pd.DataFrame) -> pd.Series:
+    """Per run: True when it reaches the partial solution (y₁ learned). A run that never does has no plateau to
+    collapse or repeat in: an untrained model's constant output has cosine and ρ near 1, or near 0, by chance."""
+    return table["partial_step"].astype(float).notna()
+
+
 def where_learned(table: pd.DataFrame, column: str) -> pd.DataFrame:
-    """``table`` with ``column`` missing (NaN) for the runs that never learned their partial solution: with no
-    plateau, a peak "before the jump" is over a run that learned nothing, near 1 or 0 by chance."""
-    return table.assign(**{column: table[column].astype(float).where(table["partial_step"].notna())})
+    """``table`` with ``column`` missing (NaN) for the runs that never learned their partial solution
+    (:func:`learned`)."""
+    return table.assign(**{column: table[column].astype(float).where(learned(table))})
 
 
 def optimal_init_values(table: pd.DataFrame) -> dict:

@@ -40,18 +40,12 @@ def plateaued(table: pd.DataFrame) -> pd.Series:
     return partial.notna() & (jump.isna() | (jump > partial))
 
 
-def learned(table: pd.DataFrame) -> pd.Series:
-    """Per run: True when it reaches the partial solution (y₁ learned). A run that never does has no plateau to
-    collapse or repeat in: an untrained model's constant output has cosine and ρ near 1, or near 0, by chance."""
-    return table["partial_step"].astype(float).notna()
-
-
 def setup_values(table: pd.DataFrame) -> dict:
     """The page's reported numbers: the share of runs that learn y₁ first and then plateau, the share that jump
     within their run, the lowest peak cosine and peak ρ before the jump over every run that learns y₁ (collapse
     and repetition in each run, not in a setup's mean), and softmax's jump step over the linear baseline's, seed by
     seed (when both were run)."""
-    kept = table[learned(table)]
+    kept = table[milestones.learned(table)]
     values = {"runs that learn y₁ first, then plateau (fraction)": float(plateaued(table).mean()),
               "runs that jump within their run (fraction)": float(table["jump_step"].astype(float).notna().mean()),
               "lowest peak cosine over the runs that learn y₁": float(kept["peak_cosine"].astype(float).min()),
@@ -66,7 +60,7 @@ def setup_values(table: pd.DataFrame) -> dict:
 def weakest_runs(table: pd.DataFrame) -> pd.DataFrame:
     """The run with the lowest peak cosine and the one with the lowest peak ρ before the jump, among the runs that
     learn y₁ (the numbers ``setup_values`` judges): one row each, measure, setup, seed and value."""
-    rows, table = [], table[learned(table)]
+    rows, table = [], table[milestones.learned(table)]
     for measure, column in (("peak cosine", "peak_cosine"), ("peak ρ", "peak_rho")):
         if table.empty:  # no run learned y₁: nothing to judge
             rows.append({"measure": measure, "setup": pages.MISSING, "seed": pages.MISSING, "value": np.nan})
@@ -80,7 +74,7 @@ def weakest_runs(table: pd.DataFrame) -> pd.DataFrame:
 def unlearned_runs(table: pd.DataFrame) -> str:
     """The runs that never learn y₁, which the collapse and repetition verdicts leave out: "SGD (seeds 0, 1, 2)",
     setups joined by "; " ("none" when every run learns it)."""
-    runs = table[~learned(table)]
+    runs = table[~milestones.learned(table)]
     if runs.empty:
         return "none"
     return "; ".join(f"{name} (seed{'s' if len(g) > 1 else ''} {', '.join(str(int(s)) for s in g['seed'])})"
