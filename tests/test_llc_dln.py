@@ -185,16 +185,22 @@ def test_the_gamma_scan_lets_each_chain_settle_and_measures_its_drift():
     from plateau_lib.llc import dln
     assert dln.settling_steps(10.0) == (20_000, 30_000)
     assert dln.settling_steps(100.0) == (2_000, 3_000)
-    assert dln.settling_steps(10.0, dln.DLN_FINER["settle"]) == (66_667, 100_000)
+    assert dln.settling_steps(10.0, dln.DLN_SCANS["finer step"]["settle"]) == (66_667, 100_000)
     with pytest.raises(ValueError, match="gamma and epsilon must be > 0"):
         dln.settling_steps(0.0)
     cfg = dln.dln_gamma_config(30.0)
     assert (cfg.gamma, cfg.epsilon, cfg.num_burnin_steps, cfg.num_draws) == (30.0, 1e-5, 6_667, 10_000)
     assert cfg.sampler == "sgld"
     # RMSProp-SGLD at its own step, with plain SGLD's chain lengths, in a table of its own
-    rms = dln.dln_gamma_config(30.0, dln.DLN_SETTLE_RMSPROP)
+    rms = dln.dln_gamma_config(30.0, dln.DLN_SCANS["RMSProp-SGLD γ scan"]["settle"])
     assert (rms.sampler, rms.epsilon, rms.num_burnin_steps, rms.num_draws) == ("rmsprop_sgld", 1e-6, 6_667, 10_000)
-    assert dln.rmsprop_gamma_table().key != dln.dln_gamma_table().key
+    assert dln.scan_table("RMSProp-SGLD γ scan").key != dln.dln_gamma_table().key
+    # a scan's batch: the sweep's, a fixed one, or a multiple of the input width
+    assert cfg.batch_size == 64
+    assert dln.dln_gamma_config(10.0, dln.DLN_SCANS["batch 2, smallest"]["settle"]).batch_size == 2
+    assert dln.dln_gamma_config(10.0, dln.DLN_SCANS["batch = input width"]["settle"], [640, 500, 640]).batch_size == 640
+    with pytest.raises(ValueError, match="parameter 'name' must be one of"):
+        dln.scan_table("γ-scan")
     windows = pd.DataFrame({"d": 1024, "γ": 10.0, "chain": [0] * 4 + [1] * 4 + [2] * 4,
                             "step": [0, 1000, 2000, 3000] * 3, "burn-in": [True, False, False, False] * 3,
                             "window λ̂ ÷ λ": [0.1, 0.8, 0.9, 1.0, 0.1, 0.9, 0.9, 0.9, 0.1, 5.0, 6.0, 7.0],
@@ -210,6 +216,9 @@ def test_the_gamma_scan_lets_each_chain_settle_and_measures_its_drift():
     assert shown.iloc[0].tolist() == ["0.90", "0.10"] and shown.iloc[1].tolist() == ["0.80", "0.10"]
     assert dln.dln_gamma_table().name.startswith("llc_dln_gamma-")
     assert dln.dln_gamma_table().key != dln.dln_gamma_table(gammas=(10.0,)).key
+    # the named scans kept the keys of the tables committed before they were named
+    assert [dln.scan_table(n).name for n in ("γ scan", "finer step", "RMSProp-SGLD γ scan")] == [
+        "llc_dln_gamma-9469adceee351012", "llc_dln_gamma-f7025574ffca987d", "llc_dln_gamma-c649d4ac5ed40171"]
 
 
 def test_the_settling_figure_has_a_panel_per_size_and_a_line_per_gamma_and_sampler():

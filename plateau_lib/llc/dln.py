@@ -344,19 +344,41 @@ def dln_provenance(chains: "pd.DataFrame") -> dict:
 
 # The localization pulls a chain back towards w* at a rate εγ/2 a step, so along the flat valley of true parameters
 # a chain needs a few times τ = 2/(εγ) steps to spread to its posterior width. At γ = 10 and ε = 1e-5, τ is 20,000
-# steps, more than the sweep's 9,000, so the sweep's chains may still be spreading when they stop. The scan runs every
-# size at three γ with a burn-in of τ and 1.5 τ of draws, and keeps each chain's λ̂ over windows of its steps, to see
-# whether it has settled.
+# steps, more than the sweep's 9,000, so the sweep's chains may still be spreading when they stop. Each scan below runs
+# its sizes at its γ with a burn-in of τ and 1.5 τ of draws, and keeps each chain's λ̂ over windows of its steps, to
+# see whether it has settled; ``slug`` names its download on the page. A scan's SGLD batch is the sweep's (64) unless
+# its settings name ``batch_size`` or ``batch_per_input`` (the batch as a multiple of the network's input width H_0).
 DLN_GAMMAS = (10.0, 30.0, 100.0)
 DLN_SETTLE = dict(epsilon=1e-5, num_chains=2, burnin_tau=1.0, draws_tau=1.5, window=1_000)
-# The largest network settled at γ = 10 still reads far above λ, so the same at a third of the step (one chain, since
-# its τ is three times as long; the two chains at 1e-5 agreed to 0.01): the step's share in that excess.
-DLN_FINER = dict(cases=("1M",), gammas=(10.0,), settle={**DLN_SETTLE, "epsilon": 3e-6, "num_chains": 1})
-# RMSProp-SGLD in the same scan, at the step the sweeps pair with plain SGLD's (a tenth of it, as in
-# DLN_SMALL_EPSILON) and with plain SGLD's chain lengths (``tau_epsilon``): its preconditioner scales the step weight by
-# weight, so τ has no one value, and the drift over the draws says whether its chains settled.
-DLN_SETTLE_RMSPROP = {**DLN_SETTLE, "sampler": "rmsprop_sgld", "epsilon": 1e-6, "tau_epsilon": DLN_SETTLE["epsilon"]}
+DLN_SCANS = {
+    # every size at three γ, plain SGLD
+    "γ scan": dict(slug="windows", cases=tuple(DLN_CASES), gammas=DLN_GAMMAS, settle=DLN_SETTLE),
+    # The largest network settled at γ = 10 still reads far above λ, so the same at a third of the step (one chain,
+    # since its τ is three times as long; the two chains at 1e-5 agreed to 0.01): the step's share in that excess.
+    "finer step": dict(slug="finer", cases=("1M",), gammas=(10.0,),
+                       settle={**DLN_SETTLE, "epsilon": 3e-6, "num_chains": 1}),
+    # RMSProp-SGLD at the step the sweeps pair with plain SGLD's (a tenth of it, as in DLN_SMALL_EPSILON) and with
+    # plain SGLD's chain lengths (``tau_epsilon``): its preconditioner scales the step weight by weight, so τ has no
+    # one value, and the drift over the draws says whether its chains settled.
+    "RMSProp-SGLD γ scan": dict(slug="rmsprop", cases=tuple(DLN_CASES), gammas=DLN_GAMMAS,
+                                settle={**DLN_SETTLE, "sampler": "rmsprop_sgld", "epsilon": 1e-6,
+                                        "tau_epsilon": DLN_SETTLE["epsilon"]}),
+    # Is the minibatch why the excess grows with size? A minibatch of b inputs of width H_0 has E[H_b²] ÷ E[H_b] ≈
+    # 1 + H_0/b times the full batch's curvature, so at b = 64 the step is in effect 1.3 (d = 1,024) to 11
+    # (d = 1,040,000) times as hot. The test: the smallest network with a batch of 2, whose 1 + H_0/b = 11 is the
+    # largest's at b = 64 ...
+    "batch 2, smallest": dict(slug="batch-2", cases=("1k",), gammas=DLN_GAMMAS, settle={**DLN_SETTLE, "batch_size": 2}),
+    # ... and every size with the batch equal to its input width (1 + H_0/b = 2 at every size), one chain a cell.
+    "batch = input width": dict(slug="batch-input", cases=tuple(DLN_CASES), gammas=DLN_GAMMAS,
+                                settle={**DLN_SETTLE, "num_chains": 1, "batch_per_input": 1.0}),
+}
 DLN_GAMMA_KIND = "llc_dln_gamma"
+
+
+def _scan(name: str) -> dict:
+    if name not in DLN_SCANS:
+        raise ValueError(f"parameter 'name' must be one of {list(DLN_SCANS)}, got {name!r}")
+    return DLN_SCANS[name]
 
 
 def settling_steps(gamma: float, settle: dict = DLN_SETTLE) -> tuple[int, int]:
@@ -369,13 +391,21 @@ def settling_steps(gamma: float, settle: dict = DLN_SETTLE) -> tuple[int, int]:
     return round(settle["burnin_tau"] * tau), round(settle["draws_tau"] * tau)
 
 
-def dln_gamma_config(gamma: float, settle: dict = DLN_SETTLE) -> SGLDConfig:
-    """The sweep's setting of ``settle``'s sampler (plain SGLD unless it names one) at its step and chains, at
-    localization ``gamma`` with chains of ``settling_steps``."""
+def scan_batch(settle: dict, widths) -> int:
+    """The SGLD batch of a scan on the network ``widths``: ``batch_per_input`` × H_0, else ``batch_size``, else the
+    sweep's."""
+    if "batch_per_input" in settle:
+        return max(1, round(settle["batch_per_input"] * _check_widths(widths)[0]))
+    return settle.get("batch_size", DLN_SGLD["batch_size"])
+
+
+def dln_gamma_config(gamma: float, settle: dict = DLN_SETTLE, widths=DLN_CASES["1k"][0]) -> SGLDConfig:
+    """The sweep's setting of ``settle``'s sampler (plain SGLD unless it names one) at its step, chains and batch (on
+    the network ``widths``), at localization ``gamma`` with chains of ``settling_steps``."""
     burnin, draws = settling_steps(gamma, settle)
     sampler = settle.get("sampler", "sgld")
     return dln_config(sampler, {sampler: settle["epsilon"]}, gamma=float(gamma), num_chains=settle["num_chains"],
-                      num_burnin_steps=burnin, num_draws=draws)
+                      num_burnin_steps=burnin, num_draws=draws, batch_size=scan_batch(settle, widths))
 
 
 def dln_gamma_table(cases: dict = DLN_CASES, gammas=DLN_GAMMAS, settle: dict = DLN_SETTLE) -> "cache.StoredTable":
@@ -394,7 +424,7 @@ def gamma_rows(case: str, gamma: float, cases: dict = DLN_CASES, settle: dict = 
     import pandas as pd
 
     widths, rank = cases[case]
-    sgld = dln_gamma_config(gamma, settle)
+    sgld = dln_gamma_config(gamma, settle, widths)
     res = dln_result(case, sgld, cases)
     lam, window = dln_lambda(widths, rank), settle["window"]
     rows = []
@@ -402,7 +432,7 @@ def gamma_rows(case: str, gamma: float, cases: dict = DLN_CASES, settle: dict = 
         losses = res.loss_trace_all[c]
         for start in range(0, len(losses), window):
             rows.append({"case": case, "γ": float(gamma), "d": parameter_count(widths), "λ": lam, "chain": int(chain),
-                         "step": start, "burn-in": start < sgld.num_burnin_steps,
+                         "batch": sgld.batch_size, "step": start, "burn-in": start < sgld.num_burnin_steps,
                          "window λ̂ ÷ λ": float(sgld.nbeta * np.mean(losses[start:start + window]) / lam),
                          "λ̂ ÷ λ": float(res.llc_per_chain[c] / lam), "diverged": bool(res.diverged[c]),
                          "seconds": res.elapsed_s})
@@ -425,27 +455,18 @@ def dln_gamma_estimates(cases: dict = DLN_CASES, gammas=DLN_GAMMAS, settle: dict
     return rows
 
 
-def finer_table() -> "cache.StoredTable":
-    """The stored ``DLN_FINER`` table: the largest network settled at a third of the γ scan's step."""
-    return dln_gamma_table({case: DLN_CASES[case] for case in DLN_FINER["cases"]}, DLN_FINER["gammas"],
-                           DLN_FINER["settle"])
+def scan_table(name: str) -> "cache.StoredTable":
+    """The stored table of the scan ``name`` of ``DLN_SCANS``."""
+    scan = _scan(name)
+    return dln_gamma_table({case: DLN_CASES[case] for case in scan["cases"]}, scan["gammas"], scan["settle"])
 
 
-def finer_estimates(compute: bool = False, deadline: float | None = None):
-    """``DLN_FINER``'s rows (stored; else computed when ``compute``; else None), as ``dln_gamma_estimates``."""
-    return dln_gamma_estimates({case: DLN_CASES[case] for case in DLN_FINER["cases"]}, DLN_FINER["gammas"],
-                               DLN_FINER["settle"], compute, deadline)
-
-
-def rmsprop_gamma_table() -> "cache.StoredTable":
-    """The stored γ scan with RMSProp-SGLD (``DLN_SETTLE_RMSPROP``), every size at ``DLN_GAMMAS``."""
-    return dln_gamma_table(DLN_CASES, DLN_GAMMAS, DLN_SETTLE_RMSPROP)
-
-
-def rmsprop_gamma_estimates(compute: bool = False, deadline: float | None = None):
-    """The RMSProp-SGLD γ scan's rows (stored; else computed when ``compute``; else None), as
+def scan_estimates(name: str, compute: bool = False, deadline: float | None = None):
+    """The rows of the scan ``name`` of ``DLN_SCANS`` (stored; else computed when ``compute``; else None), as
     ``dln_gamma_estimates``."""
-    return dln_gamma_estimates(DLN_CASES, DLN_GAMMAS, DLN_SETTLE_RMSPROP, compute, deadline)
+    scan = _scan(name)
+    return dln_gamma_estimates({case: DLN_CASES[case] for case in scan["cases"]}, scan["gammas"], scan["settle"],
+                               compute, deadline)
 
 
 def gamma_summary(windows: "pd.DataFrame") -> "pd.DataFrame":
