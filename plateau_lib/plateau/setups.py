@@ -42,14 +42,14 @@ def plateaued(table: pd.DataFrame) -> pd.Series:
 
 def setup_values(table: pd.DataFrame) -> dict:
     """The page's reported numbers: the share of runs that learn y₁ first and then plateau, the share that jump
-    within their run, the lowest peak cosine and peak ρ before the jump over every run that learns y₁ (collapse
-    and repetition in each run, not in a setup's mean), and softmax's jump step over the linear baseline's, seed by
-    seed (when both were run)."""
-    kept = table[milestones.learned(table)]
+    within their run, the lowest peak cosine and peak ρ before the jump over every run that plateaus (collapse and
+    repetition during each run's plateau, not in a setup's mean: a run that never learns y₁, or jumps with it, has no
+    plateau to collapse in), and softmax's jump step over the linear baseline's, seed by seed (when both were run)."""
+    kept = table[plateaued(table)]
     values = {"runs that learn y₁ first, then plateau (fraction)": float(plateaued(table).mean()),
               "runs that jump within their run (fraction)": float(table["jump_step"].astype(float).notna().mean()),
-              "lowest peak cosine over the runs that learn y₁": float(kept["peak_cosine"].astype(float).min()),
-              "lowest peak ρ over the runs that learn y₁": float(kept["peak_rho"].astype(float).min())}
+              "lowest peak cosine over the runs that plateau": float(kept["peak_cosine"].astype(float).min()),
+              "lowest peak ρ over the runs that plateau": float(kept["peak_rho"].astype(float).min())}
     names = set(table["setup"].astype(str))
     if {"softmax", "baseline"} <= names:
         values["softmax jump step ÷ linear baseline's"] = milestones.seed_ratio(
@@ -59,10 +59,10 @@ def setup_values(table: pd.DataFrame) -> dict:
 
 def weakest_runs(table: pd.DataFrame) -> pd.DataFrame:
     """The run with the lowest peak cosine and the one with the lowest peak ρ before the jump, among the runs that
-    learn y₁ (the numbers ``setup_values`` judges): one row each, measure, setup, seed and value."""
-    rows, table = [], table[milestones.learned(table)]
+    plateau (the numbers ``setup_values`` judges): one row each, measure, setup, seed and value."""
+    rows, table = [], table[plateaued(table)]
     for measure, column in (("peak cosine", "peak_cosine"), ("peak ρ", "peak_rho")):
-        if table.empty:  # no run learned y₁: nothing to judge
+        if table.empty:  # no run plateaued: nothing to judge
             rows.append({"measure": measure, "setup": pages.MISSING, "seed": pages.MISSING, "value": np.nan})
             continue
         run = table.loc[table[column].astype(float).idxmin()]
@@ -71,10 +71,10 @@ def weakest_runs(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("measure")
 
 
-def unlearned_runs(table: pd.DataFrame) -> str:
-    """The runs that never learn y₁, which the collapse and repetition verdicts leave out: "SGD (seeds 0, 1, 2)",
-    setups joined by "; " ("none" when every run learns it)."""
-    runs = table[~milestones.learned(table)]
+def unplateaued_runs(table: pd.DataFrame) -> str:
+    """The runs that do not plateau (:func:`plateaued`), which the collapse and repetition verdicts leave out:
+    "n 8 (seeds 1, 2); SGD (seeds 0, 1, 2)", setups joined by "; " ("none" when every run plateaus)."""
+    runs = table[~plateaued(table)]
     if runs.empty:
         return "none"
     return "; ".join(f"{name} (seed{'s' if len(g) > 1 else ''} {', '.join(str(int(s)) for s in g['seed'])})"
