@@ -2,6 +2,7 @@
 have learned nothing (``chapters.untrained_values``: the paper configs never updated, through the pages' own code)
 comes out *not reproduced*, unless the claim is a sanity check (which that baseline passes by definition)."""
 import math
+from types import SimpleNamespace
 
 import pytest
 
@@ -121,13 +122,33 @@ def test_a_peak_before_the_jump_needs_a_run_that_learned_its_partial_solution(mo
     row = {"partial_lead": 0.0, "peak_rho": 1.0, "rho_data": 0.33, "peak_cosine": 0.99}
     summaries = {"histogram": {**row, "partial_step": None}, "permutation": {**row, "partial_step": 50}}
     monkeypatch.setattr(other_tasks, "run_summary", lambda result, cfg: summaries[result])
-    survey = other_tasks.survey_values({k: k for k in summaries}, {k: None for k in summaries})
+    configs = {k: SimpleNamespace(task=k) for k in summaries}
+    survey = other_tasks.survey_values({k: k for k in summaries}, configs)
     assert math.isnan(survey["histogram: peak ρ before the jump ÷ data's"])
     assert math.isnan(survey["histogram: peak cosine before the jump"])
     assert survey["permutation: peak ρ before the jump ÷ data's"] == 1.0 / 0.33
     claim = {c.metric: c for c in claims_of("Figs. 6–22 (other tasks)")}["histogram: peak ρ before the jump ÷ data's"]
     assert claim.judge(float("nan"), "paper") == "not reproduced"
     assert claim.show(float("nan")) == "partial solution never learned"
+
+
+def test_addition_repetition_is_judged_by_sequence_entropy_and_can_fail(monkeypatch):
+    """Addition's sums have no adjacent repeats: its repetition is low sequence entropy, as the authors' code logs
+    it, not ρ. The paper run's minimum before the jump (0.50 against the data's 1.34) passes; its untrained output
+    (1.28, 0.96 of the data's) would not, so the claim is not met by learning nothing."""
+    from plateau_lib.plateau import other_tasks
+    from plateau_lib.plateau.claims import claims_of
+    summaries = {"addition": {"partial_lead": 0.43, "peak_rho": 7.6, "rho_data": 1.0, "peak_cosine": 0.99,
+                              "min_entropy": 0.50, "entropy_data": 1.34, "partial_step": 900}}
+    monkeypatch.setattr(other_tasks, "run_summary", lambda result, cfg: summaries[result])
+    survey = other_tasks.survey_values({"addition": "addition"}, {"addition": SimpleNamespace(task="addition")})
+    assert survey["addition: minimum entropy before the jump ÷ data's"] == pytest.approx(0.50 / 1.34)
+    assert not any("addition: peak ρ" in k for k in survey)
+    claims = {c.metric: c for c in claims_of("Figs. 6–22 (other tasks)")}
+    assert "addition: peak ρ before the jump ÷ data's" not in claims
+    claim = claims["addition: minimum entropy before the jump ÷ data's"]
+    assert not claim.sanity
+    assert claim.judge(0.50 / 1.34, "paper") == "reproduced" and claim.judge(1.28 / 1.34, "paper") == "not reproduced"
 
 
 def test_each_seed_is_paired_with_its_own_reference():

@@ -165,7 +165,10 @@ def survey_values(results: dict, configs: dict) -> dict:
     for label in ("addition", "permutation", "histogram", "concat MWS"):
         if label in s:
             r, learned = s[label], s[label]["partial_step"] is not None
-            values.update({f"{label}: peak ρ before the jump ÷ data's": r["peak_rho"] / r["rho_data"] if learned else None,
+            repetition = ((f"{label}: minimum entropy before the jump ÷ data's", r["min_entropy"] / r["entropy_data"])
+                          if configs[label].task in ENTROPY_TASKS else
+                          (f"{label}: peak ρ before the jump ÷ data's", r["peak_rho"] / r["rho_data"]))
+            values.update({repetition[0]: repetition[1] if learned else None,
                            f"{label}: peak cosine before the jump": r["peak_cosine"] if learned else None})
     if "repeat_1" in s:
         r, steps = s["repeat_1"], configs["repeat_1"].steps
