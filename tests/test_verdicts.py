@@ -4,7 +4,7 @@ import pytest
 
 from plateau_lib import chapters
 from plateau_lib.book import summaries
-from plateau_lib.book.verdicts import BySeed, Claim, INF, VERDICTS, select
+from plateau_lib.book.verdicts import AtLeast, BySeed, Claim, INF, VERDICTS, select
 
 CLAIMS = chapters.claims()
 
@@ -52,6 +52,23 @@ def test_several_seeds_are_judged_one_by_one_and_never_averaged():
     assert (row["ours"], row["verdict"], row["by seed"]) == (0.92, "partly", {"0": 0.95, "1": 0.5, "2": 0.92})
     with pytest.raises(ValueError, match="BySeed values"):
         BySeed({})
+
+
+def test_a_lower_bound_survives_the_summary_file(tmp_path):
+    """A seed's ratio known only from below (its run never jumped) is recorded as a lower bound and read back as
+    one, so a reader of the JSON, and the page's nearest-edge table, see "≥" and not an exact number."""
+    import json
+    later = Claim("F", "jump ratio", "later", (2, INF), (1.3, INF))
+    given = BySeed({0: AtLeast(2.73), 1: 1.5, 2: AtLeast(1.62)})
+    (row,) = summaries.summary_rows([later], "paper", {"jump ratio": given})
+    assert row["lower bounds"] == ["0", "2"] and row["shown"].startswith("≥ 2.73, 1.5 and ≥ 1.62")
+    back = summaries.stored_value(json.loads(json.dumps(row)))
+    assert isinstance(back.values[0], AtLeast) and isinstance(back.values[2], AtLeast)
+    assert not isinstance(back.values[1], AtLeast) and later.judge(back, "paper") == row["verdict"]
+    (single,) = summaries.summary_rows([later], "paper", {"jump ratio": AtLeast(3.0)})
+    assert single["lower bounds"] == ["ours"] and isinstance(summaries.stored_value(single), AtLeast)
+    (exact,) = summaries.summary_rows([later], "paper", {"jump ratio": 3.0})
+    assert "lower bounds" not in exact and summaries.stored_value(exact) == 3.0
 
 
 def test_rule_and_show():

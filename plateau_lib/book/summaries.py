@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from plateau_lib.book.verdicts import SOURCE_KINDS, BySeed
+from plateau_lib.book.verdicts import SOURCE_KINDS, AtLeast, BySeed
 from plateau_lib.engine.utils import REPO_ROOT, git_commit, write_json
 
 # One column, one kind of run. A long CPU run is still a miniature: judged by the cpu rule (scale-bound claims are not
@@ -57,7 +57,8 @@ def summary_rows(claims: list, preset: str, values: dict, judged_as: str | None 
     None), shown text, verdict and rule.
 
     ``values`` maps each claim's metric to our number (None/NaN: never reached), or to a ``BySeed`` (judged seed
-    by seed; "ours" is their median, and the row keeps each seed's under "by seed"); unknown metrics raise.
+    by seed; "ours" is their median, and the row keeps each seed's under "by seed"); unknown metrics raise. A value
+    known only from below (:class:`AtLeast`) is listed under "lower bounds" ("ours", or its seed).
     ``rerun``: the same measures on a re-run with a floating-point perturbation (``TrainConfig.init_nudge``); the
     row keeps its shown value and verdict ("rerun", "rerun verdict") and whether the verdict turned ("fragile").
     """
@@ -81,12 +82,25 @@ def summary_rows(claims: list, preset: str, values: dict, judged_as: str | None 
             row["by seed"] = {str(k): float(v) for k, v in sorted(given.values.items())}
             if len(given.values) > 1:
                 row["shown"] += f", {c.seeds_in_band(given, tier)}"
+        bounds = ([str(k) for k, v in sorted(given.values.items()) if isinstance(v, AtLeast)]
+                  if isinstance(given, BySeed) else ["ours"] if isinstance(given, AtLeast) else [])
+        if bounds:
+            row["lower bounds"] = bounds
         if rerun is not None and c.metric in rerun:
             again = rerun[c.metric]
             row.update({"rerun": c.show(again), "rerun verdict": c.judge(again, tier)})
             row["fragile"] = row["rerun verdict"] != row["verdict"]
         rows.append(row)
     return rows
+
+
+def stored_value(row: dict) -> float | BySeed | None:
+    """A summary row's number as ``summary_rows`` judged it: a :class:`BySeed` where it kept each seed's, and each
+    value it recorded under "lower bounds" an :class:`AtLeast` again ("ours", or a seed)."""
+    bounds = set(row.get("lower bounds", ()))
+    if row.get("by seed"):
+        return BySeed({int(k): AtLeast(v) if k in bounds else v for k, v in row["by seed"].items()})
+    return AtLeast(row["ours"]) if "ours" in bounds and row["ours"] is not None else row["ours"]
 
 
 def record_summary(claims: list, preset: str, values: dict, page: str, provenance: dict,
@@ -188,8 +202,7 @@ def edge_table(claims: list, kind: str = "reading", preset: str = "paper",
         row = found.get((claim.figure, claim.metric))
         if claim.sanity or claim.band is None or claim.band.kind != kind or row is None:
             continue
-        ours = BySeed({int(k): v for k, v in row["by seed"].items()}) if row.get("by seed") else row["ours"]
-        edge, distance = claim.nearest_edge(ours)
+        edge, distance = claim.nearest_edge(stored_value(row))
         rows.append({"figure": claim.figure, "metric": claim.metric, "ours": row["shown"], "verdict": row["verdict"],
                      "rule": row["rule"], "edge": edge, "distance": distance})
     columns = ["figure", "metric", "ours", "verdict", "rule", "edge", "distance"]

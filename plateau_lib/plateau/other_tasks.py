@@ -12,7 +12,7 @@ import pandas as pd
 
 from plateau_lib.book import pages
 from plateau_lib.engine import stages
-from plateau_lib.plateau import presets as plateau_presets
+from plateau_lib.plateau import milestones, presets as plateau_presets
 
 # Tasks without adjacent repeats in their answers (prefix sums, sum digits): the paper measures their
 # repetition bias as low sequence entropy instead of ρ (reference §4.4).
@@ -151,6 +151,7 @@ def summary_numbers(shown: dict, columns=("cpu", "paper")) -> dict:
 def survey_values(results: dict, configs: dict) -> dict:
     """The numbers the page's claims judge (``verdicts``: "Figs. 6–22 (other tasks)"), from the runs present."""
     s = {label: run_summary(results[label], configs[label]) for label in results}
+    learned = milestones.learned(pd.DataFrame.from_dict(s, orient="index")) if s else {}
     values = {}
     for label, part in (("prefix sum", "y1"), ("addition", "final carry")):
         if label in s:
@@ -160,16 +161,15 @@ def survey_values(results: dict, configs: dict) -> dict:
     if "prefix sum" in s:
         p = s["prefix sum"]
         values.update({"prefix sum: minimum entropy before the jump ÷ data's": p["min_entropy"] / p["entropy_data"],
-                       "prefix sum: peak cosine before the jump": p["peak_cosine"] if p["partial_step"] is not None
-                       else None})
+                       "prefix sum: peak cosine before the jump": p["peak_cosine"] if learned["prefix sum"] else None})
     for label in ("addition", "permutation", "histogram", "concat MWS"):
         if label in s:
-            r, learned = s[label], s[label]["partial_step"] is not None
+            r = s[label]
             repetition = ((f"{label}: minimum entropy before the jump ÷ data's", r["min_entropy"] / r["entropy_data"])
                           if configs[label].task in ENTROPY_TASKS else
                           (f"{label}: peak ρ before the jump ÷ data's", r["peak_rho"] / r["rho_data"]))
-            values.update({repetition[0]: repetition[1] if learned else None,
-                           f"{label}: peak cosine before the jump": r["peak_cosine"] if learned else None})
+            values.update({repetition[0]: repetition[1] if learned[label] else None,
+                           f"{label}: peak cosine before the jump": r["peak_cosine"] if learned[label] else None})
     if "repeat_1" in s:
         r, steps = s["repeat_1"], configs["repeat_1"].steps
         values.update({"REPEAT1: cosine after one step": r["cosine_step_1"],
