@@ -120,9 +120,9 @@ def test_the_papers_own_numbers_are_reproduced_and_a_miniature_is_not_comparable
     by_metric = {c.metric: c for c in claims_of(stages_page.FIGURE)}
     for metric, value in values.items():
         if metric != "final Δ to ridge":
-            assert by_metric[metric].judge(value, "paper") == "reproduced", metric
+            assert by_metric[metric].judge(value, "paper").split(";")[0] == "reproduced", metric
         expected = "reproduced" if metric.startswith("minimum mean-square") else "not comparable at this scale"
-        assert by_metric[metric].judge(value, "cpu") == expected, metric
+        assert by_metric[metric].judge(value, "cpu").split(";")[0] == expected, metric
 
 
 def test_other_seeds_judge_the_llc_claims_seed_by_seed_and_leave_the_curve_claims_to_the_run():
