@@ -103,6 +103,15 @@ def run_summary(result, cfg) -> dict:
     return row
 
 
+def plateau_accuracy(result, cfg) -> pd.DataFrame:
+    """The accuracy of the partial solution's outputs (``acc_first``) and of the others (``acc_rest``) at each
+    evaluation after step 0 and before the jump (the whole run if it never jumps): where the plateau is."""
+    summary = run_summary(result, cfg)
+    acc = stages.partial_accuracy(result.positions, cfg.make_task().partial_positions)
+    end = np.inf if summary["jump_step"] is None else summary["jump_step"]
+    return acc[(acc["step"] > 0) & (acc["step"] < end)].reset_index(drop=True)
+
+
 SUMMARY_COLUMNS = {"partial_step": "partial learned", "jump_step": "jump", "plateau_span": "plateau span",
                    "partial_lead": "partial − rest accuracy",
                    "peak_cosine": "peak cosine", "apm_before_jump": "APM before jump", "final_acc": "final accuracy"}
