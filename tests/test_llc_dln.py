@@ -221,6 +221,25 @@ def test_the_gamma_scan_lets_each_chain_settle_and_measures_its_drift():
         "llc_dln_gamma-9469adceee351012", "llc_dln_gamma-f7025574ffca987d", "llc_dln_gamma-c649d4ac5ed40171"]
 
 
+def test_scans_at_one_gamma_put_each_scan_in_a_row_and_leave_unrun_sizes_blank():
+    import pandas as pd
+
+    from plateau_lib.llc import dln
+
+    def windows(d, gamma, ratio):
+        return pd.DataFrame({"d": d, "γ": gamma, "chain": 0, "step": [0, 1000], "burn-in": [True, False],
+                             "window λ̂ ÷ λ": [0.1, ratio], "λ̂ ÷ λ": ratio, "diverged": False})
+    scans = {"batch 64": pd.concat([windows(1024, 10.0, 0.89), windows(1024, 30.0, 0.7), windows(9984, 10.0, 0.92)]),
+             "batch 2": windows(1024, 10.0, 0.956)}
+    table = dln.scans_at(scans)
+    assert list(table.columns) == ["d = 1,024", "d = 9,984"] and list(table.index) == ["batch 64", "batch 2"]
+    assert table.loc["batch 64"].tolist() == ["0.89", "0.92"] and table.loc["batch 2"].tolist() == ["0.96", ""]
+    assert dln.scans_at(scans, 30.0).loc["batch 64", "d = 1,024"] == "0.70"
+    cold = dln.dln_gamma_config(10.0, dln.DLN_SCANS["colder"]["settle"])
+    assert (cold.nbeta, cold.gamma, cold.num_burnin_steps) == (1e5, 100.0, dln.settling_steps(10.0)[0])
+    assert cold.epsilon == pytest.approx(1e-6)
+
+
 def test_the_settling_figure_has_a_panel_per_size_and_a_line_per_gamma_and_sampler():
     """plot_settling on hand-made windows: a panel per size titled by its weights, two lines per γ (burn-in faded,
     draws), a legend with the band, each γ and the burn-in, and nothing under the book's smallest font."""

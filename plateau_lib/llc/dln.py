@@ -371,6 +371,13 @@ DLN_SCANS = {
     # ... and every size with the batch equal to its input width (1 + H_0/b = 2 at every size), one chain a cell.
     "batch = input width": dict(slug="batch-input", cases=tuple(DLN_CASES), gammas=DLN_GAMMAS,
                                 settle={**DLN_SETTLE, "num_chains": 1, "batch_per_input": 1.0}),
+    # Or is it the temperature? Fluctuations of size 1/√(nβ) in H weights of a row add up in the products of layers,
+    # so the quadratic (asymptotic) regime needs nβ large against the width: 1e4 is 600 times the smallest network's
+    # mean width and 20 times the largest's. ``cool`` k multiplies nβ and γ by k and divides ε by k (the posterior at
+    # temperature 1/k, the same τ; ``gammas`` name γ before the scaling): every size ten times colder, one chain a
+    # cell. (The smallest network made as hot as the largest, k = 1/32, diverged at γ = 0.31: not a scan here.)
+    "colder": dict(slug="colder", cases=tuple(DLN_CASES), gammas=(10.0,),
+                   settle={**DLN_SETTLE, "num_chains": 1, "cool": 10.0}),
 }
 DLN_GAMMA_KIND = "llc_dln_gamma"
 
@@ -401,11 +408,13 @@ def scan_batch(settle: dict, widths) -> int:
 
 def dln_gamma_config(gamma: float, settle: dict = DLN_SETTLE, widths=DLN_CASES["1k"][0]) -> SGLDConfig:
     """The sweep's setting of ``settle``'s sampler (plain SGLD unless it names one) at its step, chains and batch (on
-    the network ``widths``), at localization ``gamma`` with chains of ``settling_steps``."""
+    the network ``widths``), at localization ``gamma`` with chains of ``settling_steps``; with ``settle["cool"]`` = k,
+    nβ and γ times k and ε ÷ k."""
     burnin, draws = settling_steps(gamma, settle)
-    sampler = settle.get("sampler", "sgld")
-    return dln_config(sampler, {sampler: settle["epsilon"]}, gamma=float(gamma), num_chains=settle["num_chains"],
-                      num_burnin_steps=burnin, num_draws=draws, batch_size=scan_batch(settle, widths))
+    sampler, cool = settle.get("sampler", "sgld"), settle.get("cool", 1.0)
+    return dln_config(sampler, {sampler: settle["epsilon"] / cool}, gamma=float(gamma) * cool,
+                      nbeta=DLN_SGLD["nbeta"] * cool, num_chains=settle["num_chains"], num_burnin_steps=burnin,
+                      num_draws=draws, batch_size=scan_batch(settle, widths))
 
 
 def dln_gamma_table(cases: dict = DLN_CASES, gammas=DLN_GAMMAS, settle: dict = DLN_SETTLE) -> "cache.StoredTable":
@@ -479,6 +488,20 @@ def gamma_summary(windows: "pd.DataFrame") -> "pd.DataFrame":
     out = per_chain.groupby(["d", "γ"]).agg(**{"λ̂ ÷ λ": ("ratio", "mean"), "drift over the draws": ("drift", "mean"),
                                               "chains": ("ratio", "count")})
     return out.reset_index()
+
+
+def scans_at(scans: dict, gamma: float = 10.0) -> "pd.DataFrame":
+    """λ̂ ÷ λ of each scan of ``scans`` (``{label: windows}``, a row each; :func:`gamma_summary`) at localization
+    ``gamma`` (before a ``cool`` scaling), a column per size, to two decimals; blank where a scan did not run."""
+    import pandas as pd
+
+    rows = {}
+    for label, windows in scans.items():
+        summary = gamma_summary(windows)
+        rows[label] = summary[summary["γ"] == gamma].set_index("d")["λ̂ ÷ λ"]
+    table = pd.DataFrame(rows).T.sort_index(axis=1)
+    table.columns = [f"d = {d:,}" for d in table.columns]
+    return table.map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
 
 
 def gamma_shown_table(summaries: dict) -> "pd.DataFrame":
