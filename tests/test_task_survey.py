@@ -8,6 +8,7 @@ import torch
 from plateau_lib.engine import stages
 from plateau_lib.engine.tasks import make_task
 from plateau_lib.plateau import metrics as M, other_tasks, presets
+from plateau_lib.plateau.claims import claims_of
 
 PAPER_STEPS = {"prefix sum": 1000, "repeat_1": 200, "repeat_2": 200, "repeat_4": 200, "addition": 10000,
                "permutation": 2000, "histogram": 5000, "copy": 100, "reverse": 100, "concat MWS": 5000}
@@ -106,11 +107,30 @@ def test_run_summary_reads_the_lead_and_the_repetition_extremes():
 
     cfg = presets.other_task_runs("cpu", ["addition"])["addition"].replace(task_kwargs={"n": 3, "reverse": True})
     s = other_tasks.run_summary(Result, cfg)
-    assert s["partial_lead"] == pytest.approx(0.85)          # 0.95 - 0.1 at the partial step
+    # at the partial step the carry is 0.9 of the way from its chance (0.5) to 1, the digits at their chance (0.1)
+    assert s["partial_lead"] == pytest.approx(0.9, abs=0.03)
     assert s["min_entropy"] == 0.4 and s["peak_rho"] == 0.6   # before the jump at step 30
     table = other_tasks.summary_table({"addition": Result}, {"addition": cfg})
     assert table.loc["addition", "plateau span"] == "20"
     assert table.loc["addition", "partial solution"] == "y4"
+
+
+def test_the_lead_over_chance_is_zero_for_a_model_at_chance_and_can_fail():
+    """Addition's final carry is right half the time by guessing, its other digits a tenth: a model that has learned
+    only the answers' frequencies leads by 0.4 in raw accuracy, and by 0 above chance, so the claim can fail."""
+    import pandas as pd
+
+    cfg = presets.other_task_runs("cpu", ["addition"])["addition"]
+    chance = other_tasks.chance_accuracy(cfg)
+    assert chance.index.tolist() == [1, 2, 3, 4, 5]
+    assert chance[5] == pytest.approx(0.5, abs=0.02) and chance[1:4].between(0.09, 0.12).all()
+    at_chance = pd.DataFrame({"step": 100, "position": chance.index, "acc": chance.values})
+    assert other_tasks.lead_over_chance(at_chance, 100, (5,), chance) == pytest.approx(0.0)
+    assert chance[5] - chance[1:4].mean() > 0.35  # the raw lead a guessing model would have had
+    claim = {c.metric: c for c in claims_of("Figs. 6–22 (other tasks)")}[
+        "addition: final carry − rest accuracy above chance when it is learned"]
+    assert claim.judge(0.0, "paper") == "not reproduced"
+    assert np.isnan(other_tasks.lead_over_chance(at_chance, None, (5,), chance))
 
 
 def test_the_longest_flat_stretch_is_measured_on_the_curve():

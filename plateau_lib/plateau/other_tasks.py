@@ -80,17 +80,37 @@ def task_table(configs: dict) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("task")
 
 
+def chance_accuracy(cfg, n: int = 8192, seed: int = 0) -> pd.Series:
+    """Per output (1-based), the accuracy of always answering its most frequent value in ``n`` of the task's
+    sequences: what a model that learned nothing but the answers' frequencies gets (0.5 for addition's final carry,
+    about 0.1 for its other digits)."""
+    import torch
+
+    task = cfg.make_task()
+    outputs = task.sample(n, torch.Generator().manual_seed(seed), "cpu")[:, task.prompt_len:].numpy()
+    return pd.Series([np.bincount(col).max() / n for col in outputs.T], index=range(1, outputs.shape[1] + 1))
+
+
+def lead_over_chance(positions: pd.DataFrame, step, partial, chance: pd.Series) -> float:
+    """How far the ``partial`` outputs are ahead of the others at ``step``, each output's accuracy taken as its share
+    of the way from chance to 1 (``chance``: :func:`chance_accuracy`); NaN without a step."""
+    if step is None:
+        return np.nan
+    acc = positions[positions["step"] == step].set_index("position")["acc"]
+    above = (acc - chance.reindex(acc.index)) / (1 - chance.reindex(acc.index))
+    inside = above.index.isin(list(partial))
+    return float(above[inside].mean() - above[~inside].mean())
+
+
 def run_summary(result, cfg) -> dict:
     """One run's milestones (``stages.plateau_summary`` over the task's partial-solution outputs), how far the
-    partial solution is ahead of the other outputs when it is learned, the extremes of the repetition measures
-    before the jump, and the cosine after the first step."""
+    partial solution is ahead of the other outputs when it is learned (above chance, ``lead_over_chance``), the
+    extremes of the repetition measures before the jump, and the cosine after the first step."""
     partial = cfg.make_task().partial_positions
     m = result.metrics.sort_values("step")
     s = stages.plateau_summary(m, positions=result.positions, partial=partial)
     before = stages.before_jump(m, s["jump_step"])
-    acc = stages.partial_accuracy(result.positions, partial).set_index("step")
-    lead = (acc.loc[s["partial_step"], "acc_first"] - acc.loc[s["partial_step"], "acc_rest"]
-            if s["partial_step"] is not None else np.nan)
+    lead = lead_over_chance(result.positions, s["partial_step"], partial, chance_accuracy(cfg))
     first_step = m[m["step"] == 1]
     row = {**s, "partial_lead": float(lead), "min_entropy": float(before["entropy"].min()),
            "entropy_data": float(m["entropy_data"].mean()), "rho_data": float(m["rho_data"].mean()),
@@ -113,7 +133,7 @@ def plateau_accuracy(result, cfg) -> pd.DataFrame:
 
 
 SUMMARY_COLUMNS = {"partial_step": "partial learned", "jump_step": "jump", "plateau_span": "plateau span",
-                   "partial_lead": "partial − rest accuracy",
+                   "partial_lead": "partial − rest accuracy above chance",
                    "peak_cosine": "peak cosine", "apm_before_jump": "APM before jump", "final_acc": "final accuracy"}
 
 
@@ -164,7 +184,7 @@ def survey_values(results: dict, configs: dict) -> dict:
     values = {}
     for label, part in (("prefix sum", "y1"), ("addition", "final carry")):
         if label in s:
-            values[f"{label}: {part} − rest accuracy when it is learned"] = s[label]["partial_lead"]
+            values[f"{label}: {part} − rest accuracy above chance when it is learned"] = s[label]["partial_lead"]
     # A peak "before the jump" only in a run that learned its partial solution: with no plateau, an output that
     # never changes has ρ 1 (and its states a high cosine) by construction.
     if "prefix sum" in s:
