@@ -131,6 +131,9 @@ def test_the_lead_over_chance_is_zero_for_a_model_at_chance_and_can_fail():
         "addition: final carry − rest accuracy above chance when it is learned"]
     assert claim.judge(0.0, "paper") == "not reproduced"
     assert np.isnan(other_tasks.lead_over_chance(at_chance, None, (5,), chance))
+    fixed = chance.copy()
+    fixed[1] = 1.0  # an output that never varies says nothing: left out, not a division by zero
+    assert other_tasks.lead_over_chance(at_chance.assign(acc=1.0), 100, (5,), fixed) == pytest.approx(0.0)
 
 
 def test_the_longest_flat_stretch_is_measured_on_the_curve():

@@ -93,11 +93,13 @@ def chance_accuracy(cfg, n: int = 8192, seed: int = 0) -> pd.Series:
 
 def lead_over_chance(positions: pd.DataFrame, step, partial, chance: pd.Series) -> float:
     """How far the ``partial`` outputs are ahead of the others at ``step``, each output's accuracy taken as its share
-    of the way from chance to 1 (``chance``: :func:`chance_accuracy`); NaN without a step."""
+    of the way from chance to 1 (``chance``: :func:`chance_accuracy`; an output that never varies is left out); NaN
+    without a step."""
     if step is None:
         return np.nan
     acc = positions[positions["step"] == step].set_index("position")["acc"]
-    above = (acc - chance.reindex(acc.index)) / (1 - chance.reindex(acc.index))
+    base = chance.reindex(acc.index)
+    above = ((acc - base) / (1 - base))[base < 1]
     inside = above.index.isin(list(partial))
     return float(above[inside].mean() - above[~inside].mean())
 
