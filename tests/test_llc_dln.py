@@ -199,6 +199,8 @@ def test_the_gamma_scan_lets_each_chain_settle_and_measures_its_drift():
     assert cfg.batch_size == 64
     assert dln.dln_gamma_config(10.0, dln.DLN_SCANS["batch 2, smallest"]["settle"]).batch_size == 2
     assert dln.dln_gamma_config(10.0, dln.DLN_SCANS["batch = input width"]["settle"], [640, 500, 640]).batch_size == 640
+    with pytest.raises(ValueError, match="parameter 'widths'"):
+        dln.dln_gamma_config(10.0, dln.DLN_SCANS["batch = input width"]["settle"])
     with pytest.raises(ValueError, match="parameter 'name' must be one of"):
         dln.scan_table("γ-scan")
     windows = pd.DataFrame({"d": 1024, "γ": 10.0, "chain": [0] * 4 + [1] * 4 + [2] * 4,

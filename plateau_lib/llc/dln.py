@@ -398,15 +398,17 @@ def settling_steps(gamma: float, settle: dict = DLN_SETTLE) -> tuple[int, int]:
     return round(settle["burnin_tau"] * tau), round(settle["draws_tau"] * tau)
 
 
-def scan_batch(settle: dict, widths) -> int:
-    """The SGLD batch of a scan on the network ``widths``: ``batch_per_input`` × H_0, else ``batch_size``, else the
-    sweep's."""
+def scan_batch(settle: dict, widths=None) -> int:
+    """The SGLD batch of a scan on the network ``widths``: ``batch_per_input`` × H_0 (``widths`` needed), else
+    ``batch_size``, else the sweep's."""
     if "batch_per_input" in settle:
+        if widths is None:
+            raise ValueError("parameter 'widths' is needed for a scan whose batch is a multiple of the input width")
         return max(1, round(settle["batch_per_input"] * _check_widths(widths)[0]))
     return settle.get("batch_size", DLN_SGLD["batch_size"])
 
 
-def dln_gamma_config(gamma: float, settle: dict = DLN_SETTLE, widths=DLN_CASES["1k"][0]) -> SGLDConfig:
+def dln_gamma_config(gamma: float, settle: dict = DLN_SETTLE, widths=None) -> SGLDConfig:
     """The sweep's setting of ``settle``'s sampler (plain SGLD unless it names one) at its step, chains and batch (on
     the network ``widths``), at localization ``gamma`` with chains of ``settling_steps``; with ``settle["cool"]`` = k,
     nβ and γ times k and ε ÷ k."""
