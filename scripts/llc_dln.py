@@ -6,6 +6,7 @@ is read, not computed again.
 
     OMP_NUM_THREADS=1 python scripts/llc_dln.py --budget-s 3600     # sweeps and checks about 70 min on one core,
                                                                     # the scans about 45, 60, 70, 60 and 2 more
+    OMP_NUM_THREADS=1 python scripts/llc_dln.py --budget-s 9000 --scans "true rank"   # only these scans
 """
 import argparse
 import time
@@ -18,9 +19,13 @@ from plateau_lib.llc import dln
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--budget-s", type=float, required=True, help="seconds of work before stopping (rows kept)")
+    parser.add_argument("--scans", nargs="+", default=None, choices=list(dln.DLN_SCANS), metavar="NAME",
+                        help=f"only these settling scans, nothing else (one of {list(dln.DLN_SCANS)})")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     deadline = time.time() + args.budget_s
+    if args.scans:
+        return run_scans(args.scans, deadline)
     for epsilon in (dln.DLN_EPSILON, dln.DLN_SMALL_EPSILON):
         rows = dln.dln_estimates(epsilon=epsilon, compute=True, deadline=deadline)
         print(dln.dln_summary(rows).to_string(index=False))
@@ -29,7 +34,12 @@ def main(argv=None) -> None:
         checks = dln.dln_check_estimates(large, compute=True, deadline=deadline)
         print(dln.dln_check_summary(checks).to_string())
         print(f"committed to {dln.dln_check_table(large).commit()}")
-    for name in dln.DLN_SCANS:
+    run_scans(dln.DLN_SCANS, deadline)
+
+
+def run_scans(names, deadline: float) -> None:
+    """Each settling scan of ``names`` in turn, each table committed to results/ when it is finished."""
+    for name in names:
         windows = dln.scan_estimates(name, compute=True, deadline=deadline)
         print(name, dln.gamma_summary(windows).to_string(index=False), sep="\n")
         print(f"committed to {dln.scan_table(name).commit()}")

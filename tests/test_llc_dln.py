@@ -223,6 +223,25 @@ def test_the_gamma_scan_lets_each_chain_settle_and_measures_its_drift():
         "llc_dln_gamma-9469adceee351012", "llc_dln_gamma-f7025574ffca987d", "llc_dln_gamma-c649d4ac5ed40171"]
 
 
+def test_the_variant_networks_keep_the_sizes_and_have_their_own_scans():
+    """The one-hidden-layer networks have DLN_CASES' four sizes and ranks, and their λ is reduced-rank regression's
+    (Aoyagi & Watanabe 2005, an independent formula); the true-rank variants change only the rank; a scan's cases
+    come from either table, and DLN_CASES (whose scans cover every size) is unchanged."""
+    from plateau_lib.llc import dln
+    from plateau_lib.llc.golden import rrr_lambda
+    shallow = [dln.DLN_VARIANT_CASES[c] for c in dln.DLN_SHALLOW]
+    deep = list(dln.DLN_CASES.values())
+    assert [dln.parameter_count(w) for w, _ in shallow] == [dln.parameter_count(w) for w, _ in deep]
+    assert [r for _, r in shallow] == [r for _, r in deep]
+    for (m, h, n), r in shallow:
+        assert dln.dln_lambda([m, h, n], r) == rrr_lambda(m, h, n, r)
+    assert dln.DLN_VARIANT_CASES["1M, rank 100"] == (dln.DLN_CASES["1M"][0], 100)
+    assert dln.scan_cases("true rank") == {"1k, rank 1": (dln.DLN_CASES["1k"][0], 1),
+                                           "1M, rank 100": (dln.DLN_CASES["1M"][0], 100)}
+    assert list(dln.scan_cases("γ scan")) == ["1k", "10k", "100k", "1M"]
+    assert dln.dln_gamma_config(10.0, dln.DLN_SCANS["one hidden layer"]["settle"], [1000, 520, 1000]).batch_size == 1000
+
+
 def test_scans_at_one_gamma_put_each_scan_in_a_row_and_leave_unrun_sizes_blank():
     import pandas as pd
 

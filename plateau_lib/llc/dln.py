@@ -350,6 +350,13 @@ def dln_provenance(chains: "pd.DataFrame") -> dict:
 # its settings name ``batch_size`` or ``batch_per_input`` (the batch as a multiple of the network's input width H_0).
 DLN_GAMMAS = (10.0, 30.0, 100.0)
 DLN_SETTLE = dict(epsilon=1e-5, num_chains=2, burnin_tau=1.0, draws_tau=1.5, window=1_000)
+# Networks only some scans run, kept apart from DLN_CASES (whose scans over every size keep their stored keys): one
+# hidden layer at DLN_CASES' four sizes (the same d) and ranks (λ ÷ (d/2) 0.51 to 0.45), and two of DLN_CASES' networks
+# at another true rank.
+DLN_SHALLOW = ("1k, one hidden layer", "10k, one hidden layer", "100k, one hidden layer", "1M, one hidden layer")
+DLN_VARIANT_CASES = dict(zip(DLN_SHALLOW, (([32, 16, 32], 3), ([96, 52, 96], 5), ([320, 160, 320], 10),
+                                           ([1000, 520, 1000], 20)))) | {
+    "1k, rank 1": (DLN_CASES["1k"][0], 1), "1M, rank 100": (DLN_CASES["1M"][0], 100)}
 DLN_SCANS = {
     # every size at three γ, plain SGLD
     "γ scan": dict(slug="windows", cases=tuple(DLN_CASES), gammas=DLN_GAMMAS, settle=DLN_SETTLE),
@@ -378,6 +385,15 @@ DLN_SCANS = {
     # cell. (The smallest network made as hot as the largest, k = 1/32, diverged at γ = 0.31: not a scan here.)
     "colder": dict(slug="colder", cases=tuple(DLN_CASES), gammas=(10.0,),
                    settle={**DLN_SETTLE, "num_chains": 1, "cool": 10.0}),
+    # Or the depth? The same four sizes and ranks with one hidden layer (DLN_VARIANT_CASES), the batch equal to the
+    # input width as in the row above that reads nearest λ: if the rise with size is the depth's, it goes here.
+    "one hidden layer": dict(slug="one-hidden-layer", cases=DLN_SHALLOW, gammas=(10.0,),
+                             settle={**DLN_SETTLE, "num_chains": 1, "batch_per_input": 1.0}),
+    # Or the true rank against the widths? r ÷ the narrowest width falls from 3/12 (the smallest) to 20/400 (the
+    # largest). The largest at r = 100 (100/400, the smallest's share) and the smallest at r = 1 (1/12, the nearest
+    # to the largest's share), at the γ scan's setting: if the share drives the excess, they trade places.
+    "true rank": dict(slug="true-rank", cases=("1k, rank 1", "1M, rank 100"), gammas=(10.0, 30.0),
+                      settle={**DLN_SETTLE, "num_chains": 1}),
 }
 DLN_GAMMA_KIND = "llc_dln_gamma"
 
@@ -386,6 +402,12 @@ def _scan(name: str) -> dict:
     if name not in DLN_SCANS:
         raise ValueError(f"parameter 'name' must be one of {list(DLN_SCANS)}, got {name!r}")
     return DLN_SCANS[name]
+
+
+def scan_cases(name: str) -> dict:
+    """``{case: (widths, rank)}`` of the scan ``name`` of ``DLN_SCANS`` (from ``DLN_CASES`` and ``DLN_VARIANT_CASES``)."""
+    every = DLN_CASES | DLN_VARIANT_CASES
+    return {case: every[case] for case in _scan(name)["cases"]}
 
 
 def settling_steps(gamma: float, settle: dict = DLN_SETTLE) -> tuple[int, int]:
@@ -469,15 +491,14 @@ def dln_gamma_estimates(cases: dict = DLN_CASES, gammas=DLN_GAMMAS, settle: dict
 def scan_table(name: str) -> "cache.StoredTable":
     """The stored table of the scan ``name`` of ``DLN_SCANS``."""
     scan = _scan(name)
-    return dln_gamma_table({case: DLN_CASES[case] for case in scan["cases"]}, scan["gammas"], scan["settle"])
+    return dln_gamma_table(scan_cases(name), scan["gammas"], scan["settle"])
 
 
 def scan_estimates(name: str, compute: bool = False, deadline: float | None = None):
     """The rows of the scan ``name`` of ``DLN_SCANS`` (stored; else computed when ``compute``; else None), as
     ``dln_gamma_estimates``."""
     scan = _scan(name)
-    return dln_gamma_estimates({case: DLN_CASES[case] for case in scan["cases"]}, scan["gammas"], scan["settle"],
-                               compute, deadline)
+    return dln_gamma_estimates(scan_cases(name), scan["gammas"], scan["settle"], compute, deadline)
 
 
 def gamma_summary(windows: "pd.DataFrame") -> "pd.DataFrame":
