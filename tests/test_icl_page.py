@@ -276,6 +276,9 @@ def test_provenance_and_runs_table():
     assert table.loc["cpu miniature", "boundaries"] == "76" and table.loc["paper preset", "candidates"] == "9 and 984"
     assert table.loc["cpu miniature", ["training (s)", "λ̂ (s)"]].tolist() == ["12", "30"]
     assert table.loc["paper preset", "λ̂ at 40k"].endswith("(step 40,000)")
+    # a checkpoint too far from the same fraction of the schedule is shown and marked, as the claims skip it
+    assert table.loc["cpu miniature", "λ̂ at 40k"] == "5.0 (step 76; not near 160, so not judged)"
+    assert stages_page.near(76, 160) is False and stages_page.near(150, 160) is True
     assert stages_page.richest(runs) == "paper"
 
 

@@ -261,6 +261,21 @@ def test_a_page_table_shows_code_names_as_code_and_headers_as_words():
     assert pages.formatted(pd.Series([0.12345, float("nan")]), "{:.2f}").tolist() == ["0.12", pages.MISSING]
 
 
+def test_a_milestone_table_names_what_never_happened_and_indexes_its_runs():
+    """A step never reached reads "none in N steps", a run never switched reads "no switch" (not a jump it missed),
+    and the columns that name a run become the index (no row numbers on the page)."""
+    import numpy as np
+    import pandas as pd
+    from plateau_lib.book import pages
+    table = pd.DataFrame({"switch": ["from step 25", "never (c = 1)", "from step 50"], "seed": [0, 0, 0],
+                          "steps": 600, "switched_at": [25.0, np.nan, 50.0], "jump_step": [120.0, 220.0, np.nan],
+                          "steps_to_jump": [95.0, np.nan, np.nan]})
+    shown = pages.readable(table, "steps", index=["switch", "seed"])
+    assert shown["steps_to_jump"].tolist() == ["95", "no switch", "none in 600 steps"]
+    assert shown["jump_step"].tolist() == ["120", "220", "none in 600 steps"]
+    assert shown.index.names == ["switch", "seed"] and ("never (c = 1)", 0) in shown.index
+
+
 def test_data_downloads_write_csv_only_in_the_book_build(tmp_path, monkeypatch):
     import pandas as pd
     from plateau_lib.book import pages

@@ -273,10 +273,12 @@ MILESTONE_COLUMNS = ["partial_step", "jump_step", "plateau_span", "solved_step",
                      "apm_start", "apm_before_jump", "final_acc"]
 
 
-def readable(table: pd.DataFrame, steps=None) -> pd.DataFrame:
-    """A milestone table for the page: a step never reached reads "none in N steps" instead of NaN.
+def readable(table: pd.DataFrame, steps=None, index=None) -> pd.DataFrame:
+    """A milestone table for the page: a step never reached reads "none in N steps" instead of NaN, and the steps
+    from a switch to the jump of a run never switched (``switched_at`` NaN) read "no switch".
 
-    steps: the run length, one number or a column name of ``table``.
+    steps: the run length, one number or a column name of ``table``; index: the columns that name a row (a run), made
+    the index so that the page shows no row numbers.
     """
     shown = table.copy()
     for column in ("partial_step", "jump_step", "plateau_span", "solved_step", "steps_to_jump"):
@@ -285,7 +287,9 @@ def readable(table: pd.DataFrame, steps=None) -> pd.DataFrame:
         budget = shown[steps] if isinstance(steps, str) else pd.Series(steps, index=shown.index)
         shown[column] = [f"{v:.0f}" if pd.notna(v) else (f"none in {b:.0f} steps" if pd.notna(b) else "none")
                          for v, b in zip(shown[column].astype(float), budget)]
-    return shown
+    if "steps_to_jump" in shown and "switched_at" in shown:
+        shown.loc[shown["switched_at"].isna(), "steps_to_jump"] = "no switch"
+    return shown if index is None else shown.set_index(index)
 
 
 # ---- verdicts and provenance -----------------------------------------------------------------------

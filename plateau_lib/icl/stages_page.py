@@ -390,12 +390,20 @@ def marker_counts(values: dict) -> dict[str, str]:
     return {"marker_counts": listed(counts, empty="–")}
 
 
-def llc_at_paper_step(llc: pd.DataFrame, paper_step: int, steps: int, tolerance: float = 1.25) -> float:
+NEAR_FACTOR = 1.25  # a checkpoint is "near" a step at the same fraction of the schedule within this factor in step
+
+
+def llc_at_paper_step(llc: pd.DataFrame, paper_step: int, steps: int, tolerance: float = NEAR_FACTOR) -> float:
     """λ̂ of the row nearest the paper's ``paper_step`` at the same fraction of this run (NaN when the nearest row
     is more than ``tolerance`` times away from it in step)."""
-    distance = (np.log(llc["step"].clip(lower=1)) - np.log(float(from_paper_step(paper_step, steps)))).abs()
-    nearest = distance.idxmin()
-    return float(llc.loc[nearest, "llc_mean"]) if distance[nearest] <= np.log(tolerance) else float("nan")
+    target = float(from_paper_step(paper_step, steps))
+    nearest = (np.log(llc["step"].clip(lower=1)) - np.log(target)).abs().idxmin()
+    return float(llc.loc[nearest, "llc_mean"]) if near(llc.loc[nearest, "step"], target, tolerance) else float("nan")
+
+
+def near(step: float, target: float, tolerance: float = NEAR_FACTOR) -> bool:
+    """Whether checkpoint ``step`` (0 read as 1) is within ``tolerance`` times of ``target`` in step."""
+    return bool(abs(np.log(max(float(step), 1.0)) - np.log(target)) <= np.log(tolerance))
 
 
 def verdict_table(values: dict, page: str, provenance: dict, status: dict | None = None,
@@ -491,15 +499,18 @@ def provenance_summary(dev, other_seeds: dict | None = None) -> dict:
 def runs_table(devs: dict, found: dict) -> pd.DataFrame:
     """Every run shown in numbers, one row per run: its length, the boundaries found and the rule's candidates
     before pruning, λ̂ at the paper's points (a shorter run's at the same fraction of its schedule,
-    ``llc_at_points``), and the wall times of training and λ̂ with their device."""
+    ``llc_at_points``; marked where that checkpoint is not within ``NEAR_FACTOR`` of it, as the claims skip it),
+    and the wall times of training and λ̂ with their device."""
     rows = []
     for preset, dev in devs.items():
         points = llc_at_points(dev)
         rows.append({"run": LABELS.get(preset, preset), "steps": f"{run_steps(dev):,}",
                      "boundaries": listed(found[preset].boundaries, "{:,.0f}", "none"),
                      "candidates": listed(found[preset].candidates, "{:,.0f}", "none"),
-                     **{f"λ̂ at {p.split(' ')[0]}": f"{v:.1f} (step {c:,})" for p, c, v in
-                        zip(points["paper point"], points["checkpoint"], points["λ̂"])},
+                     **{f"λ̂ at {p.split(' ')[0]}": f"{v:.1f} (step {c:,}" + (
+                         ")" if near(c, t) else f"; not near {t:,}, so not judged)")
+                        for p, c, t, v in zip(points["paper point"], points["checkpoint"],
+                                              points["same fraction of this run"], points["λ̂"])},
                      "training (s)": f"{float(dev.meta.get('train_wall_s') or 0):,.0f}",
                      "λ̂ (s)": f"{float(dev.meta.get('llc_wall_s') or 0):,.0f}", "device": dev.meta.get("device")})
     return pd.DataFrame(rows).set_index("run")
