@@ -293,7 +293,7 @@ def test_missing_runs_are_left_out(monkeypatch):
 def test_the_live_run_in_numbers():
     fit = SimpleNamespace(fit_note="fitted kernel: x")
     live = stages_page.live_run(fake_run(2_000, {0: -2.0, 100: 5.0, 2_000: 9.0}), fit)
-    assert live["live_negative_steps"] == "0" and live["live_fit"] == "fitted kernel: x"
+    assert live["live_negative_steps"] == "step 0" and live["live_fit"] == "fitted kernel: x"
     assert live["live_train_s"] == "12" and live["live_llc_s"] == "30"
     assert stages_page.live_run(fake_run(2_000, {0: 1.0, 100: 5.0, 2_000: 9.0}), fit)["live_negative_steps"] == "none"
 
@@ -316,6 +316,11 @@ def test_paper_cost_reads_the_benchmark_record(tmp_path):
     assert (cost["paper_cpu_train"], cost["paper_cpu_llc_one"], cost["paper_cpu_llc_all"]) == ("17 h", "6 h", "44 days")
     assert cost["paper_gpu_train"] == pages.MISSING                             # no GPU timed
     assert stages_page._duration(90) == "90 s" and stages_page._duration(600) == "10 min"
+    # the committed paper run's own training time, where it was made on a CPU (a dash otherwise)
+    made = fake_run()
+    made.meta.update({"made_by": "plateau_lib.icl.long_run", "train_wall_s": 18_000.0})
+    assert stages_page.paper_cost(tmp_path, made)["paper_cpu_train_made"] == "5 h"
+    assert cost["paper_cpu_train_made"] == pages.MISSING
 
 
 def test_the_paper_runs_findings_and_deviations_are_read_from_its_tables():
@@ -331,7 +336,7 @@ def test_the_paper_runs_findings_and_deviations_are_read_from_its_tables():
     assert (found["paper_run_low"], found["paper_run_low_step"], found["paper_run_low_share"]) == ("112.8", "320,000", "67%")
     assert found["paper_run_end"] == "116.3" and found["paper_run_stages"] == "4"
     assert (found["paper_run_matched"], found["paper_run_matched_steps"]) == ("3", "1k, 40k and 320k")
-    assert found["paper_run_stepped_over"] == "126,000"                         # 40,000 is a boundary already
+    assert found["paper_run_stepped_over"] == "step 126,000"                         # 40,000 is a boundary already
     assert stages_paper_run.paper_reference()["paper_llc_share"] == "67%"
     assert not stages_page.made_on_cpu(fake_run())
     assert set(stages_paper_run.cpu_run(run).values()) == {pages.MISSING}       # not made on a CPU

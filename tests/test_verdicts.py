@@ -48,6 +48,10 @@ def test_several_seeds_are_judged_one_by_one_and_never_averaged():
     assert float(BySeed({0: 0.95, 1: 0.5, 2: 0.92})) == 0.92 and math.isnan(float(BySeed({3: math.nan})))
     assert COSINE.show(BySeed({2: 0.92, 0: 0.95, 1: 0.5})) == "0.95, 0.5 and 0.92 (seeds 0, 1 and 2)"
     assert COSINE.show(BySeed({1: 0.5})) == "0.5 (seed 1)"
+    # the same words at every seed are written once; the same number is still written per seed
+    missed = Claim("Fig. X", "peak cosine", "≈ 0.95", (0.9, 1.0), (0.8, 1.0), missing="a run did not jump")
+    assert missed.show(BySeed({1: math.nan, 2: math.nan})) == "a run did not jump (seeds 1 and 2)"
+    assert COSINE.show(BySeed({0: 0.9, 1: 0.9})) == "0.9 and 0.9 (seeds 0 and 1)"
     (row,) = summaries.summary_rows([COSINE], "paper", {"peak cosine": BySeed({1: 0.5, 0: 0.95, 2: 0.92})})
     assert (row["ours"], row["verdict"], row["by seed"]) == (0.92, "partly", {"0": 0.95, "1": 0.5, "2": 0.92})
     with pytest.raises(ValueError, match="BySeed values"):
@@ -221,3 +225,16 @@ def test_the_rerun_coverage_counts_the_verdicts_a_rerun_checked():
              {"figure": "Fig. X (a figure)", "preset": "paper", "rows": rows},
              {"figure": "Fig. Y (another)", "preset": "cpu", "rows": summaries.summary_rows([COSINE], "cpu", {"peak cosine": 0.9})}]
     assert pages.rerun_coverage(found) == (2, "Fig. X (cpu miniature, paper preset)")
+
+
+def test_steps_a_sentence_names_carry_their_noun():
+    from plateau_lib.book.verdicts import steps_listed
+    assert steps_listed([80_807, 202_019, 308_080]) == "steps 80,807, 202,019 and 308,080"
+    assert steps_listed([4]) == "step 4" and steps_listed([]) == "no step" and steps_listed([], "none") == "none"
+
+
+def test_a_value_next_to_a_band_edge_is_written_apart_from_it():
+    """0.899 under a band from 0.9 is written 0.899, not 0.90 (which would read as inside); elsewhere the format."""
+    two = Claim("Fig. X", "peak cosine", "> 0.9", (0.9, 1.0), (0.75, 1.0), fmt="{:.2f}")
+    assert two.show(0.899) == "0.899" and two.judge(0.899, "paper") == "partly"
+    assert two.show(0.8996) == "0.8996" and two.show(0.95) == "0.95" and two.show(0.9) == "0.90"

@@ -120,11 +120,15 @@ def _header(label):
     return html.escape(header_words(label)) if isinstance(label, str) else label
 
 
+SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
 def number_text(value: float, whole: bool = False) -> str:
     """A float as a table shows it, never in e-notation: a whole number (``whole``: its column's are all whole) as
-    an integer, 1,000 and over with thousands separators, under 0.01 to 3 significant digits, else 3 decimals;
-    ±∞ as ∞ and −∞, a minus sign as the typographic −, and no sign on a value shown as zero. The tier is chosen
-    by the value as rounded, so 999.9996 reads 1,000.0, not 1000.000."""
+    an integer, 1,000 and over with thousands separators, under 0.01 to 3 significant digits (under 0.0001 as
+    4.44 × 10⁻¹⁶, not a row of zeros), else 3 decimals; ±∞ as ∞ and −∞, a minus sign as the typographic −, and
+    no sign on a value shown as zero. The tier is chosen by the value as rounded, so 999.9996 reads 1,000.0, not
+    1000.000."""
     if math.isinf(value):
         return "∞" if value > 0 else "−∞"
     size = abs(value)
@@ -132,6 +136,9 @@ def number_text(value: float, whole: bool = False) -> str:
         text = f"{value:,.0f}"
     elif round(size, 3) >= 1e3:
         text = f"{value:,.1f}"
+    elif 0 < size and float(f"{size:.3g}") < 1e-4:
+        mantissa, exponent = f"{value:.2e}".split("e")
+        text = f"{mantissa} × 10{str(int(exponent)).translate(SUPERSCRIPTS)}"
     elif 0 < size and float(f"{size:.3g}") < 1e-2:
         text = np.format_float_positional(value, precision=3, unique=False, fractional=False, trim="-")
     else:

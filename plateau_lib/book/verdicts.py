@@ -221,16 +221,32 @@ class Claim:
 
     def show(self, ours: float | BySeed | None) -> str:
         """``ours`` formatted (≥ x: :class:`AtLeast`), or the ``missing`` text; a
-        :class:`BySeed` as each seed's, in seed order ("169.3, 162.5 and 169.0 (seeds 0, 1 and 2)")."""
+        :class:`BySeed` as each seed's, in seed order ("169.3, 162.5 and 169.0 (seeds 0, 1 and 2)"; the same text at
+        every seed once: "a run did not jump (seeds 1, 2 and 3)")."""
         if isinstance(ours, BySeed):
             seeds = sorted(ours.values)
             shown = [self.show(ours.values[s]) for s in seeds]
+            if len(set(shown)) == 1 and len(seeds) > 1 and not any(c.isdigit() for c in shown[0]):
+                shown = shown[:1]
             return f"{listed(shown)} (seed{'s' if len(seeds) > 1 else ''} {listed([str(s) for s in seeds])})"
         if ours is None or math.isnan(ours):
             return self.missing
         if isinstance(ours, AtLeast):
             return f"≥ {self.fmt.format(ours)}"
-        return ("∞" if ours > 0 else "−∞") if math.isinf(ours) else self.fmt.format(ours)
+        return ("∞" if ours > 0 else "−∞") if math.isinf(ours) else self.apart_from_edges(float(ours))
+
+    def apart_from_edges(self, value: float) -> str:
+        """``value`` by ``fmt``, with more significant digits where ``fmt`` would write it as a band edge it is not
+        (0.899 against an edge at 0.9 reads "0.899", not "0.90", so the text agrees with its verdict)."""
+        text = self.fmt.format(value)
+        edges = [e for e in (*self.reproduced, *self.partly) if math.isfinite(e) and e != value]
+        if not any(self.fmt.format(e) == text for e in edges):
+            return text
+        for digits in range(3, 10):
+            text = f"{value:.{digits}g}"
+            if all(f"{e:.{digits}g}" != text for e in edges):
+                break
+        return text
 
 
 def listed(items, fmt: str = "{}", empty: str = "–") -> str:
@@ -238,6 +254,12 @@ def listed(items, fmt: str = "{}", empty: str = "–") -> str:
     "984 and 40,292"); one item as it is; none as ``empty``."""
     items = [fmt.format(i) for i in items]
     return empty if not items else items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def steps_listed(steps, empty: str = "no step") -> str:
+    """``[80807, 202019]`` -> "steps 80,807 and 202,019", one -> "step 4", none -> ``empty``: steps a sentence names."""
+    steps = list(steps)
+    return empty if not steps else f"step{'s' if len(steps) > 1 else ''} {listed(steps, '{:,.0f}')}"
 
 
 def sourced(claims: list[Claim], sources: dict, bands: dict | None = None) -> list[Claim]:

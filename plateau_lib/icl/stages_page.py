@@ -17,7 +17,7 @@ import pandas as pd
 
 from plateau_lib.book.benchmarks import load_benchmarks
 from plateau_lib.book.pages import MISSING, setting_text, verdicts
-from plateau_lib.book.verdicts import BySeed, listed
+from plateau_lib.book.verdicts import BySeed, listed, steps_listed
 from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.stages import gp_stage_boundaries
 from plateau_lib.icl import development, long_run
@@ -106,13 +106,15 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 86_400:,.0f} days"
 
 
-def paper_cost(folder=None) -> dict[str, str]:
-    """What the benchmark record ``icl.json`` (``benchmarks/icl_bench.py``) says the ``paper`` preset costs, as the
-    page glues it: ``paper_{device}_{train, llc_one, llc_all}`` for ``cpu`` (one core) and ``gpu``, the training,
-    λ̂ at one checkpoint and λ̂ at all of them, extrapolated from short timed runs (``MISSING`` where not timed)."""
+def paper_cost(folder=None, made=None) -> dict[str, str]:
+    """What the ``paper`` preset costs, as the page glues it: ``paper_{device}_{train, llc_one, llc_all}`` for ``cpu``
+    (one core) and ``gpu``, the training, λ̂ at one checkpoint and λ̂ at all of them, as the benchmark record
+    ``icl.json`` (``benchmarks/icl_bench.py``) extrapolates them from short timed runs (``MISSING`` where not timed);
+    and ``paper_cpu_train_made``, the training time of ``made``, the committed paper run, where it was made on a CPU."""
+    made_s = float(made.meta["train_wall_s"]) if made is not None and made_on_cpu(made) else None
+    cost = {"paper_cpu_train_made": MISSING if made_s is None else _duration(made_s)}
     _, _, ratios = load_benchmarks(folder)
     values = ratios[ratios["benchmark"] == "icl"].set_index("ratio")["value"]
-    cost = {}
     for device in ("cpu", "gpu"):
         found = {"train": values.filter(regex=f"^{device}_paper_training_.*_extrapolated_s$"),
                  "llc_one": values.filter(regex=f"^{device}_paper_llc_one_checkpoint_extrapolated_s$"),
@@ -149,7 +151,7 @@ def live_run(dev, stages) -> dict[str, str]:
     negative = dev.llc.loc[dev.llc["llc_mean"] < 0, "step"]
     return {"live_train_s": f"{float(dev.meta.get('train_wall_s') or 0):,.0f}",
             "live_llc_s": f"{float(dev.meta.get('llc_wall_s') or 0):,.0f}", "live_device": str(dev.meta.get("device")),
-            "live_negative_steps": listed(negative, "{:,.0f}", "none"), "live_fit": stages.fit_note}
+            "live_negative_steps": steps_listed(negative, "none"), "live_fit": stages.fit_note}
 
 
 def run_steps(dev) -> int:
@@ -507,7 +509,7 @@ def runs_table(devs: dict, found: dict) -> pd.DataFrame:
         rows.append({"run": LABELS.get(preset, preset), "steps": f"{run_steps(dev):,}",
                      "boundaries": listed(found[preset].boundaries, "{:,.0f}", "none"),
                      "candidates": listed(found[preset].candidates, "{:,.0f}", "none"),
-                     **{f"λ̂ at {p.split(' ')[0]}": f"{v:.1f} (step {c:,}" + (
+                     **{f"λ̂ at {p.split(' ')[0]}": f"{v:.1f} (step {c:,}".replace("-", "−") + (
                          ")" if near(c, t) else f"; not near {t:,}, so not judged)")
                         for p, c, t, v in zip(points["paper point"], points["checkpoint"],
                                               points["same fraction of this run"], points["λ̂"])},
