@@ -124,7 +124,7 @@ def record_summary(claims: list, preset: str, values: dict, page: str, provenanc
 
 def record_status(figure: str, preset: str, page: str, status: str) -> Path:
     """Say why ``figure`` has no ``preset`` numbers yet (e.g. "in progress: step 180,000 of 500,000 on a CPU", or
-    "left for a GPU: 72 CPU-hours a run"): the Reproducibility page shows it in place of "no run yet". A figure
+    "left for a GPU: three CPU-days a run"): the Reproducibility page shows it in place of "no run yet". A figure
     that records numbers for ``preset`` replaces it."""
     summary = {"figure": figure, "preset": preset, "page": page, "rows": [], "status": status,
                "commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}

@@ -181,8 +181,8 @@ CLAIMS = sourced(CLAIMS, SOURCES, BANDS)
 
 # Why a figure's `paper` column is empty where no page recorded a value or a status (summaries.record_status).
 PAPER_PENDING = {
-    _TR: "left for a GPU (12 runs × ~72 CPU-h)",
-    _TD: "left for a GPU (~72 CPU-h a run)",
+    _TR: "left for a GPU (12 runs of about three CPU-days each)",
+    _TD: "left for a GPU (about three CPU-days a run)",
     _ICL: "in progress on a CPU (stages page)",
 }
 

@@ -1,7 +1,7 @@
 """Finding a CPU-sized transient ridge (Carroll et al., issue 23): a recorded search over small models on the
 paper's data (D = 8, K = 16, σ² = 0.125, nested task sets), one configuration changed at a time.
 
-The paper's 2-layer model (about 2.6 M parameters) costs about 2.6 s a step on one core, 72 hours a run. Whether
+The paper's 2-layer model (about 2.6 M parameters) costs about 2.7 s a step on one core, about 77 hours a run. Whether
 the transient (the OOD loss falls toward ridge's, then rises to dMMSE_M's; t_crit grows with M) survives in a
 model of width 64 or 128 at 20k-50k steps is the open question; each trial answers it for one (setting, M):
 
