@@ -288,3 +288,37 @@ def test_the_settling_figure_has_a_panel_per_size_and_a_line_per_gamma_and_sampl
         assert sum(line.get_linestyle() == "--" for line in fig.axes[0].get_lines()) == 2 * 2
         assert [t.get_text() for t in fig.legends[0].get_texts()][-2:] == ["SGLD", "RMSProp-SGLD"]
         plt.close(fig)
+
+
+def test_the_rank_table_puts_the_same_network_at_two_ranks_side_by_side():
+    """λ̂ is λ̂ ÷ λ (the chains' mean, burn-in and diverged chains left out) times each rank's own λ; rows are
+    (weights, true rank), only the networks and γ asked for."""
+    import pandas as pd
+
+    from plateau_lib.llc import dln
+
+    def windows(case, gamma, ratios):
+        widths, rank = (dln.DLN_CASES | dln.DLN_VARIANT_CASES)[case]
+        return pd.DataFrame({"case": case, "γ": gamma, "d": dln.parameter_count(widths), "λ": dln.dln_lambda(widths, rank),
+                             "chain": range(len(ratios)), "burn-in": False, "λ̂ ÷ λ": ratios, "diverged": False})
+    rows = pd.concat([windows("1k", 10.0, [0.8, 1.0]), windows("1k, rank 1", 10.0, [0.5]),
+                      windows("1k", 100.0, [0.3]), windows("10k", 10.0, [0.9])])
+    table = dln.rank_table(rows, cases=("1k",), gammas=(10.0,))
+    assert list(table.index) == [(1024, 1), (1024, 3)]
+    assert table.loc[(1024, 3)].tolist() == pytest.approx([104.0, 93.6, 0.9])      # 0.9 × λ = 104
+    assert table.loc[(1024, 1)].tolist() == pytest.approx([86.5, 43.25, 0.5])
+
+
+def test_the_rank_findings_read_the_changes_of_lambda_and_of_its_estimate():
+    import pandas as pd
+
+    from plateau_lib.book.pages import MISSING
+    from plateau_lib.llc import dln
+    index = pd.MultiIndex.from_tuples([(1024, 1), (1024, 3), (1040000, 20), (1040000, 100)], names=["weights", "true rank"])
+    ranks = pd.DataFrame({"λ": [80.0, 100.0, 1000.0, 1250.0], "λ̂, γ = 10": [60.0, 90.0, 1300.0, 1287.0],
+                          "λ̂ ÷ λ, γ = 10": [0.75, 0.9, 1.3, 1.0296], "λ̂, γ = 30": [1.0, 1.0, 1000.0, 1100.0]}, index=index)
+    found = dln.rank_findings(ranks)
+    assert (found["dln_rank_large_lambda_rise"], found["dln_rank_large_llc_change"]) == ("25%", "−1%")
+    assert (found["dln_rank_large_llc_change_30"], found["dln_rank_large_ratio_high"]) == ("+10%", "1.03")
+    assert (found["dln_rank_small_lambda_fall"], found["dln_rank_small_llc_fall"]) == ("20%", "33%")
+    assert set(dln.rank_findings(None).values()) == {MISSING} and len(found) == len(dln.RANK_FINDINGS)

@@ -527,6 +527,52 @@ def scans_at(scans: dict, gamma: float = 10.0) -> "pd.DataFrame":
     return table.map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
 
 
+def rank_table(windows: "pd.DataFrame", cases=("1k", "1M"), gammas=(10.0, 30.0)) -> "pd.DataFrame":
+    """Does λ̂ follow λ when only the true rank changes? ``windows``: the rows of scans that ran the same networks
+    (widths) at different ranks (the γ scan's and the true-rank scan's, concatenated); per network of ``cases`` and
+    rank, λ and, at each of ``gammas``, λ̂ (the mean over chains of λ̂ ÷ λ, times λ) and λ̂ ÷ λ."""
+    import pandas as pd
+
+    every = DLN_CASES | DLN_VARIANT_CASES
+    widths = {tuple(DLN_CASES[c][0]) for c in cases}
+    ok = windows[~windows["diverged"].astype(bool) & ~windows["burn-in"].astype(bool) & windows["γ"].isin(gammas)]
+    ok = ok[[tuple(every[c][0]) in widths for c in ok["case"]]]
+    per_chain = ok.groupby(["case", "γ", "chain"]).agg(ratio=("λ̂ ÷ λ", "first"), lam=("λ", "first"), d=("d", "first"))
+    mean = per_chain.groupby(["case", "γ"]).agg(ratio=("ratio", "mean"), lam=("lam", "first"), d=("d", "first"))
+    rows = {}
+    for (case, gamma), row in mean.sort_values(["d", "lam"]).iterrows():
+        key = (int(row["d"]), every[case][1])
+        rows.setdefault(key, {"λ": float(row["lam"])})
+        rows[key] |= {f"λ̂, γ = {gamma:g}": float(row["ratio"] * row["lam"]), f"λ̂ ÷ λ, γ = {gamma:g}": float(row["ratio"])}
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index = pd.MultiIndex.from_tuples(table.index, names=["weights", "true rank"])
+    return table
+
+
+RANK_FINDINGS = ("large_lambda_rise", "large_llc_change", "large_llc_change_30", "large_ratio_base", "large_ratio_high",
+                 "small_lambda_fall", "small_llc_fall", "small_ratio_base", "small_ratio_low")
+
+
+def rank_findings(ranks: "pd.DataFrame | None") -> dict[str, str]:
+    """What the page glues from :func:`rank_table` (``dln_rank_{RANK_FINDINGS}``; ``MISSING`` without it): on the
+    largest network, how much λ rises from the γ scan's rank to the higher one and how much λ̂ moves at γ = 10 and
+    30, with λ̂ ÷ λ at both; on the smallest, how much λ and λ̂ fall from its rank to the lower one."""
+    from plateau_lib.book.pages import MISSING
+    if ranks is None:
+        return {f"dln_rank_{name}": MISSING for name in RANK_FINDINGS}
+    (small_low, small_base), (large_base, large_high) = (
+        [row for _, row in ranks.xs(d, level="weights").sort_index().iterrows()] for d in sorted(ranks.index.levels[0]))
+    signed = lambda x: f"{x:+.0%}".replace("-", "−")  # noqa: E731
+    values = {"large_lambda_rise": f"{large_high['λ'] / large_base['λ'] - 1:.0%}",
+              "large_llc_change": signed(large_high["λ̂, γ = 10"] / large_base["λ̂, γ = 10"] - 1),
+              "large_llc_change_30": signed(large_high["λ̂, γ = 30"] / large_base["λ̂, γ = 30"] - 1),
+              "large_ratio_base": f"{large_base['λ̂ ÷ λ, γ = 10']:.2f}", "large_ratio_high": f"{large_high['λ̂ ÷ λ, γ = 10']:.2f}",
+              "small_lambda_fall": f"{1 - small_low['λ'] / small_base['λ']:.0%}",
+              "small_llc_fall": f"{1 - small_low['λ̂, γ = 10'] / small_base['λ̂, γ = 10']:.0%}",
+              "small_ratio_base": f"{small_base['λ̂ ÷ λ, γ = 10']:.2f}", "small_ratio_low": f"{small_low['λ̂ ÷ λ, γ = 10']:.2f}"}
+    return {f"dln_rank_{name}": values[name] for name in RANK_FINDINGS}
+
+
 def gamma_shown_table(summaries: dict) -> "pd.DataFrame":
     """``{sampler name: gamma_summary}`` as the page shows it: one row per sampler and γ, a column per size
     (λ̂ ÷ λ), then the largest drift over the draws at that γ (in λ̂ ÷ λ), each to two decimals."""
