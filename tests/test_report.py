@@ -155,6 +155,8 @@ def test_the_reproducibility_page_quotes_its_sources_and_lists_sanity_checks_apa
     assert "peak cosine before the jump" in claims_html and "data ρ" not in claims_html
     assert "data ρ" in sanity_html and "peak cosine before the jump" not in sanity_html
     assert 'href="mws_plateau.html#provenance"' in claims_html
+    # each figure heads its claims in a row of its own, not in a column of every row
+    assert f'<tr class="figure-row"><th colspan="5">{FIG}</th></tr>' in claims_html and "<th>figure</th>" not in claims_html
     # what a reader comes for first, in a table narrow enough for the column; the rest in a second
     assert "paper preset" in claims_html and "bands from" not in claims_html and "untrained" not in claims_html
     sources_html = pages.reproducibility(table, part="sources").data

@@ -437,8 +437,8 @@ REPRODUCIBILITY_PARTS = {
 
 def reproducibility(table: pd.DataFrame, sanity: bool = False, part: str = "verdicts"):
     """One of the Reproducibility page's tables as HTML (``part``: a key of ``REPRODUCIBILITY_PARTS``), of its
-    claims (``sanity=False``) or its sanity checks: the paper value's source with its quote folded under it, and
-    the page column linking each page's provenance."""
+    claims (``sanity=False``) or its sanity checks, one row per claim under a row naming its figure: the paper
+    value's source with its quote folded under it, and the page column linking each page's provenance."""
     import html as html_lib
     from IPython.display import HTML
     if part not in REPRODUCIBILITY_PARTS:
@@ -454,8 +454,14 @@ def reproducibility(table: pd.DataFrame, sanity: bool = False, part: str = "verd
                            "source": [f'<a href="{page}.html#provenance">provenance</a>' for page in rows["source"]]})
     columns = [c for c in REPRODUCIBILITY_PARTS[part] if not (sanity and c == "bands from")]  # a check has no band
     shown = shown[columns].rename(columns={"source": "page", "metric": "claim"})
-    body = shown.to_html(index=False, escape=False, border=0, classes="dataframe reproducibility-table")
-    return HTML(f'<div class="table-scroll">{body}</div>')
+    names = [c for c in shown.columns if c != "figure"]  # each figure heads its rows instead of filling a column
+    head = "".join(f"<th>{html_lib.escape(c)}</th>" for c in names)
+    body = []
+    for figure, group in shown.groupby("figure", sort=False):
+        body.append(f'<tr class="figure-row"><th colspan="{len(names)}">{figure}</th></tr>')
+        body += ["<tr>" + "".join(f"<td>{v}</td>" for v in row) + "</tr>" for row in group[names].itertuples(index=False)]
+    return HTML(f'<div class="table-scroll"><table class="dataframe reproducibility-table"><thead><tr>{head}</tr></thead>'
+                f'<tbody>{"".join(body)}</tbody></table></div>')
 
 
 def fragile(table: pd.DataFrame) -> pd.DataFrame:
