@@ -67,6 +67,10 @@ TRIALS = {
     # are kept for λ̂ over training.
     "w64-50k-seeds": ("w64-50k at more model seeds, with checkpoints for λ̂ over training",
                       {**_steps(50_000), "checkpoint_steps": DIVERSITY_MORE_SEEDS["cpu_d8_50k"]["checkpoint_steps"]}),
+    # The GPU issue's check: may Carroll's paper-scale runs take bfloat16 products (about twice as fast on a GPU)?
+    # Only if, at the CPU scale, their markers stay inside the float32 seeds' spread (w64-50k and w64-50k-seeds).
+    "w64-50k-bf16": ("bfloat16 matrix products, float32 sums (against w64-50k)",
+                     {**_steps(50_000), "matmul_operands": "bfloat16"}),
 }
 
 
