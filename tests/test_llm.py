@@ -428,3 +428,15 @@ def test_a_nudged_miniature_starts_one_float_step_up_and_its_verdicts_sit_beside
     table = llm_page.verdict_tables(panels, "cpu", again)[llm_page.FIGURE]
     assert "re-run, nudged initial weights (cpu)" in table.columns
     assert "init_nudge" not in llm_page.settings_table(panels + again).index  # a re-run's perturbation, no setting
+
+
+def test_the_evolution_figure_draws_the_papers_cosines_on_each_architectures_panels():
+    import matplotlib.pyplot as plt
+    panels = llm_page.larger_miniature_panels("cpu")
+    fig = llm_page.evolution_figure(panels)
+    for ax, panel in zip(fig.axes, panels):  # the first row's axes come first, one per panel
+        texts = [t.get_text() for t in ax.texts]
+        levels = [level for level, _ in llm_page.PAPER_COSINES[panel.arch]]
+        assert texts == [text for _, text in llm_page.PAPER_COSINES[panel.arch]]
+        assert {round(float(line.get_ydata()[0]), 2) for line in ax.get_lines()[1:]} == set(levels)
+    plt.close(fig)
