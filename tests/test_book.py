@@ -96,7 +96,13 @@ CODE_PRINTS = {"numpy repr": re.compile(r"\bnp\.(?:int|float|bool_?)\d*\("),
                "Python flag": re.compile(r"(?:=\s*|^)(?:True|False)\b"),
                "e-notation": re.compile(r"\d\.\d+e[+-]\d\d\b"),
                "every digit": re.compile(r"\d\.(?!000)\d{7,}"),  # 0.0000288 is 3 significant digits
-               "Python list": re.compile(r"\[-?\d[\d.]*(?:, -?\d[\d.]*)+\]")}
+               "Python list": re.compile(r"\[-?\d[\d.]*(?:, -?\d[\d.]*)+\]"),
+               # a template's hedge instead of the number's own noun
+               "plural hedge": re.compile(r"\b\w+\(s\)"),
+               # the same words for every seed, listed as if they differed ("a run did not jump, a run did not jump")
+               "repeated words": re.compile(r"\b([a-z][a-z ]{6,}[a-z]), \1(?:,| and)"),
+               # a tiny number as a row of zeros (0.000000000000000444): its digits belong in × 10⁻ⁿ
+               "row of zeros": re.compile(r"\b0\.0{6,}\d")}
 
 
 # Not reader text: code, maths, the hidden inputs, and quotations (verbatim, from the papers and their code).
@@ -146,6 +152,12 @@ def test_reader_text_check_finds_each_fault():
         "<table><tr><td>False</td></tr></table></main>", "html.parser"))
     assert [f.split(":")[0] for f in prints] == ["numpy repr", "Python flag", "e-notation", "every digit",
                                                 "Python list", "Python flag in a table", "our copy"]
+    templates = reader_text_faults(BeautifulSoup(
+        "<main><p>next to step(s) 80, a run did not jump, a run did not jump and a run did not jump; 0.000000000000000444"
+        "</p></main>", "html.parser"))
+    assert [f.split(":")[0] for f in templates] == ["plural hedge", "repeated words", "row of zeros"]
+    assert reader_text_faults(BeautifulSoup("<main><p>steps 80 and 90; a run did not jump (seeds 1 and 2); 4.44 × 10⁻¹⁶, "
+                                            "0.000123</p></main>", "html.parser")) == []
     assert reader_text_faults(BeautifulSoup("<main><p>ε = 4e-4, 0.25, 0.0000288 and yes; True to the paper.</p></main>",
                                             "html.parser")) == []
 
