@@ -100,9 +100,9 @@ CODE_PRINTS = {"numpy repr": re.compile(r"\bnp\.(?:int|float|bool_?)\d*\("),
                # a template's hedge instead of the number's own noun
                "plural hedge": re.compile(r"\b\w+\(s\)"),
                # the same words for every seed, listed as if they differed ("a run did not jump, a run did not jump")
-               "repeated words": re.compile(r"\b([a-z][a-z ]{6,}[a-z]), \1(?:,| and)"),
-               # a tiny number as a row of zeros (0.000000000000000444): its digits belong in × 10⁻ⁿ
-               "row of zeros": re.compile(r"\b0\.0{6,}\d")}
+               "repeated words": re.compile(r"\b([a-z][a-z ]{6,}[a-z])(?:, | and )\1\b"),
+               # a number under 0.0001 as a row of zeros (0.0000444): pages.number_text writes it 4.44 × 10⁻⁵
+               "row of zeros": re.compile(r"\b0\.0{4,}\d")}
 
 
 # Not reader text: code, maths, the hidden inputs, and quotations (verbatim, from the papers and their code).
@@ -158,7 +158,9 @@ def test_reader_text_check_finds_each_fault():
     assert [f.split(":")[0] for f in templates] == ["plural hedge", "repeated words", "row of zeros"]
     assert reader_text_faults(BeautifulSoup("<main><p>steps 80 and 90; a run did not jump (seeds 1 and 2); 4.44 × 10⁻¹⁶, "
                                             "0.000123</p></main>", "html.parser")) == []
-    assert reader_text_faults(BeautifulSoup("<main><p>ε = 4e-4, 0.25, 0.0000288 and yes; True to the paper.</p></main>",
+    two = reader_text_faults(BeautifulSoup("<main><p>not reached and not reached (seeds 0 and 1)</p></main>", "html.parser"))
+    assert [f.split(":")[0] for f in two] == ["repeated words"]
+    assert reader_text_faults(BeautifulSoup("<main><p>ε = 4e-4, 0.25, 2.88 × 10⁻⁵ and yes; True to the paper.</p></main>",
                                             "html.parser")) == []
 
 

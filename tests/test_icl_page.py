@@ -316,11 +316,6 @@ def test_paper_cost_reads_the_benchmark_record(tmp_path):
     assert (cost["paper_cpu_train"], cost["paper_cpu_llc_one"], cost["paper_cpu_llc_all"]) == ("17 h", "6 h", "44 days")
     assert cost["paper_gpu_train"] == pages.MISSING                             # no GPU timed
     assert stages_page._duration(90) == "90 s" and stages_page._duration(600) == "10 min"
-    # the committed paper run's own training time, where it was made on a CPU (a dash otherwise)
-    made = fake_run()
-    made.meta.update({"made_by": "plateau_lib.icl.long_run", "train_wall_s": 18_000.0})
-    assert stages_page.paper_cost(tmp_path, made)["paper_cpu_train_made"] == "5 h"
-    assert cost["paper_cpu_train_made"] == pages.MISSING
 
 
 def test_the_paper_runs_findings_and_deviations_are_read_from_its_tables():

@@ -301,8 +301,10 @@ def test_the_rank_table_puts_the_same_network_at_two_ranks_side_by_side():
         widths, rank = (dln.DLN_CASES | dln.DLN_VARIANT_CASES)[case]
         return pd.DataFrame({"case": case, "γ": gamma, "d": dln.parameter_count(widths), "λ": dln.dln_lambda(widths, rank),
                              "chain": range(len(ratios)), "burn-in": False, "λ̂ ÷ λ": ratios, "diverged": False})
-    rows = pd.concat([windows("1k", 10.0, [0.8, 1.0]), windows("1k, rank 1", 10.0, [0.5]),
-                      windows("1k", 100.0, [0.3]), windows("10k", 10.0, [0.9])])
+    rows = pd.concat([windows("1k", 10.0, [0.1]).assign(**{"burn-in": True}),    # chain 0's burn-in: left out
+                      windows("1k", 10.0, [0.8, 1.0]), windows("1k, rank 1", 10.0, [0.5]),
+                      windows("1k", 100.0, [0.3]), windows("10k", 10.0, [0.9]),
+                      windows("1k", 10.0, [9.0]).assign(chain=5, diverged=True)])   # a diverged chain: left out
     table = dln.rank_table(rows, cases=("1k",), gammas=(10.0,))
     assert list(table.index) == [(1024, 1), (1024, 3)]
     assert table.loc[(1024, 3)].tolist() == pytest.approx([104.0, 93.6, 0.9])      # 0.9 × λ = 104
@@ -322,3 +324,5 @@ def test_the_rank_findings_read_the_changes_of_lambda_and_of_its_estimate():
     assert (found["dln_rank_large_llc_change_30"], found["dln_rank_large_ratio_high"]) == ("+10%", "1.03")
     assert (found["dln_rank_small_lambda_fall"], found["dln_rank_small_llc_fall"]) == ("20%", "33%")
     assert set(dln.rank_findings(None).values()) == {MISSING} and len(found) == len(dln.RANK_FINDINGS)
+    assert set(dln.rank_findings(ranks.iloc[:3]).values()) == {MISSING}                  # a network at one rank
+    assert set(dln.rank_findings(ranks.assign(**{"λ̂, γ = 30": float("nan")})).values()) == {MISSING}

@@ -239,6 +239,7 @@ def test_a_page_table_writes_each_number_once_in_one_style():
     assert pages.number_text(999.9996) == "1,000.0" and pages.number_text(99_999.96) == "100,000"
     assert pages.number_text(0.0099996) == "0.010" and pages.number_text(0.00123456) == "0.00123"
     assert pages.number_text(4.44e-16) == "4.44 × 10⁻¹⁶" and pages.number_text(-1.86e-5) == "−1.86 × 10⁻⁵"
+    assert pages.number_text(1e-5) == "1 × 10⁻⁵" and pages.number_text(4.4e-5) == "4.4 × 10⁻⁵"
     assert pages.number_text(-0.0) == "0.000" and pages.number_text(-0.25) == "−0.250"
     assert pages.number_text(float("inf")) == "∞" and pages.number_text(-float("inf")) == "−∞"
     html = pages.frame_html(pd.DataFrame({"x": [-0.5, 0.25], "k": [-3, 4], "tenths": [-1.5, 2.0],

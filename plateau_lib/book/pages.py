@@ -138,7 +138,7 @@ def number_text(value: float, whole: bool = False) -> str:
         text = f"{value:,.1f}"
     elif 0 < size and float(f"{size:.3g}") < 1e-4:
         mantissa, exponent = f"{value:.2e}".split("e")
-        text = f"{mantissa} × 10{str(int(exponent)).translate(SUPERSCRIPTS)}"
+        text = f"{mantissa.rstrip('0').rstrip('.')} × 10{str(int(exponent)).translate(SUPERSCRIPTS)}"
     elif 0 < size and float(f"{size:.3g}") < 1e-2:
         text = np.format_float_positional(value, precision=3, unique=False, fractional=False, trim="-")
     else:

@@ -24,6 +24,7 @@ gathers them in book order for the Reproducibility page.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
@@ -236,15 +237,19 @@ class Claim:
         return ("∞" if ours > 0 else "−∞") if math.isinf(ours) else self.apart_from_edges(float(ours))
 
     def apart_from_edges(self, value: float) -> str:
-        """``value`` by ``fmt``, with more significant digits where ``fmt`` would write it as a band edge it is not
-        (0.899 against an edge at 0.9 reads "0.899", not "0.90", so the text agrees with its verdict)."""
+        """``value`` by ``fmt``, with ``fmt``'s precision raised where it would write the value as a band edge it is
+        not (0.899 against an edge at 0.9 reads "0.899", not "0.90"; 19.96% against 20% reads "19.96%"), so the
+        text agrees with its verdict."""
         text = self.fmt.format(value)
         edges = [e for e in (*self.reproduced, *self.partly) if math.isfinite(e) and e != value]
         if not any(self.fmt.format(e) == text for e in edges):
             return text
-        for digits in range(3, 10):
-            text = f"{value:.{digits}g}"
-            if all(f"{e:.{digits}g}" != text for e in edges):
+        precision = re.search(r"\.(\d+)", self.fmt)
+        for extra in range(1, 8):
+            fmt = (self.fmt[:precision.start(1)] + str(int(precision.group(1)) + extra) + self.fmt[precision.end(1):]
+                   if precision else f"{{:.{2 + extra}g}}")
+            text = fmt.format(value)
+            if all(fmt.format(e) != text for e in edges):
                 break
         return text
 

@@ -106,13 +106,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 86_400:,.0f} days"
 
 
-def paper_cost(folder=None, made=None) -> dict[str, str]:
-    """What the ``paper`` preset costs, as the page glues it: ``paper_{device}_{train, llc_one, llc_all}`` for ``cpu``
-    (one core) and ``gpu``, the training, λ̂ at one checkpoint and λ̂ at all of them, as the benchmark record
-    ``icl.json`` (``benchmarks/icl_bench.py``) extrapolates them from short timed runs (``MISSING`` where not timed);
-    and ``paper_cpu_train_made``, the training time of ``made``, the committed paper run, where it was made on a CPU."""
-    made_s = float(made.meta["train_wall_s"]) if made is not None and made_on_cpu(made) else None
-    cost = {"paper_cpu_train_made": MISSING if made_s is None else _duration(made_s)}
+def paper_cost(folder=None) -> dict[str, str]:
+    """What the benchmark record ``icl.json`` (``benchmarks/icl_bench.py``) says the ``paper`` preset costs, as the
+    page glues it: ``paper_{device}_{train, llc_one, llc_all}`` for ``cpu`` (one core) and ``gpu``, the training,
+    λ̂ at one checkpoint and λ̂ at all of them, extrapolated from short timed runs (``MISSING`` where not timed)."""
+    cost = {}
     _, _, ratios = load_benchmarks(folder)
     values = ratios[ratios["benchmark"] == "icl"].set_index("ratio")["value"]
     for device in ("cpu", "gpu"):
@@ -305,13 +303,13 @@ def boundary_table(boundaries, steps: int, llc: pd.DataFrame) -> pd.DataFrame:
 
 def llc_at_points(dev) -> pd.DataFrame:
     """λ̂ at the paper's points (1k, 40k, 126k, 320k, end), at the same fraction of this run's schedule
-    (the nearest checkpoint in log-step), beside the paper's seed-1 λ̂."""
+    (``nearest_checkpoint``, as the claims read it), beside the paper's seed-1 λ̂."""
     steps = run_steps(dev)
     llc = dev.llc.sort_values("step")
     rows = []
     for paper, label in PAPER_POINTS.items():
         target = float(from_paper_step(paper, steps))
-        at = nearest_log(llc["step"], target) if paper < PAPER_STEPS else int(llc["step"].max())
+        at = nearest_checkpoint(llc["step"], target) if paper < PAPER_STEPS else int(llc["step"].max())
         row = llc[llc["step"] == at].iloc[0]
         rows.append({"paper point": label, "same fraction of this run": round(target), "checkpoint": at,
                      "λ̂": float(row["llc_mean"]), "± se": float(row["llc_se"]), "paper λ̂ (seed 1)": PAPER_LLC[paper]})
@@ -399,13 +397,23 @@ def llc_at_paper_step(llc: pd.DataFrame, paper_step: int, steps: int, tolerance:
     """λ̂ of the row nearest the paper's ``paper_step`` at the same fraction of this run (NaN when the nearest row
     is more than ``tolerance`` times away from it in step)."""
     target = float(from_paper_step(paper_step, steps))
-    nearest = (np.log(llc["step"].clip(lower=1)) - np.log(target)).abs().idxmin()
-    return float(llc.loc[nearest, "llc_mean"]) if near(llc.loc[nearest, "step"], target, tolerance) else float("nan")
+    at = nearest_checkpoint(llc["step"], target)
+    return float(llc.loc[llc["step"] == at, "llc_mean"].iloc[0]) if near(at, target, tolerance) else float("nan")
+
+
+def _log_step(step) -> np.ndarray:
+    return np.log(np.maximum(np.asarray(step, dtype=float), 1.0))  # step 0 read as 1
+
+
+def nearest_checkpoint(steps, target: float) -> int:
+    """The checkpoint of ``steps`` nearest ``target`` in log(step) (0 read as 1): where a marker claim reads λ̂."""
+    steps = np.asarray(list(steps), dtype=float)
+    return int(steps[np.abs(_log_step(steps) - math.log(target)).argmin()])
 
 
 def near(step: float, target: float, tolerance: float = NEAR_FACTOR) -> bool:
     """Whether checkpoint ``step`` (0 read as 1) is within ``tolerance`` times of ``target`` in step."""
-    return bool(abs(np.log(max(float(step), 1.0)) - np.log(target)) <= np.log(tolerance))
+    return bool(abs(_log_step(step) - math.log(target)) <= math.log(tolerance))
 
 
 def verdict_table(values: dict, page: str, provenance: dict, status: dict | None = None,

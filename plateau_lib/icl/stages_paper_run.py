@@ -45,7 +45,7 @@ def findings(dev, stages) -> dict[str, str]:
               "low_share": f"{at[low_step] / at.max():.0%}", "end": f"{at.iloc[-1]:.1f}",
               "stages": str(len(stages.boundaries) + 1), "boundaries": listed(stages.boundaries, "{:,.0f}", "none"),
               "matched": str(len(matched)), "matched_steps": listed([f"{m // 1000}k" for m in matched], empty="none"),
-              "stepped_over": steps_listed(stepped_over),
+              "stepped_over": steps_listed(stepped_over, "none"),
               "weight_norm": "; ".join(f"{norms[s]:.0f} at step {int(s):,} (paper {PAPER_WEIGHT_NORM[p]:.0f})"
                                        for p, s in grown) or MISSING}
     return {f"paper_run_{key}": values[key] for key in FINDINGS}

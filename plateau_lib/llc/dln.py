@@ -556,9 +556,12 @@ RANK_FINDINGS = ("large_lambda_rise", "large_llc_change", "large_llc_change_30",
 def rank_findings(ranks: "pd.DataFrame | None") -> dict[str, str]:
     """What the page glues from :func:`rank_table` (``dln_rank_{RANK_FINDINGS}``; ``MISSING`` without it): on the
     largest network, how much λ rises from the γ scan's rank to the higher one and how much λ̂ moves at γ = 10 and
-    30, with λ̂ ÷ λ at both; on the smallest, how much λ and λ̂ fall from its rank to the lower one."""
+    30, with λ̂ ÷ λ at both; on the smallest, how much λ and λ̂ fall from its rank to the lower one. Anything but two
+    networks at two ranks each, with every value, reads ``MISSING``."""
     from plateau_lib.book.pages import MISSING
-    if ranks is None:
+    columns = {"λ", "λ̂, γ = 10", "λ̂ ÷ λ, γ = 10", "λ̂, γ = 30"}
+    if (ranks is None or len(ranks.index.levels[0]) != 2 or (ranks.groupby(level="weights").size() != 2).any()
+            or not columns <= set(ranks.columns) or ranks[list(columns)].isna().any().any()):
         return {f"dln_rank_{name}": MISSING for name in RANK_FINDINGS}
     (small_low, small_base), (large_base, large_high) = (
         [row for _, row in ranks.xs(d, level="weights").sort_index().iterrows()] for d in sorted(ranks.index.levels[0]))

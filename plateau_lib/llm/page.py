@@ -152,7 +152,7 @@ PAPER_COSINES = {"pythia": ((0.9, "paper, Pythia: > 0.9 early"),),
 def evolution_figure(panels: list[Panel]):
     """The paper's figure: per model, the mean cosine (left axis) and the repetition (right axis, with the
     distinct-token fraction) against the pretraining step, with the paper's cosines for the architecture
-    (``PAPER_COSINES``) as dotted levels; below, the miniature's training loss."""
+    (``PAPER_COSINES``) as dash-dotted levels; below, the miniature's training loss."""
     with_loss = any(p.losses is not None for p in panels)
     fig, axes = plt.subplots(2 if with_loss else 1, len(panels), figsize=(PAGE_WIDTH_IN, 5.4 if with_loss else 3.3),
                              squeeze=False, sharex="col", height_ratios=[1.6, 1] if with_loss else None)
@@ -161,7 +161,7 @@ def evolution_figure(panels: list[Panel]):
         ax = axes[0, col]
         ax.plot(s["step"], s["cosine"], "o-", color=COS_COLOUR, label="cosine", ms=4)
         for level, text in PAPER_COSINES.get(panel.arch, ()):
-            ax.axhline(level, ls=":", lw=1, color=COS_COLOUR, alpha=0.7)
+            ax.axhline(level, ls="-.", lw=1, color=COS_COLOUR, alpha=0.7)
             ax.annotate(text, (0.01, level), xycoords=("axes fraction", "data"), xytext=(0, 2),
                         textcoords="offset points", fontsize=7, color=COS_COLOUR, va="bottom")
         ax.set_ylim(0, 1.02)

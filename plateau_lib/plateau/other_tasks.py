@@ -91,6 +91,9 @@ def chance_accuracy(cfg, n: int = 8192, seed: int = 0) -> pd.Series:
     return pd.Series([np.bincount(col).max() / n for col in outputs.T], index=range(1, outputs.shape[1] + 1))
 
 
+LEAD_DIGITS = 12  # a lead is rounded to these decimals: equal accuracies read 0, not a float sum's 4e-16
+
+
 def lead_over_chance(positions: pd.DataFrame, step, partial, chance: pd.Series) -> float:
     """How far the ``partial`` outputs are ahead of the others at ``step``, each output's accuracy taken as its share
     of the way from chance to 1 (``chance``: :func:`chance_accuracy`; an output that never varies is left out); NaN
@@ -101,7 +104,7 @@ def lead_over_chance(positions: pd.DataFrame, step, partial, chance: pd.Series) 
     base = chance.reindex(acc.index)
     above = ((acc - base) / (1 - base))[base < 1]
     inside = above.index.isin(list(partial))
-    return round(float(above[inside].mean() - above[~inside].mean()), 12)  # a tie reads 0, not a rounding residue
+    return round(float(above[inside].mean() - above[~inside].mean()), LEAD_DIGITS)
 
 
 def run_summary(result, cfg) -> dict:
