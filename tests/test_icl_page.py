@@ -279,6 +279,8 @@ def test_provenance_and_runs_table():
     # a checkpoint too far from the same fraction of the schedule is shown and marked, as the claims skip it
     assert table.loc["cpu miniature", "λ̂ at 40k"] == "5.0 (step 76; not near 160, so not judged)"
     assert stages_page.near(76, 160) is False and stages_page.near(150, 160) is True
+    # a 40-step run's "1k" falls at step 0.08: read as step 1, as a checkpoint at 0 is
+    assert stages_page.near(0, 0.08) is True and stages_page.nearest_checkpoint([0, 4, 20], 0.08) == 0
     assert stages_page.richest(runs) == "paper"
 
 

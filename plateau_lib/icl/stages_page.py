@@ -311,7 +311,7 @@ def llc_at_points(dev) -> pd.DataFrame:
         target = float(from_paper_step(paper, steps))
         at = nearest_checkpoint(llc["step"], target) if paper < PAPER_STEPS else int(llc["step"].max())
         row = llc[llc["step"] == at].iloc[0]
-        rows.append({"paper point": label, "same fraction of this run": round(target), "checkpoint": at,
+        rows.append({"paper point": label, "same fraction of this run": target, "checkpoint": at,
                      "λ̂": float(row["llc_mean"]), "± se": float(row["llc_se"]), "paper λ̂ (seed 1)": PAPER_LLC[paper]})
     return pd.DataFrame(rows)
 
@@ -406,14 +406,15 @@ def _log_step(step) -> np.ndarray:
 
 
 def nearest_checkpoint(steps, target: float) -> int:
-    """The checkpoint of ``steps`` nearest ``target`` in log(step) (0 read as 1): where a marker claim reads λ̂."""
+    """The checkpoint of ``steps`` nearest ``target`` in log(step) (a step or target below 1 read as 1): where a marker
+    claim reads λ̂."""
     steps = np.asarray(list(steps), dtype=float)
-    return int(steps[np.abs(_log_step(steps) - math.log(target)).argmin()])
+    return int(steps[np.abs(_log_step(steps) - _log_step(target)).argmin()])
 
 
 def near(step: float, target: float, tolerance: float = NEAR_FACTOR) -> bool:
-    """Whether checkpoint ``step`` (0 read as 1) is within ``tolerance`` times of ``target`` in step."""
-    return bool(abs(_log_step(step) - math.log(target)) <= math.log(tolerance))
+    """Whether checkpoint ``step`` is within ``tolerance`` times of ``target`` in step (either read as 1 below 1)."""
+    return bool(abs(_log_step(step) - _log_step(target)) <= math.log(tolerance))
 
 
 def verdict_table(values: dict, page: str, provenance: dict, status: dict | None = None,
@@ -518,7 +519,7 @@ def runs_table(devs: dict, found: dict) -> pd.DataFrame:
                      "boundaries": listed(found[preset].boundaries, "{:,.0f}", "none"),
                      "candidates": listed(found[preset].candidates, "{:,.0f}", "none"),
                      **{f"λ̂ at {p.split(' ')[0]}": f"{v:.1f} (step {c:,}".replace("-", "−") + (
-                         ")" if near(c, t) else f"; not near {t:,}, so not judged)")
+                         ")" if near(c, t) else f"; not near {t:,.0f}, so not judged)")
                         for p, c, t, v in zip(points["paper point"], points["checkpoint"],
                                               points["same fraction of this run"], points["λ̂"])},
                      "training (s)": f"{float(dev.meta.get('train_wall_s') or 0):,.0f}",
