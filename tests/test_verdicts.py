@@ -240,5 +240,7 @@ def test_a_value_next_to_a_band_edge_is_written_apart_from_it():
     assert two.show(0.8996) == "0.8996" and two.show(0.95) == "0.95" and two.show(0.9) == "0.90"
     share = Claim("Fig. X", "variance explained", "27.5%", (0.2, 0.35), (0.1, 0.5), fmt="{:.1%}")
     assert share.show(0.1996) == "19.96%" and share.show(0.25) == "25.0%"
+    near_zero = Claim("Fig. X", "Δ ÷ D", "≈ 0", (0, 0.01), (0, 0.03), fmt="{:.4f}")
+    assert near_zero.show(0.00002) == "0.0000"  # written as the edge of the band it is in: nothing to tell apart
     step = Claim("Fig. X", "peak step", "≈ 40k", (25_000, 65_000), (10_000, 130_000), fmt="{:,.0f}")
     assert step.show(24_999.7) == "24,999.7" and step.show(40_292) == "40,292"
