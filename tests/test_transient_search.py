@@ -129,7 +129,16 @@ def test_a_stopped_trial_keeps_rows_so_far_and_its_finished_run_replaces_them(tm
     assert ts.readable(ts.table())["transient"].item().endswith("(so far)")
     assert ts.trials_table(ts.table()).loc["tiny", "stopped"] == "at step 24 of 40 on a CPU"
     assert set(ts.search_curves(ts.table())["step"]) == set(range(0, 25, 2))
+    # the resume state is committed in progress; another machine (no local state) resumes from it, not from 0
+    import shutil
+    from plateau_lib.engine import carried
+    kept = carried.folder(f"transient_search-{cache.cache_key(cfg)}")
+    assert carried.resume_step(kept / "resume.pt") == 24
+    shutil.rmtree(cache.current().working(cfg))
+    restored, restore = [], carried.restore
+    monkeypatch.setattr(carried, "restore", lambda *a, **k: restored.append(restore(*a, **k)) or restored[-1])
     (done,) = ts.run_trials("tiny", [16], progress=False)
+    assert restored == [24] and not kept.exists()
     assert done["steps_done"] == done["steps"] == 40 and len(ts.table()) == 1
     assert ts.stopped_curves().empty and ts.search_curves(ts.table())["step"].max() == 40
 

@@ -1,7 +1,7 @@
 """A long job's state between work sessions (README, "Long CPU jobs"): its compact resume state and kept files wait,
 committed, in ``Store.in_progress()/<name>/``; a session copies them into a local working folder, trains on from
-there, and commits them back before it stops. Used by the stages run (``icl.long_run``) and the stages diagnosis
-(``icl.diagnosis``)."""
+there, and commits them back before it stops. Used by the stages run (``icl.long_run``), the stages diagnosis
+(``icl.diagnosis``) and the transient search's stopped trials (``icl.transient_search``)."""
 from __future__ import annotations
 
 import shutil
@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from plateau_lib.engine import cache
+from plateau_lib.engine.utils import atomic_path
 
 
 def folder(name: str) -> Path:
@@ -38,3 +39,13 @@ def restore(committed: Path, working: Path, files: str | None = "ckpt_*.pt") -> 
         if not (working / path.name).exists():
             shutil.copy2(path, working / path.name)
     return max(resume_step(working / "resume.pt"), 0)
+
+
+def keep(resume: Path, committed: Path) -> int:
+    """Copy the resume state ``resume`` into ``committed`` (atomically) where it is further along than the one
+    there; returns the step the committed state reached (-1: none)."""
+    if resume_step(resume) > resume_step(committed / "resume.pt"):
+        committed.mkdir(parents=True, exist_ok=True)
+        with atomic_path(committed / "resume.pt") as tmp:
+            shutil.copy2(resume, tmp)
+    return resume_step(committed / "resume.pt")

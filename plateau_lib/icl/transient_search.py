@@ -14,8 +14,9 @@ model of width 64 or 128 at 20k-50k steps is the open question; each trial answe
   table ``results/icl_transient_search.csv`` (replacing an older row of the same trial and M);
 - ``record_stopped(label, Ms)``: a trial stopped at its deadline keeps rows too, judged by the same rule on its
   evaluations so far and marked by ``steps_done`` < ``steps``, with its curves in
-  ``results/icl_transient_search_stopped.csv``: how far it got, never a finished result. Its resume state stays in
-  the local cache (about 3 MB a run, too large to commit), and the same command continues it.
+  ``results/icl_transient_search_stopped.csv``: how far it got, never a finished result. Its resume state (about
+  3 MB a run) is committed under ``results/in_progress/`` (``engine.carried``), and the same command continues it
+  on another machine or day.
 
     OMP_NUM_THREADS=1 python -m plateau_lib transient-search w64 --Ms 32 64 --budget-s 5400
     python -m plateau_lib transient-search w64-50k --Ms 4 8 16 32 64 128 256 inf --record-stopped
@@ -23,6 +24,7 @@ model of width 64 or 128 at 20k-50k steps is the open question; each trial answe
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +32,7 @@ import pandas as pd
 
 from plateau_lib.book.pages import MISSING, formatted
 from plateau_lib.book.plots import PAGE_WIDTH
-from plateau_lib.engine import cache
+from plateau_lib.engine import cache, carried
 from plateau_lib.engine.costs import parameters
 from plateau_lib.engine.presets import log_linear_steps
 from plateau_lib.engine.runs import TrainConfig
@@ -189,8 +191,11 @@ def run_trials(label: str, Ms, deadline: float | None = None, progress: bool = T
     def keep(i, result):
         rows[i] = _keep_finished(label, runs[i][0], cfgs[i], result)
 
+    store = cache.current()
+    for cfg in cfgs:
+        carried.restore(carried.folder(_carried_name(cfg)), store.working(cfg), files=None)
     try:
-        cache.current().train_many(cfgs, progress=progress, deadline=deadline, on_done=keep)
+        store.train_many(cfgs, progress=progress, deadline=deadline, on_done=keep)
     except Stopped as stop:
         print(stop, flush=True)
         record_stopped(label, Ms, seeds)
@@ -207,9 +212,15 @@ def _check_seeds(seeds) -> list[int]:
     return seeds
 
 
+def _carried_name(cfg: TrainConfig) -> str:
+    """The committed in-progress folder of a trial's run (``engine.carried``)."""
+    return f"transient_search-{cache.cache_key(cfg)}"
+
+
 def _keep_finished(label: str, M, cfg: TrainConfig, result) -> dict:
-    """Commit a finished run of the trial, keep its row and drop its stopped curves."""
+    """Commit a finished run of the trial, keep its row and drop its stopped curves and carried resume state."""
     cache.current().commit(cfg)
+    shutil.rmtree(carried.folder(_carried_name(cfg)), ignore_errors=True)
     row = _row(label, M, cfg, result)
     keep_row(row)
     _keep_stopped_curves(label, M, cfg.seed, None)
@@ -219,7 +230,7 @@ def _keep_finished(label: str, M, cfg: TrainConfig, result) -> dict:
 def record_stopped(label: str, Ms, seeds=(0,)) -> list[dict]:
     """Rows and curves, judged so far, of the runs of trial ``label`` at ``Ms`` and ``seeds`` that have a local
     resume state (stopped at a deadline) and no committed result; kept in the committed table, marked
-    ``steps_done``."""
+    ``steps_done``, and the resume state committed in progress (``engine.carried``), for the next session."""
     rows, store = [], cache.current()
     for M in check_Ms(Ms):
         for seed in _check_seeds(seeds):
@@ -233,6 +244,7 @@ def record_stopped(label: str, Ms, seeds=(0,)) -> list[dict]:
             rows.append(_row(label, M, cfg, result))
             keep_row(rows[-1])
             _keep_stopped_curves(label, M, seed, curves)
+            carried.keep(store.working(cfg) / "resume.pt", carried.folder(_carried_name(cfg)))
     return rows
 
 
