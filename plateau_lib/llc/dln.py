@@ -357,6 +357,7 @@ DLN_SHALLOW = ("1k, one hidden layer", "10k, one hidden layer", "100k, one hidde
 DLN_VARIANT_CASES = dict(zip(DLN_SHALLOW, (([32, 16, 32], 3), ([96, 52, 96], 5), ([320, 160, 320], 10),
                                            ([1000, 520, 1000], 20)))) | {
     "1k, rank 1": (DLN_CASES["1k"][0], 1), "1M, rank 100": (DLN_CASES["1M"][0], 100)}
+DLN_ALL_CASES = DLN_CASES | DLN_VARIANT_CASES  # every network a scan may name
 DLN_SCANS = {
     # every size at three γ, plain SGLD
     "γ scan": dict(slug="windows", cases=tuple(DLN_CASES), gammas=DLN_GAMMAS, settle=DLN_SETTLE),
@@ -406,8 +407,7 @@ def _scan(name: str) -> dict:
 
 def scan_cases(name: str) -> dict:
     """``{case: (widths, rank)}`` of the scan ``name`` of ``DLN_SCANS`` (from ``DLN_CASES`` and ``DLN_VARIANT_CASES``)."""
-    every = DLN_CASES | DLN_VARIANT_CASES
-    return {case: every[case] for case in _scan(name)["cases"]}
+    return {case: DLN_ALL_CASES[case] for case in _scan(name)["cases"]}
 
 
 def settling_steps(gamma: float, settle: dict = DLN_SETTLE) -> tuple[int, int]:
@@ -533,15 +533,14 @@ def rank_table(windows: "pd.DataFrame", cases=("1k", "1M"), gammas=(10.0, 30.0))
     rank, λ and, at each of ``gammas``, λ̂ (the mean over chains of λ̂ ÷ λ, times λ) and λ̂ ÷ λ."""
     import pandas as pd
 
-    every = DLN_CASES | DLN_VARIANT_CASES
     widths = {tuple(DLN_CASES[c][0]) for c in cases}
     ok = windows[~windows["diverged"].astype(bool) & ~windows["burn-in"].astype(bool) & windows["γ"].isin(gammas)]
-    ok = ok[[tuple(every[c][0]) in widths for c in ok["case"]]]
+    ok = ok[[tuple(DLN_ALL_CASES[c][0]) in widths for c in ok["case"]]]
     per_chain = ok.groupby(["case", "γ", "chain"]).agg(ratio=("λ̂ ÷ λ", "first"), lam=("λ", "first"), d=("d", "first"))
     mean = per_chain.groupby(["case", "γ"]).agg(ratio=("ratio", "mean"), lam=("lam", "first"), d=("d", "first"))
     rows = {}
     for (case, gamma), row in mean.sort_values(["d", "lam"]).iterrows():
-        key = (int(row["d"]), every[case][1])
+        key = (int(row["d"]), DLN_ALL_CASES[case][1])
         rows.setdefault(key, {"λ": float(row["lam"])})
         rows[key] |= {f"λ̂, γ = {gamma:g}": float(row["ratio"] * row["lam"]), f"λ̂ ÷ λ, γ = {gamma:g}": float(row["ratio"])}
     table = pd.DataFrame.from_dict(rows, orient="index")
