@@ -37,8 +37,8 @@ from plateau_lib.engine.presets import PRESETS
 from plateau_lib.engine.sweep import sweep
 from plateau_lib.engine.utils import REPO_ROOT, cpu_threads, resolve_device, shown_path
 from plateau_lib.icl import analyses as icl_analyses, development, diversity, long_run, rerun as icl_rerun, transient_search
-from plateau_lib.icl.presets import (DIVERSITY, DIVERSITY_CALIBRATION, ICL_LLC_REDUCED, ICL_PAPER, ICL_STAGES,
-                                     diversity as sweep_preset, icl_stages)
+from plateau_lib.icl.presets import (DIVERSITY, DIVERSITY_CALIBRATION, ICL_LLC_REDUCED, ICL_PAPER,
+                                     ICL_PAPER_SEEDS, ICL_STAGES, diversity as sweep_preset, icl_stages)
 from plateau_lib.llc.calibration import chosen_setting
 from plateau_lib.llm import analyses as llm_analyses, collapse, presets as llm_presets
 from plateau_lib.llm.corpus import TOKENIZER_FILES
@@ -288,9 +288,14 @@ def _stages_run_options(parser):
     parser.add_argument("--wait", action="store_true", help="llc: wait for checkpoints still to come until the budget")
     parser.add_argument("--shard", default="0/1", metavar="K/N",
                         help="llc, check: take every N-th step from the K-th (one process a core: 0/2 and 1/2)")
+    parser.add_argument("--seed", type=int, default=ICL_PAPER.seed,
+                        help=f"the model seed, one of the paper's {list(ICL_PAPER_SEEDS)} (default {ICL_PAPER.seed}, "
+                             "the stages page's run)")
 
 
 def _stages_run(args, parser) -> int:
+    if args.seed not in ICL_PAPER_SEEDS:
+        return refuse(parser, f"--seed must be one of the paper's seeds {list(ICL_PAPER_SEEDS)}, got {args.seed}")
     if args.budget_s <= 0:
         return refuse(parser, f"--budget-s must be positive, got {args.budget_s}")
     try:
@@ -304,7 +309,7 @@ def _stages_run(args, parser) -> int:
 
 
 def _stages_run_action(args, shard: tuple[int, int]) -> None:
-    cfg, llc = ICL_PAPER, ICL_LLC_REDUCED
+    cfg, llc = ICL_PAPER.replace(seed=args.seed), ICL_LLC_REDUCED
     if args.action == "train":
         long_run.train(cfg, llc, args.budget_s)
     elif args.action in ("llc", "check"):

@@ -90,6 +90,7 @@ def test_every_command_is_listed_and_a_bad_option_is_refused_in_one_line_before_
                                  [name, "a", "b"] if name == "notebook" else [name, "status"]).command == name
     for argv, message in ((["stages-run", "llc", "--shard", "x"], "--shard must be K/N"),
                           (["stages-run", "llc", "--budget-s", "0"], "--budget-s must be positive"),
+                          (["stages-run", "train", "--seed", "7"], "--seed must be one of the paper's seeds"),
                           (["probe", "--cpu-budget"], "--cpu-budget goes with --preset paper only"),
                           (["transient-search"], "give a trial to run"),
                           (["paper", "--workers", "0"], "--workers must be >= 1"),

@@ -28,7 +28,7 @@ from plateau_lib.engine.train import Stopped, train_many
 from plateau_lib.engine.utils import atomic_path, git_commit, resolve_device, write_json
 from plateau_lib.icl import data, long_run
 from plateau_lib.icl.development import llc_data, structure_row
-from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER
+from plateau_lib.icl.presets import ICL_LLC_PAPER, ICL_LLC_REDUCED, ICL_PAPER, ICL_PAPER_SEEDS
 from plateau_lib.llc import SGLDConfig, calibration, llc_over_checkpoints, summarize
 
 KIND = "icl_diagnosis"
@@ -289,7 +289,7 @@ def authors_ood_losses(model, task, n: int, seed: int = EVAL_SEED) -> dict:
     return out
 
 
-def runs_present(seeds=range(5), operands=("float32", "bfloat16")) -> list[tuple[TrainConfig, str]]:
+def runs_present(seeds=ICL_PAPER_SEEDS, operands=("float32", "bfloat16")) -> list[tuple[TrainConfig, str]]:
     """The (config, data stream) runs with a committed state, in seed order."""
     return [(variant(s, o), stream) for s in seeds for o in operands for stream in STREAMS
             if state_folder(variant(s, o), stream).exists()]

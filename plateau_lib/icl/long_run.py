@@ -33,6 +33,7 @@ and ``llc`` reads the checkpoints; ``save`` copies the state back. Training stop
     OMP_NUM_THREADS=1 python -m plateau_lib stages-run llc --shard 1/2        # then takes the other's still unclaimed)
     python -m plateau_lib stages-run save      # before the session ends: then commit results/in_progress/
     python -m plateau_lib stages-run status
+    OMP_NUM_THREADS=1 python -m plateau_lib stages-run train --seed 0 --budget-s 9000  # the paper's other seeds
 """
 from __future__ import annotations
 

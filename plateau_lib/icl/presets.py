@@ -20,6 +20,7 @@ ICL_PAPER = TrainConfig(task="icl_regression", task_kwargs=ICL_TASK, n_layer=2, 
                         schedule="one_cycle", steps=500_000, batch_size=256, eval_every=5_000, eval_batch=1024, seed=1,
                         checkpoint_steps=log_linear_steps(500_000, *ICL_CHECKPOINTS["paper"]),
                         eval_steps=log_linear_steps(500_000, *ICL_CHECKPOINTS["paper"]))
+ICL_PAPER_SEEDS = (0, 1, 2, 3, 4)  # the paper's five training seeds (its Fig. 1(b) draws all five)
 # The long CPU run: the same model, data and schedule shape over 20k steps (the triangle peaks at 10k),
 # 16 log + 12 linear checkpoints; run in the background (python -m plateau_lib stages) and committed.
 ICL_CPU_LONG = ICL_PAPER.replace(steps=20_000, eval_every=500,
