@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from plateau_lib.book import pages
-from plateau_lib.engine import presets as engine_presets
+from plateau_lib.engine import presets as engine_presets, stages
 from plateau_lib.engine.runs import TrainConfig
 from plateau_lib.engine.setup import build_model, lr_factor, make_optimizers, muon_groups
 from plateau_lib.engine.train import train
@@ -79,9 +79,21 @@ def test_muon_groups_leave_out_frozen_parameters():
     assert "blocks.0.attn.Q.weight" not in matrices and "ln_f.weight" not in others
 
 
-def _table(rows):
+def _table(rows, flat=stages.PLATEAU_MIN_EVALUATIONS):
+    """Hand-built milestones; each run's loss sits still for ``flat`` evaluations after y₁ (a plateau by default)."""
     return pd.DataFrame(rows, columns=["setup", "family", "seed", "partial_step", "jump_step", "plateau_span",
-                                       "peak_cosine", "peak_rho"])
+                                       "peak_cosine", "peak_rho"]).assign(plateau_evaluations=flat)
+
+
+def test_a_run_that_learns_y1_first_but_whose_loss_keeps_falling_has_no_plateau():
+    """SGD with momentum at the paper's width learns y₁ at step 100 and jumps at 150 with its loss falling all the
+    way: y₁ first, and no plateau (``stages.plateau_evaluations`` 1)."""
+    table = pd.concat([_table([("baseline", "baseline", 0, 30, 190, 160, 0.96, 0.81)]),
+                       _table([("SGD, momentum 0.9", "optimizer", 0, 100, 150, 50, 0.99, 0.9)], flat=1)],
+                      ignore_index=True)
+    assert setups.plateaued(table).tolist() == [True, False]
+    assert setups.setup_values(table)["runs that learn y₁ first, then plateau (fraction)"] == 0.5
+    assert setups.unplateaued_runs(table) == "SGD, momentum 0.9 (seed 0)"
 
 
 def test_setup_values_on_a_hand_built_table():

@@ -171,16 +171,24 @@ def test_cpu_preset_shows_the_plateau_phenomenon():
 def test_plateau_summary_on_hand_built_curves():
     m = pd.DataFrame({"step": [0, 10, 20, 30, 40], "acc_first": [0.1, 0.95, 1, 1, 1], "acc_rest": [0.05, 0.05, 0.06, 0.9, 1],
                       "acc": [0.05, 0.1, 0.12, 0.9, 0.99], "cosine": [0.1, 0.9, 0.97, 0.2, 0.1],
-                      "rho": [0.1, 0.8, 0.6, 0.1, 0.06], "apm": [0.1, 0.2, 0.4, 0.7, 0.8]})
+                      "rho": [0.1, 0.8, 0.6, 0.1, 0.06], "apm": [0.1, 0.2, 0.4, 0.7, 0.8],
+                      "loss_out": [2.9, 2.5, 2.48, 1.0, 0.5]})
     s = stages.plateau_summary(m)
     assert (s["partial_step"], s["jump_step"], s["plateau_span"], s["solved_step"]) == (10, 30, 20, 40)
+    assert s["plateau_evaluations"] == 2  # steps 10 and 20 (2.5, 2.48: within 2%); the jump's step is not counted
     assert s["peak_cosine"] == 0.97 and s["peak_rho"] == 0.8 and s["apm_before_jump"] == 0.4
     solved_at_once = m.assign(acc_rest=1.0, acc_first=1.0, acc=1.0)
     assert stages.plateau_summary(solved_at_once)["jump_step"] == 0
     long_plateau = pd.DataFrame({"step": range(0, 70, 10), "acc_first": [0.1] + [1.0] * 6,
                                  "acc_rest": [0.05] * 5 + [0.9, 1.0], "acc": [0.05] * 5 + [0.9, 1.0],
-                                 "cosine": 0.9, "rho": 0.8, "apm": [0.1, 0.2, 0.3, 0.4, 0.5, 0.8, 0.9]})
+                                 "cosine": 0.9, "rho": 0.8, "apm": [0.1, 0.2, 0.3, 0.4, 0.5, 0.8, 0.9],
+                                 "loss_out": [2.9, 2.5, 2.5, 2.49, 2.48, 1.2, 0.5]})
     assert stages.plateau_summary(long_plateau)["apm_rank_corr"] == pytest.approx(1.0)
+    assert stages.plateau_summary(long_plateau)["plateau_evaluations"] == 4  # steps 10-40
+    # the same span with a loss that keeps falling (5% an evaluation) is no plateau: one evaluation at a time
+    falling = long_plateau.assign(loss_out=[2.9, 2.5, 2.375, 2.256, 2.143, 1.2, 0.5])
+    assert stages.plateau_summary(falling)["plateau_evaluations"] == 1
+    assert stages.plateau_summary(falling.assign(acc_first=0.1))["plateau_evaluations"] == 0  # y₁ never learned
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a flat APM before the jump has no rank order: NaN, and nothing on the page

@@ -30,6 +30,37 @@ def longest_flat_stretch(steps, values, tol: float) -> float:
     return longest
 
 
+PLATEAU_LOSS_TOL = 0.02        # a plateau: the loss on the outputs within 2% of its value at the stretch's start
+PLATEAU_MIN_EVALUATIONS = 3    # ... at this many evaluations in a row at least
+
+
+def flat_evaluations(values, tol: float = PLATEAU_LOSS_TOL) -> int:
+    """The most evaluations in a row over which ``values`` stay within ``tol`` (relative) of their value at the
+    first of them (1 for a single evaluation, 0 for none): how long a loss sits still."""
+    values = np.asarray(values, dtype=float)
+    longest = 0
+    for start in range(len(values)):
+        end = start
+        while end + 1 < len(values) and abs(values[end + 1] - values[start]) <= tol * abs(values[start]):
+            end += 1
+        longest = max(longest, end - start + 1)
+    return longest
+
+
+def plateau_evaluations(metrics: pd.DataFrame, partial_step, jump_step) -> int:
+    """The book's one reading of "a plateau after the partial solution": the most evaluations in a row, from the
+    step the partial solution is learned until the jump (the run's end if it never jumps), over which the loss on
+    the outputs (``loss_out``) stays within ``PLATEAU_LOSS_TOL`` of its value at the first; 0 when the partial
+    solution is never learned. A run plateaus when this is at least ``PLATEAU_MIN_EVALUATIONS``: a loss that keeps
+    falling from the partial solution to the jump is no plateau, however long it takes."""
+    if partial_step is None:
+        return 0
+    m = metrics[metrics["step"] >= partial_step]
+    if jump_step is not None:
+        m = m[m["step"] < jump_step]
+    return flat_evaluations(m.sort_values("step")["loss_out"])
+
+
 def before_jump(metrics: pd.DataFrame, jump_step) -> pd.DataFrame:
     """The evaluations before ``jump_step`` (all of them when there is no jump; the first one when the jump
     comes at the first evaluation, so there is no plateau to speak of)."""
@@ -58,6 +89,7 @@ def plateau_summary(metrics: pd.DataFrame, first_level: float = 0.9, jump_level:
     - ``jump_step``: the other outputs cross ``jump_level`` accuracy (the abrupt drop; all outputs
       when the partial solution is every output);
     - ``plateau_span``: jump_step - partial_step, the steps spent with only the partial solution;
+    - ``plateau_evaluations``: how long the loss sits still in that span (``plateau_evaluations``);
     - ``solved_step``: overall accuracy reaches ``solved_level``;
     - peaks of cosine and ρ up to the jump, and APM at the last evaluation before the jump;
     - ``apm_peak``, the highest APM of the run, and ``apm_rank_corr``, the rank correlation of APM with the
@@ -80,6 +112,7 @@ def plateau_summary(metrics: pd.DataFrame, first_level: float = 0.9, jump_level:
         "partial_step": partial,
         "jump_step": jump,
         "plateau_span": None if partial is None or jump is None else jump - partial,
+        "plateau_evaluations": plateau_evaluations(m, partial, jump),
         "solved_step": solved,
         "peak_cosine": float(before["cosine"].max()),
         "peak_rho": float(before["rho"].max()),

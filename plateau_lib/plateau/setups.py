@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from plateau_lib.book import pages
+from plateau_lib.engine import stages
 from plateau_lib.plateau import milestones
 
 FIGURE = "Figs. 26–40 (training setups)"
@@ -34,10 +35,12 @@ def setup_milestones(metrics: pd.DataFrame, family: dict) -> pd.DataFrame:
 
 
 def plateaued(table: pd.DataFrame) -> pd.Series:
-    """Per run: True when y₁ is learned first and the other outputs stay unlearned for at least one more
-    evaluation (they jump later, or not within the run)."""
+    """Per run: True when y₁ is learned first and the loss then sits still (``stages.plateau_evaluations``, at
+    least ``stages.PLATEAU_MIN_EVALUATIONS``) before the other outputs jump (or to the end of a run that never
+    jumps). A run whose loss keeps falling from y₁ to the jump learned y₁ first but has no plateau."""
     partial, jump = table["partial_step"].astype(float), table["jump_step"].astype(float)
-    return partial.notna() & (jump.isna() | (jump > partial))
+    flat = table["plateau_evaluations"].astype(float) >= stages.PLATEAU_MIN_EVALUATIONS
+    return partial.notna() & (jump.isna() | (jump > partial)) & flat
 
 
 def setup_values(table: pd.DataFrame) -> dict:
