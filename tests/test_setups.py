@@ -191,3 +191,21 @@ def test_per_setup_spans_read_as_ranges_with_minus_signs_and_a_dash_when_a_seed_
                     ("SGD", "optimizer", 0, 80, 160, 80, 0.9, 0.9), ("SGD", "optimizer", 1, 80, None, None, 0.9, 0.9)])
     spans = setups.per_setup(table)["plateau span (steps)"]
     assert spans.to_dict() == {"SGD": "–", "base": "130–160", "lr": "80", "n 8": "−20 to 40"}
+
+
+def test_the_verdicts_are_read_under_other_readings_of_a_plateau():
+    """A baseline run that sits still for three evaluations after y₁ and a run whose loss falls 2.5% an evaluation:
+    the second plateaus only when the tolerance allows 5%; the texts give each number's range and verdicts."""
+    steps = list(range(0, 70, 10))
+    still = pd.DataFrame({"step": steps, "loss_out": [2.9, 2.5, 2.5, 2.49, 2.49, 1.0, 0.5]})
+    falling = pd.DataFrame({"step": steps, "loss_out": [2.9, 2.5, 2.4375, 2.377, 2.317, 1.0, 0.5]})
+    metrics = pd.concat([still.assign(setup="baseline", seed=0), falling.assign(setup="n 8", seed=0)])
+    table = _table([("baseline", "baseline", 0, 10, 50, 40, 0.95, 0.9), ("n 8", "sequence length n", 0, 10, 50, 40, 0.7, 0.2)])
+    reading = setups.reading_sensitivity(metrics, table, tols=(0.02, 0.05), min_evaluations=(3,))
+    share = "runs that learn y₁ first, then plateau (fraction)"
+    assert reading[share].tolist() == [0.5, 1.0]
+    assert reading["lowest peak cosine over the runs that plateau"].tolist() == [0.95, 0.7]
+    from plateau_lib.plateau.claims import claims_of
+    texts = setups.reading_texts(reading, claims_of(setups.FIGURE), "paper")
+    assert texts["reading_0"] == "0.50–1.00 (not reproduced or reproduced)"
+    assert texts["reading_tolerances"] == "2%–5%" and texts["reading_evaluations"] == "3"

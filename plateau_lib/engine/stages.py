@@ -47,7 +47,7 @@ def flat_evaluations(values, tol: float = PLATEAU_LOSS_TOL) -> int:
     return longest
 
 
-def plateau_evaluations(metrics: pd.DataFrame, partial_step, jump_step) -> int:
+def plateau_evaluations(metrics: pd.DataFrame, partial_step, jump_step, tol: float = PLATEAU_LOSS_TOL) -> int:
     """The book's one reading of "a plateau after the partial solution": the most evaluations in a row, from the
     step the partial solution is learned until the jump (the run's end if it never jumps), over which the loss on
     the outputs (``loss_out``) stays within ``PLATEAU_LOSS_TOL`` of its value at the first; 0 when the partial
@@ -58,7 +58,7 @@ def plateau_evaluations(metrics: pd.DataFrame, partial_step, jump_step) -> int:
     m = metrics[metrics["step"] >= partial_step]
     if jump_step is not None:
         m = m[m["step"] < jump_step]
-    return flat_evaluations(m.sort_values("step")["loss_out"])
+    return flat_evaluations(m.sort_values("step")["loss_out"], tol)
 
 
 def before_jump(metrics: pd.DataFrame, jump_step) -> pd.DataFrame:

@@ -34,13 +34,53 @@ def setup_milestones(metrics: pd.DataFrame, family: dict) -> pd.DataFrame:
     return table
 
 
-def plateaued(table: pd.DataFrame) -> pd.Series:
+def plateaued(table: pd.DataFrame, min_evaluations: int = stages.PLATEAU_MIN_EVALUATIONS) -> pd.Series:
     """Per run: True when y₁ is learned first and the loss then sits still (``stages.plateau_evaluations``, at
-    least ``stages.PLATEAU_MIN_EVALUATIONS``) before the other outputs jump (or to the end of a run that never
-    jumps). A run whose loss keeps falling from y₁ to the jump learned y₁ first but has no plateau."""
+    least ``min_evaluations``) before the other outputs jump (or to the end of a run that never jumps). A run
+    whose loss keeps falling from y₁ to the jump learned y₁ first but has no plateau."""
     partial, jump = table["partial_step"].astype(float), table["jump_step"].astype(float)
-    flat = table["plateau_evaluations"].astype(float) >= stages.PLATEAU_MIN_EVALUATIONS
+    flat = table["plateau_evaluations"].astype(float) >= min_evaluations
     return partial.notna() & (jump.isna() | (jump > partial)) & flat
+
+
+PLATEAU_NUMBERS = ("runs that learn y₁ first, then plateau (fraction)", "lowest peak cosine over the runs that plateau",
+                   "lowest peak ρ over the runs that plateau")
+
+
+def reading_sensitivity(metrics: pd.DataFrame, table: pd.DataFrame, tols=(0.01, 0.02, 0.03, 0.05),
+                        min_evaluations=(2, 3, 4, 5)) -> pd.DataFrame:
+    """The verdicts' three plateau numbers (``PLATEAU_NUMBERS``) under other readings of a plateau: one row per
+    loss tolerance and least number of evaluations, so a page can show that its verdicts do not hang on the
+    reading's two numbers (``setup_metrics``' metrics and ``setup_milestones``' table of the same runs)."""
+    runs = dict(iter(metrics.groupby(["setup", "seed"], observed=True)))
+    rows = []
+    for tol in tols:
+        flat = [stages.plateau_evaluations(runs[(r.setup, r.seed)], None if pd.isna(r.partial_step) else r.partial_step,
+                                           None if pd.isna(r.jump_step) else r.jump_step, tol)
+                for r in table.itertuples()]
+        for least in min_evaluations:
+            read = table.assign(plateau_evaluations=flat)
+            kept = read[plateaued(read, least)]
+            rows.append({"tolerance": tol, "evaluations": least,
+                         PLATEAU_NUMBERS[0]: float(plateaued(read, least).mean()),
+                         PLATEAU_NUMBERS[1]: float(kept["peak_cosine"].astype(float).min()),
+                         PLATEAU_NUMBERS[2]: float(kept["peak_rho"].astype(float).min())})
+    return pd.DataFrame(rows)
+
+
+def reading_texts(reading: pd.DataFrame, claims: list, preset: str) -> dict:
+    """For the page's prose, each of ``PLATEAU_NUMBERS`` over every reading of ``reading_sensitivity`` as the range
+    of its values and the verdicts they get under its claim of ``claims`` at ``preset``: "0.61–0.73 (not
+    reproduced under each)", keyed ``reading_0`` ... in ``PLATEAU_NUMBERS``' order; the readings tried as
+    ``reading_tolerances`` ("1%–5%") and ``reading_evaluations`` ("2–5")."""
+    by_metric = {c.metric: c for c in claims}
+    texts = {"reading_tolerances": "–".join(f"{t:.0%}" for t in (reading["tolerance"].min(), reading["tolerance"].max())),
+             "reading_evaluations": pages.value_range(reading["evaluations"], "{:.0f}")}
+    for i, name in enumerate(PLATEAU_NUMBERS):
+        verdicts = list(dict.fromkeys(by_metric[name].judge(v, preset) for v in reading[name]))
+        told = f"{verdicts[0]} under each" if len(verdicts) == 1 else " or ".join(verdicts)
+        texts[f"reading_{i}"] = f"{pages.value_range(reading[name])} ({told})"
+    return texts
 
 
 def setup_values(table: pd.DataFrame) -> dict:
@@ -49,10 +89,10 @@ def setup_values(table: pd.DataFrame) -> dict:
     repetition during each run's plateau, not in a setup's mean: a run that never learns y₁, or jumps with it, has no
     plateau to collapse in), and softmax's jump step over the linear baseline's, seed by seed (when both were run)."""
     kept = table[plateaued(table)]
-    values = {"runs that learn y₁ first, then plateau (fraction)": float(plateaued(table).mean()),
+    values = {PLATEAU_NUMBERS[0]: float(plateaued(table).mean()),
               "runs that jump within their run (fraction)": float(table["jump_step"].astype(float).notna().mean()),
-              "lowest peak cosine over the runs that plateau": float(kept["peak_cosine"].astype(float).min()),
-              "lowest peak ρ over the runs that plateau": float(kept["peak_rho"].astype(float).min())}
+              PLATEAU_NUMBERS[1]: float(kept["peak_cosine"].astype(float).min()),
+              PLATEAU_NUMBERS[2]: float(kept["peak_rho"].astype(float).min())}
     names = set(table["setup"].astype(str))
     if {"softmax", "baseline"} <= names:
         values["softmax jump step ÷ linear baseline's"] = milestones.seed_ratio(
