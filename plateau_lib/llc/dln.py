@@ -513,6 +513,18 @@ def gamma_summary(windows: "pd.DataFrame") -> "pd.DataFrame":
     return out.reset_index()
 
 
+def settled_by_size(gamma: float = 10.0) -> "pd.Series":
+    """λ̂ ÷ λ of the γ scan's settled chains (:func:`gamma_summary`) at localization ``gamma``, by number of weights
+    d (ascending); empty when the scan is not stored."""
+    import pandas as pd
+
+    windows = scan_estimates("γ scan")
+    if windows is None:
+        return pd.Series(dtype=float, name="λ̂ ÷ λ")
+    settled = gamma_summary(windows)
+    return settled[settled["γ"] == gamma].set_index("d")["λ̂ ÷ λ"].sort_index()
+
+
 def scans_at(scans: dict, gamma: float = 10.0) -> "pd.DataFrame":
     """λ̂ ÷ λ of each scan of ``scans`` (``{label: windows}``, a row each; :func:`gamma_summary`) at localization
     ``gamma`` (before a ``cool`` scaling), a column per size, to two decimals; blank where a scan did not run."""
