@@ -7,12 +7,16 @@ is read, not computed again.
     OMP_NUM_THREADS=1 python scripts/llc_dln.py --budget-s 3600     # sweeps and checks about 70 min on one core,
                                                                     # the scans about 45, 60, 70, 60 and 2 more
     OMP_NUM_THREADS=1 python scripts/llc_dln.py --budget-s 9000 --scans "true rank"   # only these scans
+
+A scan the budget stops keeps its rows so far in results/in_progress/llc_dln_gamma-<key>/rows.csv (commit it before
+the session ends); the next run takes them up.
 """
 import argparse
 import time
 
 import torch
 
+from plateau_lib.engine.train import Stopped
 from plateau_lib.llc import dln
 
 
@@ -38,11 +42,19 @@ def main(argv=None) -> None:
 
 
 def run_scans(names, deadline: float) -> None:
-    """Each settling scan of ``names`` in turn, each table committed to results/ when it is finished."""
+    """Each settling scan of ``names`` in turn, each table committed to results/ when it is finished. A scan stopped
+    by the budget keeps its rows so far in results/in_progress/ (commit them), and the next run resumes from them."""
     for name in names:
-        windows = dln.scan_estimates(name, compute=True, deadline=deadline)
+        table = dln.scan_table(name)
+        print(f"{name}: resuming from {table.restore_rows()} rows", flush=True)
+        try:
+            windows = dln.scan_estimates(name, compute=True, deadline=deadline)
+        except Stopped as stop:
+            print(stop, f"; rows so far kept in {table.carry_rows()}: commit them", sep="", flush=True)
+            return
         print(name, dln.gamma_summary(windows).to_string(index=False), sep="\n")
-        print(f"committed to {dln.scan_table(name).commit()}")
+        print(f"committed to {table.commit()}")
+        table.drop_carried_rows()
 
 
 if __name__ == "__main__":

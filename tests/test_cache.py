@@ -185,3 +185,27 @@ def test_a_trained_model_holds_its_runs_final_weights_and_is_trained_once(stores
     again, second = cache.current().trained_model(cfg)
     assert second.meta["cache"] is not None   # loaded from the local store, not trained again
     assert all(torch.equal(v, again.state_dict()[k]) for k, v in model.state_dict().items())
+
+
+def test_a_stopped_build_carries_its_rows_to_another_machine_and_resumes_there(tmp_path, use_store):
+    """A build stopped by its deadline keeps its rows; ``carry_rows`` commits them; on a machine with an empty local
+    cache ``restore_rows`` takes them up, and the build computes only the items still missing."""
+    import pandas as pd
+    from plateau_lib.engine.train import Stopped
+    computed = []
+
+    def rows(chunk):
+        computed.extend(chunk)
+        return pd.DataFrame({"step": chunk, "value": [2 * s for s in chunk]})
+
+    use_store(committed=tmp_path / "results", local=tmp_path / "here")
+    table = cache.StoredTable("carry_test", {"x": 1})
+    with pytest.raises(Stopped):
+        table.build([1, 2, 3], rows, deadline=0.0)  # past: stops once the first row is kept
+    assert computed == [1] and table.carry_rows() == tmp_path / "results" / "in_progress" / table.name / "rows.csv"
+    use_store(committed=tmp_path / "results", local=tmp_path / "elsewhere")  # another machine: nothing local
+    assert table.rows().empty and table.restore_rows() == 1
+    done = table.build([1, 2, 3], rows)
+    assert computed == [1, 2, 3] and done["value"].tolist() == [2, 4, 6]
+    table.drop_carried_rows()
+    assert not table.carried_rows().exists()

@@ -420,6 +420,32 @@ class StoredTable:
         """Remove the kept rows (once the finished table is stored, or to start over)."""
         shutil.rmtree(self.rows_folder(), ignore_errors=True)
 
+    def carried_rows(self) -> Path:
+        """The committed copy of the rows kept so far, for a build that spans work sessions (``carry_rows``)."""
+        return self.store.in_progress() / self.name / "rows.csv"
+
+    def carry_rows(self) -> Path:
+        """Copy the rows kept so far into ``carried_rows`` (atomically), to commit before a session ends."""
+        dst = self.carried_rows()
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(dst) as tmp:
+            self.rows().to_csv(tmp, index=False)
+        return dst
+
+    def restore_rows(self) -> int:
+        """Take the committed rows (``carried_rows``) where they hold more than the local ones; returns the number
+        of rows the build resumes from."""
+        import pandas as pd
+        carried = self.carried_rows()
+        committed = pd.read_csv(carried) if carried.exists() else pd.DataFrame()
+        if len(committed) > len(self.rows()):
+            self.keep(committed)
+        return len(self.rows())
+
+    def drop_carried_rows(self) -> None:
+        """Remove the committed rows once the finished table is committed."""
+        shutil.rmtree(self.carried_rows().parent, ignore_errors=True)
+
     def build(self, items, compute_rows, on="step", group: int = 1, progress: bool = True,
               desc: str = "checkpoints", shared: bool = False, deadline: float | None = None):
         """The rows of ``compute_rows(chunk)`` for every item of ``items`` (an integer step, or a tuple of the

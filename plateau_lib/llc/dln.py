@@ -357,6 +357,15 @@ DLN_SHALLOW = ("1k, one hidden layer", "10k, one hidden layer", "100k, one hidde
 DLN_VARIANT_CASES = dict(zip(DLN_SHALLOW, (([32, 16, 32], 3), ([96, 52, 96], 5), ([320, 160, 320], 10),
                                            ([1000, 520, 1000], 20)))) | {
     "1k, rank 1": (DLN_CASES["1k"][0], 1), "1M, rank 100": (DLN_CASES["1M"][0], 100)}
+# Two hidden layers at DLN_CASES' four sizes (the same d), each at two true ranks: one whose λ ÷ (d/2) is near 0.25,
+# towards the three-hidden-layer networks' 0.16-0.20, and one near 0.44, the one-hidden-layer networks' (no rank
+# takes one or three hidden layers into the other's range; two hidden layers reach both).
+DLN_TWO_HIDDEN_WIDTHS = {"1k": [24, 16, 16, 24], "10k": [80, 48, 48, 80], "100k": [240, 160, 160, 240],
+                         "1M": [790, 500, 500, 790]}
+DLN_TWO_HIDDEN_RANKS = {"1k": (1, 12), "10k": (4, 33), "100k": (10, 122), "1M": (35, 358)}
+DLN_TWO_HIDDEN = {f"{size}, two hidden layers, rank {rank}": (DLN_TWO_HIDDEN_WIDTHS[size], rank)
+                  for size, ranks in DLN_TWO_HIDDEN_RANKS.items() for rank in ranks}
+DLN_VARIANT_CASES |= DLN_TWO_HIDDEN
 DLN_ALL_CASES = DLN_CASES | DLN_VARIANT_CASES  # every network a scan may name
 DLN_SCANS = {
     # every size at three γ, plain SGLD
@@ -395,6 +404,11 @@ DLN_SCANS = {
     # to the largest's share), at the γ scan's setting: if the share drives the excess, they trade places.
     "true rank": dict(slug="true-rank", cases=("1k, rank 1", "1M, rank 100"), gammas=(10.0, 30.0),
                       settle={**DLN_SETTLE, "num_chains": 1}),
+    # Depth or degeneracy? With two hidden layers both can be held apart: at each size a rank with λ ÷ (d/2) near
+    # 0.25 and one near 0.44 (DLN_TWO_HIDDEN), at the one-hidden-layer scan's setting. If the excess at a million
+    # weights follows the degeneracy, it comes at the low share only; if it follows the depth, at both or neither.
+    "two hidden layers": dict(slug="two-hidden-layers", cases=tuple(DLN_TWO_HIDDEN), gammas=(10.0,),
+                              settle={**DLN_SETTLE, "num_chains": 1, "batch_per_input": 1.0}),
 }
 DLN_GAMMA_KIND = "llc_dln_gamma"
 
