@@ -236,14 +236,17 @@ class Claim:
             return f"≥ {self.fmt.format(ours)}"
         return ("∞" if ours > 0 else "−∞") if math.isinf(ours) else self.apart_from_edges(float(ours))
 
+    def bands_of(self, value: float) -> tuple[bool, bool]:
+        """Whether ``value`` lies in the reproduced band and in the partly band (edges included)."""
+        return tuple(lo <= value <= hi for lo, hi in (self.reproduced, self.partly))
+
     def apart_from_edges(self, value: float) -> str:
         """``value`` by ``fmt``, with ``fmt``'s precision raised where it would write the value as a band edge on the
         other side of it (0.899 against a band from 0.9 reads "0.899", not "0.90"; 19.96% against 20% reads "19.96%"),
         so the text agrees with its verdict; a value written as an edge of the band it is in keeps ``fmt``."""
         text = self.fmt.format(value)
-        bands = lambda x: tuple(lo <= x <= hi for lo, hi in (self.reproduced, self.partly))  # noqa: E731
         edges = [e for e in (*self.reproduced, *self.partly) if math.isfinite(e) and e != value]
-        if not any(self.fmt.format(e) == text and bands(e) != bands(value) for e in edges):
+        if not any(self.fmt.format(e) == text and self.bands_of(e) != self.bands_of(value) for e in edges):
             return text
         precision = re.search(r"\.(\d+)", self.fmt)
         for extra in range(1, 8):
