@@ -300,7 +300,8 @@ def test_the_rank_table_puts_the_same_network_at_two_ranks_side_by_side():
     def windows(case, gamma, ratios):
         widths, rank = (dln.DLN_CASES | dln.DLN_VARIANT_CASES)[case]
         return pd.DataFrame({"case": case, "γ": gamma, "d": dln.parameter_count(widths), "λ": dln.dln_lambda(widths, rank),
-                             "chain": range(len(ratios)), "burn-in": False, "λ̂ ÷ λ": ratios, "diverged": False})
+                             "chain": range(len(ratios)), "burn-in": False, "λ̂ ÷ λ": ratios, "diverged": False,
+                             "step": 0, "window λ̂ ÷ λ": ratios})
     rows = pd.concat([windows("1k", 10.0, [0.1]).assign(**{"burn-in": True}),    # chain 0's burn-in: left out
                       windows("1k", 10.0, [0.8, 1.0]), windows("1k, rank 1", 10.0, [0.5]),
                       windows("1k", 100.0, [0.3]), windows("10k", 10.0, [0.9]),

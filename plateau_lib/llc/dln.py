@@ -515,15 +515,17 @@ def scan_estimates(name: str, compute: bool = False, deadline: float | None = No
     return dln_gamma_estimates(scan_cases(name), scan["gammas"], scan["settle"], compute, deadline)
 
 
-def gamma_summary(windows: "pd.DataFrame") -> "pd.DataFrame":
-    """Per size and γ, over the chains that did not diverge: λ̂ ÷ λ (mean over chains), and how far it still moved
-    over the draws: the last draw window's λ̂ ÷ λ minus the first's (mean over chains; near 0 once settled)."""
+def gamma_summary(windows: "pd.DataFrame", by=("d",)) -> "pd.DataFrame":
+    """Per size (or per ``by``, e.g. ``("case",)`` for networks of one size at two ranks) and γ, over the chains
+    that did not diverge: λ̂ ÷ λ (mean over chains), and how far it still moved over the draws: the last draw
+    window's λ̂ ÷ λ minus the first's (mean over chains; near 0 once settled)."""
+    by = [*by, "γ"]
     ok = windows[~windows["diverged"].astype(bool) & ~windows["burn-in"].astype(bool)]
-    per_chain = ok.sort_values("step").groupby(["d", "γ", "chain"]).agg(
+    per_chain = ok.sort_values("step").groupby([*by, "chain"]).agg(
         ratio=("λ̂ ÷ λ", "first"), first=("window λ̂ ÷ λ", "first"), last=("window λ̂ ÷ λ", "last"))
     per_chain["drift"] = per_chain["last"] - per_chain["first"]
-    out = per_chain.groupby(["d", "γ"]).agg(**{"λ̂ ÷ λ": ("ratio", "mean"), "drift over the draws": ("drift", "mean"),
-                                              "chains": ("ratio", "count")})
+    out = per_chain.groupby(by).agg(**{"λ̂ ÷ λ": ("ratio", "mean"), "drift over the draws": ("drift", "mean"),
+                                       "chains": ("ratio", "count")})
     return out.reset_index()
 
 
@@ -560,15 +562,17 @@ def rank_table(windows: "pd.DataFrame", cases=("1k", "1M"), gammas=(10.0, 30.0))
     import pandas as pd
 
     widths = {tuple(DLN_CASES[c][0]) for c in cases}
-    ok = windows[~windows["diverged"].astype(bool) & ~windows["burn-in"].astype(bool) & windows["γ"].isin(gammas)]
+    ok = windows[windows["γ"].isin(gammas)]
     ok = ok[[tuple(DLN_ALL_CASES[c][0]) in widths for c in ok["case"]]]
-    per_chain = ok.groupby(["case", "γ", "chain"]).agg(ratio=("λ̂ ÷ λ", "first"), lam=("λ", "first"), d=("d", "first"))
-    mean = per_chain.groupby(["case", "γ"]).agg(ratio=("ratio", "mean"), lam=("lam", "first"), d=("d", "first"))
+    mean = gamma_summary(ok, by=("case",)).rename(columns={"λ̂ ÷ λ": "ratio", "γ": "gamma"})
+    mean["d"] = [parameter_count(DLN_ALL_CASES[c][0]) for c in mean["case"]]
+    mean["rank"] = [DLN_ALL_CASES[c][1] for c in mean["case"]]
+    mean["lam"] = [dln_lambda(*DLN_ALL_CASES[c]) for c in mean["case"]]
     rows = {}
-    for (case, gamma), row in mean.sort_values(["d", "lam"]).iterrows():
-        key = (int(row["d"]), DLN_ALL_CASES[case][1])
-        rows.setdefault(key, {"λ": float(row["lam"])})
-        rows[key] |= {f"λ̂, γ = {gamma:g}": float(row["ratio"] * row["lam"]), f"λ̂ ÷ λ, γ = {gamma:g}": float(row["ratio"])}
+    for row in mean.sort_values(["d", "lam"]).itertuples(index=False):
+        key = (int(row.d), int(row.rank))
+        rows.setdefault(key, {"λ": float(row.lam)})
+        rows[key] |= {f"λ̂, γ = {row.gamma:g}": float(row.ratio * row.lam), f"λ̂ ÷ λ, γ = {row.gamma:g}": float(row.ratio)}
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index = pd.MultiIndex.from_tuples(table.index, names=["weights", "true rank"])
     return table
