@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import pytest
@@ -51,7 +52,9 @@ def test_several_seeds_are_judged_one_by_one_and_never_averaged():
     # the same words at every seed are written once; the same number is still written per seed
     missed = Claim("Fig. X", "peak cosine", "≈ 0.95", (0.9, 1.0), (0.8, 1.0), missing="a run did not jump")
     assert missed.show(BySeed({1: math.nan, 2: math.nan})) == "a run did not jump (seeds 1 and 2)"
-    assert COSINE.show(BySeed({0: 0.9, 1: 0.9})) == "0.9 and 0.9 (seeds 0 and 1)"
+    assert COSINE.show(BySeed({0: 0.9, 1: 0.9})) == "0.9 and 0.9 (seeds 0 and 1)"  # a number at each: not a mean
+    in_600 = dataclasses.replace(missed, missing="no jump in 600 steps")  # words with a number in them: once
+    assert in_600.show(BySeed({0: math.nan, 1: math.nan, 2: math.nan})) == "no jump in 600 steps (seeds 0, 1 and 2)"
     (row,) = summaries.summary_rows([COSINE], "paper", {"peak cosine": BySeed({1: 0.5, 0: 0.95, 2: 0.92})})
     assert (row["ours"], row["verdict"], row["by seed"]) == (0.92, "partly", {"0": 0.95, "1": 0.5, "2": 0.92})
     with pytest.raises(ValueError, match="BySeed values"):
