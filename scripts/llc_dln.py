@@ -46,13 +46,17 @@ def run_scans(names, deadline: float) -> None:
     by the budget keeps its rows so far in results/in_progress/ (commit them), and the next run resumes from them."""
     for name in names:
         table = dln.scan_table(name)
-        print(f"{name}: resuming from {table.restore_rows()} rows", flush=True)
+        if time.time() > deadline:
+            print(f"budget spent before {name}", flush=True)
+            return
+        if table.load() is None:
+            print(f"{name}: resuming from {table.restore_rows()} rows", flush=True)
         try:
             windows = dln.scan_estimates(name, compute=True, deadline=deadline)
         except Stopped as stop:
             print(stop, f"; rows so far kept in {table.carry_rows()}: commit them", sep="", flush=True)
             return
-        print(name, dln.gamma_summary(windows).to_string(index=False), sep="\n")
+        print(name, dln.gamma_summary(windows, by=("case",)).to_string(index=False), sep="\n")
         print(f"committed to {table.commit()}")
         table.drop_carried_rows()
 

@@ -209,3 +209,17 @@ def test_a_stopped_build_carries_its_rows_to_another_machine_and_resumes_there(t
     assert computed == [1, 2, 3] and done["value"].tolist() == [2, 4, 6]
     table.drop_carried_rows()
     assert not table.carried_rows().exists()
+
+
+def test_carried_rows_never_go_backwards_and_an_empty_build_carries_nothing(tmp_path, use_store):
+    import pandas as pd
+    use_store(committed=tmp_path / "results", local=tmp_path / "here")
+    table = cache.StoredTable("carry_test", {"x": 2})
+    assert table.carry_rows() is None and not table.carried_rows().exists()   # nothing kept: nothing written
+    assert table.restore_rows() == 0
+    table.keep(pd.DataFrame({"step": [1], "value": [2]}))
+    table.carry_rows()
+    table.keep(pd.DataFrame({"step": [1, 2], "value": [2, 4]}))               # further along here than committed
+    assert table.restore_rows() == 2 and table.rows()["step"].tolist() == [1, 2]
+    table.carried_rows().write_text("")                                        # an empty committed file: no rows
+    assert table.restore_rows() == 2

@@ -327,3 +327,21 @@ def test_the_rank_findings_read_the_changes_of_lambda_and_of_its_estimate():
     assert set(dln.rank_findings(None).values()) == {MISSING} and len(found) == len(dln.RANK_FINDINGS)
     assert set(dln.rank_findings(ranks.iloc[:3]).values()) == {MISSING}                  # a network at one rank
     assert set(dln.rank_findings(ranks.assign(**{"λ̂, γ = 30": float("nan")})).values()) == {MISSING}
+
+
+def test_two_hidden_layers_hold_depth_and_degeneracy_apart():
+    """The depth scan's premise: no rank takes the one-hidden-layer networks (λ ÷ (d/2) from 0.44 up) into the
+    three-hidden-layer ones' range (up to 0.35) or back; two hidden layers at DLN_CASES' sizes reach both, at a rank
+    near 0.25 and one near 0.44."""
+    from plateau_lib.llc import dln
+
+    def shares(cases):
+        return [dln_lambda(w, r) / (parameter_count(w) / 2) for w, _ in cases for r in range(1, min(w) + 1)]
+    one = shares([dln.DLN_VARIANT_CASES[c] for c in dln.DLN_SHALLOW])
+    three = shares(dln.DLN_CASES.values())
+    assert max(three) < min(one)
+    for size, (low, high) in dln.DLN_TWO_HIDDEN_RANKS.items():
+        widths = dln.DLN_TWO_HIDDEN_WIDTHS[size]
+        assert len(widths) == 4 and parameter_count(widths) == parameter_count(dln.DLN_CASES[size][0])
+        assert dln_lambda(widths, low) / (parameter_count(widths) / 2) == pytest.approx(0.25, abs=0.005)
+        assert dln_lambda(widths, high) / (parameter_count(widths) / 2) == pytest.approx(0.44, abs=0.005)

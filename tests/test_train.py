@@ -366,3 +366,15 @@ def test_a_nudged_start_is_one_float_step_up_and_moves_the_run_as_another_machin
     moved = max((a.final_state[k] - b.final_state[k]).abs().max().item() for k in a.final_state)
     assert 0 < moved < 1e-5  # a rounding difference after 12 steps, not another run
     assert not a.metrics["cosine"].equals(b.metrics["cosine"])
+
+
+def test_the_plateau_reading_counts_from_the_partial_solution_to_the_evaluation_before_the_jump():
+    """The loss sits still from step 10 to the jump's step 40 and beyond: the evaluations at 10, 20 and 30 count,
+    the jump's own does not; a run that never jumps (None or NaN) counts to its end."""
+    m = pd.DataFrame({"step": [0, 10, 20, 30, 40, 50], "loss_out": [2.9, 2.5, 2.5, 2.5, 2.5, 2.5]})
+    assert stages.plateau_evaluations(m, 10, 40) == 3
+    assert stages.plateau_evaluations(m, 10, None) == stages.plateau_evaluations(m, 10.0, float("nan")) == 5
+    assert stages.plateau_evaluations(m, None, 40) == stages.plateau_evaluations(m, float("nan"), 40) == 0
+    # the stretch is measured from its own first value: 2.5 -> 2.45 -> 2.40 is 2% then 4% below 2.5
+    assert stages.flat_evaluations([2.5, 2.45, 2.40]) == 2 and stages.flat_evaluations([]) == 0
+    assert stages.longest_flat_stretch([0, 10, 30], [1.0, 1.0, 1.5], 0.1) == 10

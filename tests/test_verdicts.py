@@ -55,6 +55,8 @@ def test_several_seeds_are_judged_one_by_one_and_never_averaged():
     assert COSINE.show(BySeed({0: 0.9, 1: 0.9})) == "0.9 and 0.9 (seeds 0 and 1)"  # a number at each: not a mean
     in_600 = dataclasses.replace(missed, missing="no jump in 600 steps")  # words with a number in them: once
     assert in_600.show(BySeed({0: math.nan, 1: math.nan, 2: math.nan})) == "no jump in 600 steps (seeds 0, 1 and 2)"
+    tiny = Claim("Fig. X", "a rate", "≈ 0", (0.0, 1e-4), (0.0, 1e-3), fmt="{:.3g}")  # e-notation is a number too
+    assert tiny.show(BySeed({0: 2e-5, 1: 2e-5})) == "2e-05 and 2e-05 (seeds 0 and 1)"
     (row,) = summaries.summary_rows([COSINE], "paper", {"peak cosine": BySeed({1: 0.5, 0: 0.95, 2: 0.92})})
     assert (row["ours"], row["verdict"], row["by seed"]) == (0.92, "partly", {"0": 0.95, "1": 0.5, "2": 0.92})
     with pytest.raises(ValueError, match="BySeed values"):

@@ -223,12 +223,12 @@ class Claim:
     def show(self, ours: float | BySeed | None) -> str:
         """``ours`` formatted (≥ x: :class:`AtLeast`), or the ``missing`` text; a
         :class:`BySeed` as each seed's, in seed order ("169.3, 162.5 and 169.0 (seeds 0, 1 and 2)"; the same text at
-        every seed once where it is words, "none in 600 steps (seeds 0, 1 and 2)"; a number at each seed, even the
-        same, so that it cannot read as a mean)."""
+        seeds once where no seed reached it, "no jump in 600 steps (seeds 0, 1 and 2)"; a number at each seed, even
+        the same, so that it cannot read as a mean)."""
         if isinstance(ours, BySeed):
             seeds = sorted(ours.values)
             shown = [self.show(ours.values[s]) for s in seeds]
-            if len(set(shown)) == 1 and len(seeds) > 1 and any(c.isalpha() for c in shown[0]):
+            if len(seeds) > 1 and all(v is None or math.isnan(v) for v in ours.values.values()):
                 shown = shown[:1]
             return f"{listed(shown)} (seed{'s' if len(seeds) > 1 else ''} {listed([str(s) for s in seeds])})"
         if ours is None or math.isnan(ours):

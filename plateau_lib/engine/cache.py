@@ -424,20 +424,24 @@ class StoredTable:
         """The committed copy of the rows kept so far, for a build that spans work sessions (``carry_rows``)."""
         return self.store.in_progress() / self.name / "rows.csv"
 
-    def carry_rows(self) -> Path:
-        """Copy the rows kept so far into ``carried_rows`` (atomically), to commit before a session ends."""
+    def carry_rows(self) -> Path | None:
+        """Copy the rows kept so far into ``carried_rows`` (atomically), to commit before a session ends; None
+        when no row is kept yet (nothing is written)."""
+        rows = self.rows()
+        if rows.empty:
+            return None
         dst = self.carried_rows()
         dst.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(dst) as tmp:
-            self.rows().to_csv(tmp, index=False)
+            rows.to_csv(tmp, index=False)
         return dst
 
     def restore_rows(self) -> int:
-        """Take the committed rows (``carried_rows``) where they hold more than the local ones; returns the number
-        of rows the build resumes from."""
+        """Take the committed rows (``carried_rows``) where they hold more than the local ones (builds make their
+        items in one order, so more rows are further along); returns the number of rows the build resumes from."""
         import pandas as pd
         carried = self.carried_rows()
-        committed = pd.read_csv(carried) if carried.exists() else pd.DataFrame()
+        committed = pd.read_csv(carried) if carried.exists() and carried.stat().st_size else pd.DataFrame()
         if len(committed) > len(self.rows()):
             self.keep(committed)
         return len(self.rows())

@@ -17,17 +17,23 @@ def first_crossing(steps, values, level: float, above: bool = True):
     return None if idx.size == 0 else int(np.asarray(steps)[idx[0]])
 
 
+def flat_stretches(values, tol: float, relative: bool = False):
+    """``(first, last)`` index of the longest stretch from each evaluation over which ``values`` stay within ``tol``
+    of their value at ``first`` (``relative``: within ``tol`` times its magnitude); one per evaluation."""
+    values = np.asarray(values, dtype=float)
+    for start in range(len(values)):
+        allowed = tol * abs(values[start]) if relative else tol
+        end = start
+        while end + 1 < len(values) and abs(values[end + 1] - values[start]) <= allowed:
+            end += 1
+        yield start, end
+
+
 def longest_flat_stretch(steps, values, tol: float) -> float:
     """The most steps over which ``values`` stay within ``tol`` of their value at the stretch's first evaluation
     (0 for a single evaluation): a plateau's length, measured on the curve itself."""
-    steps, values = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
-    longest = 0.0
-    for start in range(len(steps)):
-        end = start
-        while end + 1 < len(steps) and abs(values[end + 1] - values[start]) <= tol:
-            end += 1
-        longest = max(longest, steps[end] - steps[start])
-    return longest
+    steps = np.asarray(steps, dtype=float)
+    return max((steps[end] - steps[start] for start, end in flat_stretches(values, tol)), default=0.0)
 
 
 PLATEAU_LOSS_TOL = 0.02        # a plateau: the loss on the outputs within 2% of its value at the stretch's start
@@ -37,26 +43,20 @@ PLATEAU_MIN_EVALUATIONS = 3    # ... at this many evaluations in a row at least
 def flat_evaluations(values, tol: float = PLATEAU_LOSS_TOL) -> int:
     """The most evaluations in a row over which ``values`` stay within ``tol`` (relative) of their value at the
     first of them (1 for a single evaluation, 0 for none): how long a loss sits still."""
-    values = np.asarray(values, dtype=float)
-    longest = 0
-    for start in range(len(values)):
-        end = start
-        while end + 1 < len(values) and abs(values[end + 1] - values[start]) <= tol * abs(values[start]):
-            end += 1
-        longest = max(longest, end - start + 1)
-    return longest
+    return max((end - start + 1 for start, end in flat_stretches(values, tol, relative=True)), default=0)
 
 
 def plateau_evaluations(metrics: pd.DataFrame, partial_step, jump_step, tol: float = PLATEAU_LOSS_TOL) -> int:
-    """The book's one reading of "a plateau after the partial solution": the most evaluations in a row, from the
-    step the partial solution is learned until the jump (the run's end if it never jumps), over which the loss on
-    the outputs (``loss_out``) stays within ``PLATEAU_LOSS_TOL`` of its value at the first; 0 when the partial
-    solution is never learned. A run plateaus when this is at least ``PLATEAU_MIN_EVALUATIONS``: a loss that keeps
-    falling from the partial solution to the jump is no plateau, however long it takes."""
-    if partial_step is None:
+    """The reading of "a plateau after the partial solution" that the plateau pages judge runs by: the most
+    evaluations in a row, from the step the partial solution is learned until the jump (the run's end if it never
+    jumps; None or NaN), over which the loss on the outputs (``loss_out``) stays within ``tol`` of its value at the
+    first; 0 when the partial solution is never learned. A run plateaus when this is at least
+    ``PLATEAU_MIN_EVALUATIONS``: a loss that keeps falling from the partial solution to the jump is no plateau,
+    however long it takes."""
+    if partial_step is None or pd.isna(partial_step):
         return 0
     m = metrics[metrics["step"] >= partial_step]
-    if jump_step is not None:
+    if jump_step is not None and not pd.isna(jump_step):
         m = m[m["step"] < jump_step]
     return flat_evaluations(m.sort_values("step")["loss_out"], tol)
 

@@ -1,6 +1,7 @@
-"""Hoogland et al.'s own training run (``ICL_PAPER``: seed 1, one-cycle to 3e-3, batch 256, 500k steps, the
-paper's 190 checkpoints) made on one CPU core across work days, with λ̂ at about 40 of its checkpoints at a
-stated reduced SGLD budget (``icl.presets.ICL_LLC_REDUCED``: the paper's ε, γ and nβ; fewer chains and draws).
+"""Hoogland et al.'s own training run (``ICL_PAPER``: one-cycle to 3e-3, batch 256, 500k steps, the paper's 190
+checkpoints; seed 1, the stages page's, or another of the paper's seeds) made on one CPU core across work days,
+with λ̂ at about 40 of its checkpoints at a stated reduced SGLD budget (``icl.presets.ICL_LLC_REDUCED``: the
+paper's ε, γ and nβ; fewer chains and draws).
 
 A work session lasts at most three hours and nothing on its machine is sure to survive it, so between
 sessions the run lives in the repository, in ``results/in_progress/icl_stages-<train key>/``:
@@ -21,7 +22,7 @@ sessions the run lives in the repository, in ``results/in_progress/icl_stages-<t
 Once the training is finished its result (tables, no weights) is committed as ``results/train-<key>/`` and the
 state keeps only the λ̂ rows and the checkpoints still waiting for theirs. Once the last λ̂ row and the last budget
 check are made, the run is also written as an ordinary developmental run (``results/icl_stages-<key of the reduced budget>/``, which
-``development.load(ICL_PAPER, ICL_LLC_REDUCED)`` reads), and the state stays as the record of its budget checks.
+``development.load(cfg, ICL_LLC_REDUCED)`` reads), and the state stays as the record of its budget checks.
 
 ``restore`` copies that state into the queue's working folder (``cache.QUEUE``), where ``train`` resumes it
 and ``llc`` reads the checkpoints; ``save`` copies the state back. Training stops cleanly at a time budget

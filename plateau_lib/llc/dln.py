@@ -529,16 +529,19 @@ def gamma_summary(windows: "pd.DataFrame", by=("d",)) -> "pd.DataFrame":
     return out.reset_index()
 
 
+def at_gamma(windows: "pd.DataFrame", gamma: float = 10.0) -> "pd.Series":
+    """λ̂ ÷ λ of a scan's settled chains (:func:`gamma_summary`) at localization ``gamma``, by number of weights d
+    (ascending; a scan with one network per size: two at one size would be averaged)."""
+    settled = gamma_summary(windows)
+    return settled[settled["γ"] == gamma].set_index("d")["λ̂ ÷ λ"].sort_index()
+
+
 def settled_by_size(gamma: float = 10.0) -> "pd.Series":
-    """λ̂ ÷ λ of the γ scan's settled chains (:func:`gamma_summary`) at localization ``gamma``, by number of weights
-    d (ascending); empty when the scan is not stored."""
+    """:func:`at_gamma` of the γ scan; empty when the scan is not stored."""
     import pandas as pd
 
     windows = scan_estimates("γ scan")
-    if windows is None:
-        return pd.Series(dtype=float, name="λ̂ ÷ λ")
-    settled = gamma_summary(windows)
-    return settled[settled["γ"] == gamma].set_index("d")["λ̂ ÷ λ"].sort_index()
+    return pd.Series(dtype=float, name="λ̂ ÷ λ") if windows is None else at_gamma(windows, gamma)
 
 
 def scans_at(scans: dict, gamma: float = 10.0) -> "pd.DataFrame":
@@ -548,8 +551,7 @@ def scans_at(scans: dict, gamma: float = 10.0) -> "pd.DataFrame":
 
     rows = {}
     for label, windows in scans.items():
-        summary = gamma_summary(windows)
-        rows[label] = summary[summary["γ"] == gamma].set_index("d")["λ̂ ÷ λ"]
+        rows[label] = at_gamma(windows, gamma)
     table = pd.DataFrame(rows).T.sort_index(axis=1)
     table.columns = [f"d = {d:,}" for d in table.columns]
     return table.map(lambda v: "" if pd.isna(v) else f"{v:.2f}")

@@ -55,14 +55,13 @@ def reading_sensitivity(metrics: pd.DataFrame, table: pd.DataFrame, tols=(0.01, 
     runs = dict(iter(metrics.groupby(["setup", "seed"], observed=True)))
     rows = []
     for tol in tols:
-        flat = [stages.plateau_evaluations(runs[(r.setup, r.seed)], None if pd.isna(r.partial_step) else r.partial_step,
-                                           None if pd.isna(r.jump_step) else r.jump_step, tol)
-                for r in table.itertuples()]
+        read = table.assign(plateau_evaluations=[
+            stages.plateau_evaluations(runs[(r.setup, r.seed)], r.partial_step, r.jump_step, tol)
+            for r in table.itertuples()])
         for least in min_evaluations:
-            read = table.assign(plateau_evaluations=flat)
-            kept = read[plateaued(read, least)]
-            rows.append({"tolerance": tol, "evaluations": least,
-                         PLATEAU_NUMBERS[0]: float(plateaued(read, least).mean()),
+            plateaus = plateaued(read, least)
+            kept = read[plateaus]
+            rows.append({"tolerance": tol, "evaluations": least, PLATEAU_NUMBERS[0]: float(plateaus.mean()),
                          PLATEAU_NUMBERS[1]: float(kept["peak_cosine"].astype(float).min()),
                          PLATEAU_NUMBERS[2]: float(kept["peak_rho"].astype(float).min())})
     return pd.DataFrame(rows)
@@ -74,7 +73,7 @@ def reading_texts(reading: pd.DataFrame, claims: list, preset: str) -> dict:
     reproduced under each)", keyed ``reading_0`` ... in ``PLATEAU_NUMBERS``' order; the readings tried as
     ``reading_tolerances`` ("1%–5%") and ``reading_evaluations`` ("2–5")."""
     by_metric = {c.metric: c for c in claims}
-    texts = {"reading_tolerances": "–".join(f"{t:.0%}" for t in (reading["tolerance"].min(), reading["tolerance"].max())),
+    texts = {"reading_tolerances": pages.value_range(100 * reading["tolerance"], "{:.0f}%"),
              "reading_evaluations": pages.value_range(reading["evaluations"], "{:.0f}")}
     for i, name in enumerate(PLATEAU_NUMBERS):
         verdicts = list(dict.fromkeys(by_metric[name].judge(v, preset) for v in reading[name]))
@@ -86,8 +85,9 @@ def reading_texts(reading: pd.DataFrame, claims: list, preset: str) -> dict:
 def setup_values(table: pd.DataFrame) -> dict:
     """The page's reported numbers: the share of runs that learn y₁ first and then plateau, the share that jump
     within their run, the lowest peak cosine and peak ρ before the jump over every run that plateaus (collapse and
-    repetition during each run's plateau, not in a setup's mean: a run that never learns y₁, or jumps with it, has no
-    plateau to collapse in), and softmax's jump step over the linear baseline's, seed by seed (when both were run)."""
+    repetition during each run's plateau, not in a setup's mean: a run that never learns y₁, jumps with it, or whose
+    loss keeps falling from y₁ to the jump (:func:`plateaued`) has no plateau to collapse in), and softmax's jump
+    step over the linear baseline's, seed by seed (when both were run)."""
     kept = table[plateaued(table)]
     values = {PLATEAU_NUMBERS[0]: float(plateaued(table).mean()),
               "runs that jump within their run (fraction)": float(table["jump_step"].astype(float).notna().mean()),
