@@ -330,7 +330,7 @@ def test_the_reference_values_say_when_the_reference_never_jumped():
     import pandas as pd
     from plateau_lib.book import pages
     flat = pd.DataFrame({"step": [0, 10, 20], "acc_first": 0.1, "acc_rest": 0.05, "acc": 0.06, "cosine": 0.5,
-                         "rho": 0.1, "apm": 0.1, "loss_out": 2.9})
+                         "rho": 0.1, "apm": 0.1})
     assert pages.reference_values(SimpleNamespace(metrics=flat, config={"seed": 0, "steps": 20})) == {
         "reference_seed": "0", "reference_steps": "20", "reference_jump_step": pages.MISSING,
         "reference_final_acc": "0.060", "reference_solved": "no", "reference_solved_level": "0.95"}

@@ -81,8 +81,7 @@ def _metrics(steps, positions):
     rest = positions[positions["position"] > 1].groupby("step")["acc"].mean()
     return pd.DataFrame({"step": steps, "acc": acc.values, "acc_first": first.values, "acc_rest": rest.values,
                          "cosine": [0.1, 0.9, 0.95, 0.2], "rho": [0.0, 0.5, 0.6, 0.1], "apm": [0.1, 0.2, 0.4, 0.9],
-                         "entropy": [2.0, 0.5, 0.4, 1.5], "entropy_data": 1.5, "rho_data": 0.1,
-                         "loss_out": [2.9, 2.0, 1.99, 0.5]})
+                         "entropy": [2.0, 0.5, 0.4, 1.5], "entropy_data": 1.5, "rho_data": 0.1})
 
 
 def test_plateau_summary_follows_the_tasks_partial_solution():

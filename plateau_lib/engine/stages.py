@@ -89,7 +89,6 @@ def plateau_summary(metrics: pd.DataFrame, first_level: float = 0.9, jump_level:
     - ``jump_step``: the other outputs cross ``jump_level`` accuracy (the abrupt drop; all outputs
       when the partial solution is every output);
     - ``plateau_span``: jump_step - partial_step, the steps spent with only the partial solution;
-    - ``plateau_evaluations``: how long the loss sits still in that span (``plateau_evaluations``);
     - ``solved_step``: overall accuracy reaches ``solved_level``;
     - peaks of cosine and ρ up to the jump, and APM at the last evaluation before the jump;
     - ``apm_peak``, the highest APM of the run, and ``apm_rank_corr``, the rank correlation of APM with the
@@ -112,7 +111,6 @@ def plateau_summary(metrics: pd.DataFrame, first_level: float = 0.9, jump_level:
         "partial_step": partial,
         "jump_step": jump,
         "plateau_span": None if partial is None or jump is None else jump - partial,
-        "plateau_evaluations": plateau_evaluations(m, partial, jump),
         "solved_step": solved,
         "peak_cosine": float(before["cosine"].max()),
         "peak_rho": float(before["rho"].max()),

@@ -27,11 +27,19 @@ def setup_metrics(results: dict, family: dict) -> pd.DataFrame:
 
 
 def setup_milestones(metrics: pd.DataFrame, family: dict) -> pd.DataFrame:
-    """Fig. 2's milestones (partial step, jump, plateau span, peaks) per setup and seed, in page order."""
+    """Fig. 2's milestones (partial step, jump, plateau span, peaks) per setup and seed, in page order, with how
+    long each run's loss sits still between its partial solution and its jump (``stages.plateau_evaluations``)."""
     order = [name for name in family if name in set(metrics["setup"])]
     table = milestones.milestones(metrics, by=("setup", "seed"), order={"setup": order})
     table.insert(1, "family", table["setup"].astype(str).map(family))
-    return table
+    return with_plateau_evaluations(table, metrics)
+
+
+def with_plateau_evaluations(table: pd.DataFrame, metrics: pd.DataFrame, tol: float = stages.PLATEAU_LOSS_TOL):
+    """``table`` (a row per setup and seed) with each run's ``plateau_evaluations`` at loss tolerance ``tol``."""
+    runs = dict(iter(metrics.groupby(["setup", "seed"], observed=True)))
+    return table.assign(plateau_evaluations=[
+        stages.plateau_evaluations(runs[(r.setup, r.seed)], r.partial_step, r.jump_step, tol) for r in table.itertuples()])
 
 
 def plateaued(table: pd.DataFrame, min_evaluations: int = stages.PLATEAU_MIN_EVALUATIONS) -> pd.Series:
@@ -52,12 +60,9 @@ def reading_sensitivity(metrics: pd.DataFrame, table: pd.DataFrame, tols=(0.01, 
     """The verdicts' three plateau numbers (``PLATEAU_NUMBERS``) under other readings of a plateau: one row per
     loss tolerance and least number of evaluations, so a page can show that its verdicts do not hang on the
     reading's two numbers (``setup_metrics``' metrics and ``setup_milestones``' table of the same runs)."""
-    runs = dict(iter(metrics.groupby(["setup", "seed"], observed=True)))
     rows = []
     for tol in tols:
-        read = table.assign(plateau_evaluations=[
-            stages.plateau_evaluations(runs[(r.setup, r.seed)], r.partial_step, r.jump_step, tol)
-            for r in table.itertuples()])
+        read = with_plateau_evaluations(table, metrics, tol)
         for least in min_evaluations:
             plateaus = plateaued(read, least)
             kept = read[plateaus]
