@@ -162,9 +162,9 @@ def test_verdict_table_records_each_preset_shown(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hoogland-fig-1-b-lr-stages-cpu.json",
                                                            "hoogland-fig-1-b-lr-stages-cpu_long.json"]
     assert json.loads((tmp_path / "hoogland-fig-1-b-lr-stages-cpu.json").read_text())["page"] == "icl_stages"
-    assert {"cpu miniature", "long CPU run", "verdict (cpu_long)"} <= set(table.columns)
+    assert {"cpu miniature", "long CPU run", "verdict (cpu long)"} <= set(table.columns)
     assert list(table.columns)[-1] == "rule"
-    assert table.loc["stages found", "verdict (cpu_long)"] == "not comparable at this scale"
+    assert table.loc["stages found", "verdict (cpu long)"] == "not comparable at this scale"
 
 
 def test_checkpoint_counts_rebuild_the_presets():

@@ -131,8 +131,8 @@ def test_a_sweep_can_fill_another_presets_column_judged_by_its_own_tier(summarie
                                             "cpu_long": {pc2.metric: 0.1}}, "transient_ridge", {},
                      {"cpu_d8_50k": "D = 8 sweep", "cpu_long": "D = 2 sweep"},
                      record_as={"cpu_d8_50k": "paper_data", "cpu_long": None})
-    assert table.loc[pc2.metric, "verdict (cpu_d8_50k)"] == "reproduced" and table.loc[pc2.metric, "D = 8 sweep"] == "0.88"
-    assert table.loc[pc2.metric, "verdict (cpu_long)"] == "not reproduced"
+    assert table.loc[pc2.metric, "verdict (cpu d8 50k)"] == "reproduced" and table.loc[pc2.metric, "D = 8 sweep"] == "0.88"
+    assert table.loc[pc2.metric, "verdict (cpu long)"] == "not reproduced"
     row = report.reproducibility_table(CLAIMS, PAPER_PENDING).set_index("metric")
     assert row.loc[pc2.metric, "paper's data, smaller model"] == "0.88 (reproduced)"
     assert row.loc[share.metric, "paper's data, smaller model"] == "0.50 (not comparable at this scale)"  # model-bound

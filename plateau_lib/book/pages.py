@@ -332,9 +332,10 @@ def verdicts(claims: list, values: dict, page: str, provenance: dict, labels: di
         own = recorded and column_of == preset  # a run recorded under another preset's column keeps its own label here
         column = summaries.PRESET_COLUMNS[column_of] if own else (labels or {}).get(preset, preset)
         table[column] = table["metric"].map(lambda m: rows[m]["shown"] if m in rows else "–")
-        table[f"verdict ({preset})"] = table["metric"].map(lambda m: rows[m]["verdict"] if m in rows else "–")
+        tag = preset.replace("_", " ")  # a preset's name as a reader reads it ("cpu long", not "cpu_long")
+        table[f"verdict ({tag})"] = table["metric"].map(lambda m: rows[m]["verdict"] if m in rows else "–")
         if again is not None:
-            table[f"re-run, {rerun_as} ({preset})"] = table["metric"].map(
+            table[f"re-run, {rerun_as} ({tag})"] = table["metric"].map(
                 lambda m: f"{rows[m]['rerun']} ({rows[m]['rerun verdict']}){': fragile' * rows[m]['fragile']}"
                 if "rerun" in rows.get(m, {}) else "–")
     table["rule"] = table["metric"].map(rules)
