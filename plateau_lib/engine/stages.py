@@ -47,7 +47,7 @@ def flat_evaluations(values, tol: float = PLATEAU_LOSS_TOL) -> int:
 
 
 def plateau_evaluations(metrics: pd.DataFrame, partial_step, jump_step, tol: float = PLATEAU_LOSS_TOL) -> int:
-    """The reading of "a plateau after the partial solution" that the plateau pages judge runs by: the most
+    """The reading of "a plateau after the partial solution" that the training-setups page judges runs by: the most
     evaluations in a row, from the step the partial solution is learned until the jump (the run's end if it never
     jumps; None or NaN), over which the loss on the outputs (``loss_out``) stays within ``tol`` of its value at the
     first; 0 when the partial solution is never learned. A run plateaus when this is at least
